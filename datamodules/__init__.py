@@ -1,0 +1,1 @@
+"""LightningDataModules: short-text clustering corpora, streaming text, NLI pairs."""

@@ -1,0 +1,345 @@
+"""Short-text clustering corpora from CSV/TSV (SPEC §1, §4, §6).
+
+Each training item is an original text and two views of it:
+- ``explicit`` augmentation: views from augmentation columns; with one column the views are
+  the original text and its augmentation, with two or more the first two columns;
+- ``virtual`` augmentation: the original text twice, so dropout is the only difference.
+
+Tokenisation happens in the collate function and pads to the longest text of the batch,
+not to ``max_length``: short texts then cost short sequences.
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import lightning as L
+import numpy as np
+import pandas as pd
+import torch
+from torch.utils.data import DataLoader, Dataset, Sampler
+
+from lightning_modules.encoder import load_tokenizer
+
+AUGMENTATIONS = ("explicit", "virtual")
+
+
+class DataConfigError(ValueError):
+    """A data file or its configuration cannot be used; the message says how to fix it."""
+
+
+@dataclass
+class ShortTextCorpus:
+    """Texts of one corpus, with cleaned views and optional labels."""
+
+    path: Path
+    texts: list[str]
+    augmentations: list[list[str]]  # one list per augmentation column
+    labels: np.ndarray | None  # raw label values, or None when the file has no labels
+    label_names: list | None = None
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+
+def read_table(path: Path) -> pd.DataFrame:
+    if not path.exists():
+        raise DataConfigError(
+            f"Data file '{path}' does not exist. Set `data_dir=<folder>` (and `dataset.file=<name>`) "
+            "to where the file is, e.g. `data_dir=../shared/data/short_text`."
+        )
+    sep = "\t" if path.suffix.lower() in (".tsv", ".tab") else ","
+    try:
+        frame = pd.read_csv(path, sep=sep, dtype=str, keep_default_na=False, na_values=[""])
+    except pd.errors.EmptyDataError:
+        raise DataConfigError(f"Data file '{path}' is empty: it needs a header row and at least one text.") from None
+    if len(frame) == 0:
+        raise DataConfigError(f"Data file '{path}' has a header but no rows: add texts to it.")
+    return frame
+
+
+def load_corpus(
+    path: str | Path,
+    text_column: str = "text",
+    label_column: str | None = "label",
+    aug_columns: Sequence[str] = (),
+) -> ShortTextCorpus:
+    """Read and validate a corpus. Missing texts are replaced and reported in one warning."""
+    path = Path(path)
+    frame = read_table(path)
+    columns = list(frame.columns)
+    for key, column in [("dataset.text_column", text_column)] + [
+        (f"dataset.aug_columns[{i}]", c) for i, c in enumerate(aug_columns)
+    ]:
+        if column not in frame.columns:
+            raise DataConfigError(
+                f"Column '{column}' ({key}) is not in '{path}'; the file has columns {columns}. "
+                f"Set `{key.split('[')[0]}=...` to one of them"
+                + (", or use `dataset.augmentation=virtual` with `dataset.aug_columns=[]`." if "aug" in key else ".")
+            )
+    replaced: dict[str, int] = {}
+    texts = frame[text_column]
+    missing = texts.isna() | (texts.str.strip() == "")
+    if missing.any():
+        replaced[text_column] = int(missing.sum())
+        # an empty original falls back to its first augmentation when there is one
+        fallback = frame[aug_columns[0]] if aug_columns else pd.Series([""] * len(frame))
+        texts = texts.where(~missing, fallback.fillna(""))
+    texts = texts.fillna("").astype(str).tolist()
+    augmentations = []
+    for column in aug_columns:
+        values = frame[column]
+        missing = values.isna() | (values.str.strip() == "")
+        if missing.any():
+            replaced[column] = int(missing.sum())
+        augmentations.append([t if not m else o for t, m, o in zip(values.fillna("").tolist(), missing, texts)])
+    if replaced:
+        detail = ", ".join(f"{n} in '{c}'" for c, n in replaced.items())
+        warnings.warn(
+            f"{path}: replaced empty or missing texts ({detail}); an empty text is replaced by its "
+            "augmentation, an empty augmentation by the original text.",
+            stacklevel=2,
+        )
+    labels = None
+    if label_column and label_column in frame.columns:
+        if frame[label_column].isna().any():
+            rows = (frame.index[frame[label_column].isna()] + 2).tolist()[:5]
+            raise DataConfigError(
+                f"'{path}' has rows without a label in column '{label_column}' (file lines {rows}...). "
+                "Fill them in, or set `dataset.label_column=null` to train without labels."
+            )
+        labels = frame[label_column].to_numpy()
+    elif label_column:
+        warnings.warn(
+            f"{path}: no label column '{label_column}' (columns {columns}); training without labels, "
+            "predictions are written but no accuracy is reported.",
+            stacklevel=2,
+        )
+    return ShortTextCorpus(path, texts, augmentations, labels)
+
+
+class ShortTextTrainSet(Dataset):
+    def __init__(self, corpus: ShortTextCorpus, augmentation: str):
+        self.corpus = corpus
+        self.augmentation = augmentation
+
+    def __len__(self) -> int:
+        return len(self.corpus)
+
+    def __getitem__(self, i: int) -> dict:
+        text = self.corpus.texts[i]
+        augs = self.corpus.augmentations
+        if self.augmentation == "virtual" or not augs:
+            views = (text, text)
+        elif len(augs) == 1:
+            views = (text, augs[0][i])
+        else:
+            views = (augs[0][i], augs[1][i])
+        return {"index": i, "text": text, "view1": views[0], "view2": views[1]}
+
+
+class EpochShuffleSampler(Sampler[int]):
+    """A permutation drawn from ``seed + epoch``: a run resumed at an epoch boundary sees the same
+    order as one that never stopped (Lightning calls ``set_epoch``)."""
+
+    def __init__(self, size: int, seed: int = 0):
+        self.size = size
+        self.seed = seed
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __iter__(self):
+        generator = torch.Generator().manual_seed(self.seed + self.epoch)
+        return iter(torch.randperm(self.size, generator=generator).tolist())
+
+
+class TextCollator:
+    """Tokenises the original text and both views; pads to the batch's longest text."""
+
+    def __init__(self, tokenizer, max_length: int = 32, pad_to_max: bool = False, views: bool = True):
+        self.tokenizer = tokenizer
+        self.max_length = max_length
+        self.pad_to_max = pad_to_max
+        self.views = views
+
+    def tokenize(self, texts: list[str]) -> dict[str, torch.Tensor]:
+        return dict(
+            self.tokenizer(
+                texts,
+                padding="max_length" if self.pad_to_max else "longest",
+                truncation=True,
+                max_length=self.max_length,
+                return_tensors="pt",
+            )
+        )
+
+    def __call__(self, items: list[dict]) -> dict:
+        batch = {"index": torch.tensor([it["index"] for it in items]), "text": [it["text"] for it in items]}
+        if not self.views:
+            batch["original"] = self.tokenize(batch["text"])
+            return batch
+        view1 = [it["view1"] for it in items]
+        batch["view1"] = self.tokenize(view1)
+        batch["view2"] = self.tokenize([it["view2"] for it in items])
+        if view1 != batch["text"]:  # the original needs its own forward pass only when no view is it
+            batch["original"] = self.tokenize(batch["text"])
+        return batch
+
+
+class _IndexSet(Dataset):
+    def __init__(self, texts: list[str]):
+        self.texts = texts
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    def __getitem__(self, i: int) -> dict:
+        return {"index": i, "text": self.texts[i]}
+
+
+def length_sorted_batches(texts: Sequence[str], batch_size: int) -> list[list[int]]:
+    """Deterministic batches of indices, texts of similar length together (less padding)."""
+    order = sorted(range(len(texts)), key=lambda i: (len(texts[i].split()), len(texts[i]), i))
+    return [order[s : s + batch_size] for s in range(0, len(order), batch_size)]
+
+
+class ShortTextDataModule(L.LightningDataModule):
+    """Short-text clustering corpus for SCCL/AECL and the KMeans baselines.
+
+    Args:
+        data_dir / file: where the CSV/TSV is (``.tsv`` is read tab-separated).
+        text_column, label_column, aug_columns: column names; ``label_column=None`` or a file
+            without that column trains without labels.
+        augmentation: ``explicit`` (views from ``aug_columns``) or ``virtual`` (text twice).
+        num_clusters: K; ``None`` takes the number of distinct labels.
+        eval_sort_by_length: the evaluation loader groups texts of similar length.
+    """
+
+    def __init__(
+        self,
+        data_dir: str = ".",
+        file: str = "data.csv",
+        name: str | None = None,
+        text_column: str = "text",
+        label_column: str | None = "label",
+        aug_columns: Sequence[str] = (),
+        augmentation: str = "explicit",
+        num_clusters: int | None = None,
+        tokenizer: str = "minilm",
+        max_length: int = 32,
+        batch_size: int = 64,
+        eval_batch_size: int = 256,
+        num_workers: int = 0,
+        pad_to_max: bool = False,
+        eval_sort_by_length: bool = True,
+        drop_last: bool = False,
+        seed: int = 0,
+    ):
+        super().__init__()
+        if augmentation not in AUGMENTATIONS:
+            raise DataConfigError(f"dataset.augmentation must be one of {AUGMENTATIONS}, got '{augmentation}'")
+        if augmentation == "explicit" and not aug_columns:
+            raise DataConfigError(
+                "dataset.augmentation=explicit needs at least one column in dataset.aug_columns; "
+                "use dataset.augmentation=virtual for dropout-only views."
+            )
+        self.path = Path(data_dir) / file
+        self.name = name or Path(file).stem
+        self.text_column = text_column
+        self.label_column = label_column
+        self.aug_columns = list(aug_columns) if augmentation == "explicit" else []
+        self.augmentation = augmentation
+        self.requested_clusters = num_clusters
+        self.tokenizer_name = tokenizer
+        self.max_length = max_length
+        self.batch_size = batch_size
+        self.eval_batch_size = eval_batch_size
+        self.num_workers = num_workers
+        self.pad_to_max = pad_to_max
+        self.eval_sort_by_length = eval_sort_by_length
+        self.drop_last = drop_last
+        self.seed = seed
+        self.corpus: ShortTextCorpus | None = None
+        self._tokenizer = None
+
+    # -- set-up ---------------------------------------------------------------
+    @property
+    def tokenizer(self):
+        if self._tokenizer is None:
+            self._tokenizer = load_tokenizer(self.tokenizer_name)
+        return self._tokenizer
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.corpus is not None:
+            return
+        corpus = load_corpus(self.path, self.text_column, self.label_column, self.aug_columns)
+        k = self.num_clusters_for(corpus)
+        distinct = len(set(corpus.texts))
+        if k > distinct:
+            raise DataConfigError(
+                f"{k} clusters requested (dataset.num_clusters) but '{self.path}' has only {distinct} "
+                "distinct texts; lower dataset.num_clusters or use a larger file."
+            )
+        self.corpus = corpus
+
+    def num_clusters_for(self, corpus: ShortTextCorpus) -> int:
+        if self.requested_clusters is not None:
+            if int(self.requested_clusters) < 1:
+                raise DataConfigError(f"dataset.num_clusters must be >= 1, got {self.requested_clusters}")
+            return int(self.requested_clusters)
+        if corpus.labels is None:
+            raise DataConfigError(
+                f"'{self.path}' has no label column, so the number of clusters cannot be inferred: "
+                "set dataset.num_clusters=<K>."
+            )
+        return int(len(np.unique(corpus.labels)))
+
+    @property
+    def num_clusters(self) -> int:
+        self.setup()
+        return self.num_clusters_for(self.corpus)
+
+    @property
+    def texts(self) -> list[str]:
+        self.setup()
+        return self.corpus.texts
+
+    @property
+    def labels(self) -> np.ndarray | None:
+        self.setup()
+        return self.corpus.labels
+
+    # -- loaders ----------------------------------------------------------------
+    def train_dataloader(self) -> DataLoader:
+        self.setup()
+        return DataLoader(
+            ShortTextTrainSet(self.corpus, self.augmentation),
+            batch_size=self.batch_size,
+            sampler=EpochShuffleSampler(len(self.corpus), self.seed),
+            drop_last=self.drop_last,
+            num_workers=self.num_workers,
+            collate_fn=TextCollator(self.tokenizer, self.max_length, self.pad_to_max),
+        )
+
+    def eval_dataloader(self, batch_size: int | None = None) -> DataLoader:
+        """Every text once, in a fixed order; each batch carries the texts' row indices."""
+        self.setup()
+        size = batch_size or self.eval_batch_size
+        texts = self.corpus.texts
+        if self.eval_sort_by_length:
+            batches = length_sorted_batches(texts, size)
+        else:
+            batches = [list(range(s, min(s + size, len(texts)))) for s in range(0, len(texts), size)]
+        return DataLoader(
+            _IndexSet(texts),
+            batch_sampler=batches,
+            num_workers=self.num_workers,
+            collate_fn=TextCollator(self.tokenizer, self.max_length, self.pad_to_max, views=False),
+        )

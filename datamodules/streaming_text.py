@@ -1,0 +1,307 @@
+"""Unlabelled sentences streamed from a text file, one sentence per line (SPEC §3: SimCSE and
+ClusterNS train on one million Wikipedia sentences; users may bring far larger files).
+
+The file is never loaded: each DataLoader worker reads it line by line, keeps the lines of its own
+shard and shuffles them through a fixed-size buffer, so memory stays flat as the file grows
+(about ``buffer_size`` lines per worker).
+
+Sharding: empty lines are skipped and the j-th non-empty line goes to shard
+``j mod (world_size * num_workers)``: DDP rank ``j mod world_size``, and within that rank worker
+``(j // world_size) mod num_workers``. Every line is read by exactly one (rank, worker) per epoch.
+With ``even_shards`` (default) the last ``N mod world_size`` lines are dropped so that every rank
+sees the same number of texts, and hence runs the same number of steps: a rank with one batch
+more would wait forever for the others in a collective. With one process nothing is dropped.
+
+Shuffling: a buffer shuffle (fill ``buffer_size`` lines, then emit a random one and replace it
+with the next line), seeded by (seed, epoch, rank, worker): reproducible, different every epoch.
+A buffer shuffle only mixes lines that are at most about ``buffer_size`` apart in the file per
+worker, so a file sorted by topic should be shuffled once on disk (e.g. ``shuf``) first.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from pathlib import Path
+from typing import Iterator
+
+import lightning as L
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, IterableDataset, Sampler, get_worker_info
+
+
+def check_text_file(path: str | Path) -> Path:
+    """The path as a ``Path`` after checking it is a readable file with at least one sentence."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(
+            f"Training text file {path} not found. Set data_dir (or the datamodule's path) so that it "
+            "points at a text file with one sentence per line, e.g. SimCSE's wiki1m_for_simcse.txt."
+        )
+    if not path.is_file():
+        raise IsADirectoryError(f"Training text path {path} is not a file; expected a text file, one sentence a line.")
+    with path.open(encoding="utf-8", errors="replace") as handle:
+        if not any(line.strip() for line in handle):
+            raise ValueError(f"Training text file {path} is empty (no non-empty line); expected one sentence per line.")
+    return path
+
+
+def distributed_rank_world(rank: int | None = None, world_size: int | None = None) -> tuple[int, int]:
+    """(rank, world size) from torch.distributed when it is initialised, else (0, 1); arguments win."""
+    if rank is None or world_size is None:
+        import torch.distributed as dist
+
+        initialised = dist.is_available() and dist.is_initialized()
+        rank = (dist.get_rank() if initialised else 0) if rank is None else rank
+        world_size = (dist.get_world_size() if initialised else 1) if world_size is None else world_size
+    if world_size < 1 or not 0 <= rank < world_size:
+        raise ValueError(f"need 0 <= rank < world_size, got rank={rank}, world_size={world_size}")
+    return int(rank), int(world_size)
+
+
+class StreamingTextDataset(IterableDataset):
+    """Non-empty, stripped lines of ``path``, sharded over DDP ranks and DataLoader workers.
+
+    ``rank``/``world_size`` default to torch.distributed's values at construction time (build the
+    dataset after the process group exists, e.g. in ``LightningDataModule.setup``).
+    ``buffer_size`` <= 1 keeps file order.
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        buffer_size: int = 10000,
+        seed: int = 0,
+        rank: int | None = None,
+        world_size: int | None = None,
+        even_shards: bool = True,
+    ):
+        super().__init__()
+        if seed < 0:
+            raise ValueError(f"seed must be a non-negative integer, got {seed}")
+        self.path = check_text_file(path)
+        self.buffer_size = int(buffer_size)
+        self.seed = int(seed)
+        self.rank, self.world_size = distributed_rank_world(rank, world_size)
+        self.even_shards = even_shards
+        # Shared memory so that set_epoch also reaches persistent worker processes.
+        self._epoch = torch.zeros((), dtype=torch.int64).share_memory_()
+        self._count_cache: tuple[tuple[int, int], int] | None = None
+
+    # ----------------------------------------------------------------------------- epoch / length
+
+    def set_epoch(self, epoch: int) -> None:
+        self._epoch.fill_(int(epoch))
+
+    @property
+    def epoch(self) -> int:
+        return int(self._epoch.item())
+
+    def count_texts(self) -> int:
+        """Number of non-empty lines in the file (one streaming pass, cached while unchanged)."""
+        stat = self.path.stat()
+        key = (stat.st_size, stat.st_mtime_ns)
+        if self._count_cache is None or self._count_cache[0] != key:
+            self._count_cache = (key, sum(1 for _ in self._texts()))
+        return self._count_cache[1]
+
+    def __len__(self) -> int:
+        """Texts this rank yields per epoch, over all its workers."""
+        total = self.count_texts()
+        if self.even_shards:
+            return total // self.world_size
+        return max(0, (total - self.rank + self.world_size - 1) // self.world_size)
+
+    def worker_counts(self, num_workers: int) -> list[int]:
+        """Texts each of this rank's workers yields per epoch (the rank's k-th text goes to k mod W)."""
+        n = len(self)
+        return [max(0, (n - w + num_workers - 1) // num_workers) for w in range(num_workers)]
+
+    # ----------------------------------------------------------------------------- iteration
+
+    def _texts(self) -> Iterator[str]:
+        with self.path.open(encoding="utf-8") as handle:
+            line_no = 0
+            try:
+                for line_no, line in enumerate(handle, start=1):
+                    text = line.strip()
+                    if text:
+                        yield text
+            except UnicodeDecodeError as err:
+                raise ValueError(
+                    f"{self.path}: line {line_no + 1} is not valid UTF-8 ({err.reason}); re-encode the file as UTF-8."
+                ) from None
+
+    def _shard_texts(self, worker_id: int, num_workers: int) -> Iterator[str]:
+        """This (rank, worker)'s texts in file order."""
+        world, rank = self.world_size, self.rank
+        pending = None
+        for j, text in enumerate(self._texts()):
+            if j % world == rank and (j // world) % num_workers == worker_id:
+                pending = text
+            # With even shards a text waits until its round of `world` lines is complete, so the
+            # incomplete last round (the N mod world_size leftover lines) is dropped on every rank.
+            if pending is not None and (not self.even_shards or j % world == world - 1):
+                yield pending
+                pending = None
+
+    def _rng(self, worker_id: int) -> random.Random:
+        state = np.random.SeedSequence([self.seed, self.epoch, self.rank, worker_id]).generate_state(4)
+        return random.Random(int.from_bytes(state.tobytes(), "little"))
+
+    def iter_shard(self, worker_id: int = 0, num_workers: int = 1) -> Iterator[str]:
+        """Shuffled texts of one worker; ``__iter__`` calls this with the real worker info."""
+        if not 0 <= worker_id < num_workers:
+            raise ValueError(f"need 0 <= worker_id < num_workers, got {worker_id}, {num_workers}")
+        stream = self._shard_texts(worker_id, num_workers)
+        if self.buffer_size <= 1:
+            yield from stream
+            return
+        rng = self._rng(worker_id)
+        buffer: list[str] = []
+        for text in stream:
+            if len(buffer) < self.buffer_size:
+                buffer.append(text)
+                continue
+            i = rng.randrange(self.buffer_size)
+            out, buffer[i] = buffer[i], text
+            yield out
+        rng.shuffle(buffer)
+        yield from buffer
+
+    def __iter__(self) -> Iterator[str]:
+        info = get_worker_info()
+        return self.iter_shard(info.id, info.num_workers) if info is not None else self.iter_shard(0, 1)
+
+
+class _EpochRelay(Sampler):
+    """Takes the place of the dummy sampler a DataLoader keeps for an IterableDataset.
+
+    Lightning calls ``dataloader.sampler.set_epoch(epoch)`` at the start of every epoch (also
+    after resuming from a checkpoint); this forwards the call to the dataset. Iteration yields
+    ``None`` forever, as the dummy sampler does.
+    """
+
+    def __init__(self, dataset: StreamingTextDataset):
+        self.dataset = dataset
+
+    def set_epoch(self, epoch: int) -> None:
+        self.dataset.set_epoch(epoch)
+
+    def __iter__(self):
+        while True:
+            yield None
+
+
+class EpochAwareDataLoader(DataLoader):
+    """DataLoader over a StreamingTextDataset that passes Lightning's epoch to the dataset."""
+
+    def __init__(self, dataset: StreamingTextDataset, **kwargs):
+        super().__init__(dataset, **kwargs)
+        # DataLoader forbids re-assigning `sampler` after construction; for an IterableDataset
+        # batches are drawn through `batch_sampler`, so `sampler` only serves set_epoch.
+        object.__setattr__(self, "sampler", _EpochRelay(dataset))
+
+    def __len__(self) -> int:
+        """Exact number of batches: every worker collates its own batches, its last one partial.
+
+        DataLoader's own estimate, ceil(len(dataset) / batch_size), undercounts with several
+        workers, and Lightning ends the epoch after len(dataloader) batches.
+        """
+        counts = self.dataset.worker_counts(max(1, self.num_workers))
+        if self.batch_size is None:
+            return sum(counts)
+        if self.drop_last:
+            return sum(c // self.batch_size for c in counts)
+        return sum(-(-c // self.batch_size) for c in counts)
+
+
+class TextCollator:
+    """Tokenise a list of texts, padding to the longest of the batch, truncating at max_length."""
+
+    KEYS = ("input_ids", "attention_mask", "token_type_ids")
+
+    def __init__(self, tokenizer, max_length: int = 32):
+        self.tokenizer = tokenizer
+        self.max_length = max_length
+
+    def __call__(self, texts: list[str]) -> dict:
+        encoded = self.tokenizer(
+            list(texts), padding="longest", truncation=True, max_length=self.max_length, return_tensors="pt"
+        )
+        batch = {key: encoded[key] for key in self.KEYS if key in encoded}  # each [B, T]
+        batch["texts"] = list(texts)
+        return batch
+
+
+class StreamingTextDataModule(L.LightningDataModule):
+    """Training batches of sentences streamed from ``path`` (one sentence per line).
+
+    Batch: ``{"input_ids", "attention_mask", ["token_type_ids"], "texts"}``. ``tokenizer`` (an
+    object) wins over ``tokenizer_name`` (loaded with ``lightning_modules.encoder.load_tokenizer``:
+    "minilm", "tiny", a Hub name or a folder). ``rank``/``world_size`` override the values read
+    from torch.distributed (for tests). Memory: about ``buffer_size`` lines per worker.
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        batch_size: int = 64,
+        max_length: int = 32,
+        buffer_size: int = 10000,
+        num_workers: int = 0,
+        seed: int = 0,
+        tokenizer_name: str = "minilm",
+        tokenizer=None,
+        rank: int | None = None,
+        world_size: int | None = None,
+        even_shards: bool = True,
+        drop_last: bool = False,
+        persistent_workers: bool = False,
+    ):
+        super().__init__()
+        self.save_hyperparameters(ignore=["tokenizer"])
+        self.path = check_text_file(path)  # fail before any model is loaded
+        self.batch_size = batch_size
+        self.max_length = max_length
+        self.buffer_size = buffer_size
+        self.num_workers = num_workers
+        self.seed = seed
+        self.tokenizer_name = tokenizer_name
+        self._tokenizer = tokenizer
+        self.rank = rank
+        self.world_size = world_size
+        self.even_shards = even_shards
+        self.drop_last = drop_last
+        self.persistent_workers = persistent_workers and num_workers > 0
+        self.dataset: StreamingTextDataset | None = None
+
+    @property
+    def tokenizer(self):
+        if self._tokenizer is None:
+            from lightning_modules.encoder import load_tokenizer
+
+            self._tokenizer = load_tokenizer(self.tokenizer_name)
+        return self._tokenizer
+
+    def setup(self, stage: str | None = None) -> None:
+        # Built here, not in __init__: under DDP the process group exists only by now.
+        if self.dataset is None:
+            self.dataset = StreamingTextDataset(
+                self.path, self.buffer_size, self.seed, self.rank, self.world_size, self.even_shards
+            )
+
+    def train_dataloader(self) -> EpochAwareDataLoader:
+        self.setup("fit")
+        if self.num_workers > 0:
+            # Tokenizer threads plus forked workers can deadlock; the library warns and we agree.
+            os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        return EpochAwareDataLoader(
+            self.dataset,
+            batch_size=self.batch_size,
+            collate_fn=TextCollator(self.tokenizer, self.max_length),
+            num_workers=self.num_workers,
+            drop_last=self.drop_last,
+            persistent_workers=self.persistent_workers,
+        )

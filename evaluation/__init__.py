@@ -1,0 +1,1 @@
+"""Evaluation code usable without a Trainer: clustering metrics, KMeans protocols."""

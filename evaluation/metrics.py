@@ -1,0 +1,58 @@
+"""Clustering metrics (SPEC §6): Hungarian accuracy, NMI, ARI, AMI, and KMeans protocols."""
+from __future__ import annotations
+
+import numpy as np
+from scipy.optimize import linear_sum_assignment
+from sklearn.cluster import KMeans
+from sklearn.metrics import adjusted_mutual_info_score, adjusted_rand_score, normalized_mutual_info_score
+
+
+def _as_int_labels(values) -> np.ndarray:
+    """Map arbitrary label values (strings, 1-based ints) to 0..C-1."""
+    _, inverse = np.unique(np.asarray(values), return_inverse=True)
+    return inverse.astype(np.int64)
+
+
+def cluster_accuracy(labels, predictions) -> float:
+    """Share of samples correctly labelled under the best one-to-one cluster→class mapping."""
+    y = _as_int_labels(labels)
+    p = _as_int_labels(predictions)
+    if y.shape != p.shape:
+        raise ValueError(f"labels and predictions differ in length: {y.shape} vs {p.shape}")
+    size = max(y.max(), p.max()) + 1
+    counts = np.zeros((size, size), dtype=np.int64)
+    np.add.at(counts, (p, y), 1)
+    rows, cols = linear_sum_assignment(counts, maximize=True)
+    return float(counts[rows, cols].sum() / len(y))
+
+
+def clustering_scores(labels, predictions) -> dict[str, float]:
+    """ACC, NMI (sklearn's default arithmetic normalisation), ARI and AMI."""
+    return {
+        "acc": cluster_accuracy(labels, predictions),
+        "nmi": float(normalized_mutual_info_score(labels, predictions)),
+        "ari": float(adjusted_rand_score(labels, predictions)),
+        "ami": float(adjusted_mutual_info_score(labels, predictions)),
+    }
+
+
+def kmeans_fit(embeddings: np.ndarray, num_clusters: int, seed: int = 0, n_init: int = 10) -> KMeans:
+    """KMeans with a fixed ``random_state`` so the same embeddings give the same clusters."""
+    embeddings = np.asarray(embeddings, dtype=np.float64)
+    if num_clusters > len(embeddings):
+        raise ValueError(f"KMeans asked for {num_clusters} clusters but has only {len(embeddings)} samples")
+    return KMeans(n_clusters=num_clusters, random_state=seed, n_init=n_init).fit(embeddings)
+
+
+def kmeans_scores(embeddings, labels, num_clusters: int, seeds=(0,)) -> dict[str, float]:
+    """KMeans over several seeds; mean and standard deviation of each score.
+
+    With seeds 0..9 this is the PairSupCon protocol (Table 1: mean (std) of 10 runs).
+    """
+    runs = [clustering_scores(labels, kmeans_fit(embeddings, num_clusters, seed).labels_) for seed in seeds]
+    out: dict[str, float] = {}
+    for key in runs[0]:
+        values = np.array([r[key] for r in runs])
+        out[key] = float(values.mean())
+        out[f"{key}_std"] = float(values.std())
+    return out

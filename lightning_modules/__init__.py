@@ -1,0 +1,1 @@
+"""LightningModules and the pieces they compose: encoder, heads, losses."""

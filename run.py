@@ -1,0 +1,150 @@
+"""Train and evaluate a method: `python run.py method=sccl dataset=stackoverflow`.
+
+Hydra composes conf/config.yaml; see README.md for the config groups and examples.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+import warnings
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+os.environ.setdefault("PROJECT_ROOT", str(ROOT))
+# the tokenizers' worker threads fight the DataLoader's on 2-core machines
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import hydra  # noqa: E402
+from omegaconf import DictConfig, OmegaConf  # noqa: E402
+
+log = logging.getLogger("run")
+
+def _user_errors():
+    """Errors whose message already says what to do: printed alone, without a traceback."""
+    from datamodules.short_text import DataConfigError
+    from lightning_modules.encoder import BackboneUnavailableError
+
+    return (DataConfigError, BackboneUnavailableError, FileNotFoundError)
+
+
+def has_wandb_credentials() -> bool:
+    if os.environ.get("WANDB_API_KEY"):
+        return True
+    netrc = Path(os.environ.get("NETRC", Path.home() / ".netrc"))
+    return netrc.exists() and "api.wandb.ai" in netrc.read_text(errors="ignore")
+
+
+def build_loggers(cfg: DictConfig) -> list:
+    loggers = []
+    for name, logger_cfg in (cfg.get("logger") or {}).items():
+        if logger_cfg is None or "_target_" not in logger_cfg:
+            continue
+        if name == "wandb" and logger_cfg.get("offline") is None:
+            offline = not has_wandb_credentials()
+            if offline:
+                log.info("W&B: no API key found, logging offline; upload later with `wandb sync`.")
+            logger_cfg = OmegaConf.merge(logger_cfg, {"offline": offline})
+        loggers.append(hydra.utils.instantiate(logger_cfg))
+    return loggers
+
+
+def instantiate_method(cfg: DictConfig, datamodule=None):
+    """The method's LightningModule; ``method.name`` labels the run and is not an argument.
+
+    A ``num_clusters`` left null (datasets that infer K from their labels) is taken from the
+    datamodule.
+    """
+    method_cfg = OmegaConf.to_container(cfg.method, resolve=True)
+    method_cfg.pop("name", None)
+    if "num_clusters" in method_cfg and method_cfg["num_clusters"] is None and datamodule is not None:
+        method_cfg["num_clusters"] = datamodule.num_clusters
+    return hydra.utils.instantiate(method_cfg)
+
+
+def train(cfg: DictConfig) -> dict:
+    """Fit the configured method and return the results written to results.json."""
+    import lightning as L
+    import torch
+
+    output_dir = Path(cfg.paths.output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    L.seed_everything(cfg.seed, workers=True)
+    (output_dir / "config_resolved.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+
+    datamodule = hydra.utils.instantiate(cfg.dataset)
+    datamodule.setup("fit")
+    model = instantiate_method(cfg, datamodule)
+    callbacks = [hydra.utils.instantiate(c) for c in (cfg.get("callbacks") or {}).values() if c and "_target_" in c]
+    loggers = build_loggers(cfg)
+    trainer = hydra.utils.instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False)
+    for logger in loggers:
+        logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
+
+    start = time.perf_counter()
+    trainer.fit(model, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
+    wall = time.perf_counter() - start
+
+    results = {
+        "method": cfg.method.name,
+        "dataset": cfg.dataset.name,
+        "backbone": cfg.backbone.name,
+        "seed": cfg.seed,
+        "steps": trainer.global_step,
+        "epochs": trainer.current_epoch,
+        "train_wall_seconds": round(wall, 1),
+        "torch_threads": torch.get_num_threads(),
+        "output_dir": str(output_dir),
+        "checkpoint": str(output_dir / "checkpoints" / "last.ckpt"),
+    }
+    for callback in callbacks:
+        if hasattr(callback, "summary"):
+            results[getattr(callback, "results_key", type(callback).__name__)] = callback.summary()
+    clustering = results.get("clustering")
+    if clustering:  # the headline numbers at the top level
+        for key in ("final", "best", "best_step", "best_selected_with_labels"):
+            results[key] = clustering[key]
+    if trainer.is_global_zero:
+        (output_dir / "results.json").write_text(json.dumps(results, indent=2, default=float))
+        if cfg.get("print_table", True):
+            print_summary(results)
+    for logger in loggers:
+        logger.finalize("success")
+    return results
+
+
+def print_summary(results: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from evaluation.report import summary_rows
+
+    console = Console()
+    rows = summary_rows(results)
+    if rows:
+        table = Table(title=f"{results['method']} on {results['dataset']} ({results['backbone']}, {results['steps']} steps)")
+        for column in rows[0]:
+            table.add_column(column, justify="left" if column == "what" else "right")
+        for row in rows:
+            table.add_row(*[str(v) for v in row.values()])
+        console.print(table)
+    console.print(f"results: {Path(results['output_dir']) / 'results.json'}")
+
+
+@hydra.main(version_base="1.3", config_path="conf", config_name="config")
+def main(cfg: DictConfig) -> float | None:
+    warnings.filterwarnings("ignore", message=".*does not have many workers.*")
+    try:
+        results = train(cfg)
+    except _user_errors() as err:
+        log.error(str(err))
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(2)
+    final = results.get("final") or {}
+    return final.get("kmeans_acc")  # objective value for Hydra sweepers
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,54 @@
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = ROOT.parent / "shared" / "data"
+os.environ.setdefault("PROJECT_ROOT", str(ROOT))
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("WANDB_MODE", "offline")
+
+
+@pytest.fixture
+def shared_data() -> Path:
+    if not SHARED_DATA.exists():
+        pytest.skip(f"benchmark data not found at {SHARED_DATA}")
+    return SHARED_DATA
+
+
+@pytest.fixture
+def short_text_dir(shared_data) -> Path:
+    return shared_data / "short_text"
+
+
+def write_csv(path: Path, header: list[str], rows: list[list]) -> Path:
+    import csv
+
+    with open(path, "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(header)
+        writer.writerows(rows)
+    return path
+
+
+TOPIC_WORDS = {
+    "food": ["pasta", "sauce", "bake", "bread", "oven", "soup", "garlic", "recipe"],
+    "space": ["planet", "orbit", "telescope", "galaxy", "comet", "rocket", "star", "moon"],
+    "code": ["python", "compiler", "bug", "function", "loop", "array", "server", "thread"],
+}
+
+
+@pytest.fixture
+def toy_corpus(tmp_path) -> Path:
+    """A small labelled CSV with an augmentation column (3 topics x 12 texts)."""
+    import random
+
+    rng = random.Random(0)
+    rows = []
+    for label, words in TOPIC_WORDS.items():
+        for i in range(12):
+            text = " ".join(rng.sample(words, 4)) + f" {i}"
+            rows.append([label, text, " ".join(text.split()[1:])])
+    rng.shuffle(rows)
+    return write_csv(tmp_path / "toy.csv", ["label", "text0", "text1"], rows)

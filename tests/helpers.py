@@ -1,0 +1,39 @@
+"""Composing the project's Hydra config in tests."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+
+CONF = Path(__file__).resolve().parents[1] / "conf"
+
+
+def compose_config(overrides: list[str], output_dir: Path | None = None):
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        extra = [f"paths.output_dir={output_dir}"] if output_dir is not None else []
+        return compose(config_name="config", overrides=overrides + extra)
+
+
+def toy_overrides(csv: Path, steps: int = 4) -> list[str]:
+    """SCCL on a toy CSV with the tiny backbone, a few steps, cheap KMeans."""
+    return [
+        "backbone=tiny",
+        "dataset=csv",
+        f"data_dir={csv.parent}",
+        f"dataset.file={csv.name}",
+        "dataset.text_column=text0",
+        "dataset.aug_columns=[text1]",
+        "dataset.augmentation=explicit",
+        "batch_size=8",
+        f"trainer.max_steps={steps}",
+        "trainer.enable_progress_bar=false",
+        "trainer.log_every_n_steps=1",
+        "trainer.enable_model_summary=false",
+        "~callbacks.progress",
+        "callbacks.clustering_eval.every_n_steps=2",
+        "callbacks.clustering_eval.kmeans_n_init=2",
+        "callbacks.centroid_init.n_init=2",
+        "print_table=false",
+    ]

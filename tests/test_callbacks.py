@@ -1,0 +1,79 @@
+"""The callbacks' pure functions and state, without a Trainer."""
+import numpy as np
+import torch
+
+from callbacks.centroid_init import kmeans_init
+from callbacks.clustering_eval import ClusteringEvaluator, evaluate_outputs
+from callbacks.eval_outputs import collect_eval_outputs
+
+
+def blobs(seed=0):
+    rng = np.random.default_rng(seed)
+    centres = np.array([[5.0, 0.0], [-5.0, 0.0], [0.0, 5.0]])
+    x = np.concatenate([c + 0.1 * rng.normal(size=(10, 2)) for c in centres])
+    return torch.tensor(x, dtype=torch.float32), np.repeat([0, 1, 2], 10), centres
+
+
+def test_kmeans_init_finds_centres_and_is_seeded():
+    x, _, centres = blobs()
+    found = kmeans_init(x, 3, seed=0)
+    assert found.shape == (3, 2) and found.dtype == torch.float32
+    # every true centre has a found centre within 0.2
+    dist = torch.cdist(torch.tensor(centres, dtype=torch.float32), found)
+    assert (dist.min(dim=1).values < 0.2).all()
+    assert torch.equal(found, kmeans_init(x, 3, seed=0))
+
+
+def test_evaluate_outputs_scores_kmeans_and_head():
+    x, y, _ = blobs()
+    head = torch.tensor((y + 1) % 3)  # a permutation of the truth
+    metrics, predictions = evaluate_outputs({"embeddings": x, "head_pred": head}, y, 3)
+    assert metrics["kmeans_acc"] == 1.0 and metrics["head_acc"] == 1.0
+    assert set(predictions) == {"kmeans", "head"} and len(predictions["kmeans"]) == 30
+
+
+def test_evaluate_outputs_without_labels_gives_predictions_only():
+    x, _, _ = blobs()
+    metrics, predictions = evaluate_outputs({"embeddings": x}, None, 3)
+    assert metrics == {} and len(set(predictions["kmeans"])) == 3
+
+
+def test_evaluator_best_step_and_state_round_trip():
+    ev = ClusteringEvaluator(every_n_steps=5)
+    ev.before = {"step": 0, "kmeans_acc": 0.2}
+    ev.history = [{"step": 5, "kmeans_acc": 0.5}, {"step": 10, "kmeans_acc": 0.7}, {"step": 15, "kmeans_acc": 0.6}]
+    assert ev.best()["step"] == 10
+    summary = ev.summary()
+    assert summary["best_step"] == 10 and summary["best_selected_with_labels"] is True
+    restored = ClusteringEvaluator()
+    restored.load_state_dict(ev.state_dict())
+    assert restored.before == ev.before and restored.history == ev.history
+
+
+def test_evaluator_without_labels_has_no_best():
+    ev = ClusteringEvaluator()
+    ev.history = [{"step": 5}]
+    assert ev.summary()["best"] is None and ev.summary()["best_selected_with_labels"] is False
+
+
+def test_evaluator_rejects_negative_interval():
+    import pytest
+
+    with pytest.raises(ValueError, match="every_n_steps"):
+        ClusteringEvaluator(every_n_steps=-1)
+
+
+class _Echo(torch.nn.Module):
+    device = torch.device("cpu")
+
+    def eval_step(self, batch):
+        return {"embeddings": batch["value"].unsqueeze(1)}
+
+
+def test_collect_eval_outputs_restores_row_order():
+    batches = [{"index": torch.tensor([2, 0]), "value": torch.tensor([20.0, 0.0])},
+               {"index": torch.tensor([1]), "value": torch.tensor([10.0])}]
+    module = _Echo().train()
+    out = collect_eval_outputs(module, batches)
+    assert out["embeddings"].squeeze(1).tolist() == [0.0, 10.0, 20.0]
+    assert module.training  # mode restored

@@ -1,0 +1,93 @@
+"""SCCL end to end on the tiny backbone: outputs, determinism, resume, ablations, no labels."""
+import csv
+import json
+
+import pytest
+import torch
+
+from run import train
+from tests.conftest import write_csv
+from tests.helpers import compose_config, toy_overrides
+
+
+def run_toy(csv_path, out_dir, extra=(), steps=4):
+    return train(compose_config(toy_overrides(csv_path, steps) + list(extra), out_dir))
+
+
+def test_sccl_runs_and_writes_outputs(toy_corpus, tmp_path):
+    out = tmp_path / "run"
+    results = run_toy(toy_corpus, out)
+    assert results["steps"] == 4
+    saved = json.loads((out / "results.json").read_text())
+    assert saved["best_selected_with_labels"] is True and saved["best_step"] in (2, 4)
+    for key in ("kmeans_acc", "kmeans_nmi", "kmeans_ari", "kmeans_ami", "head_acc", "head_nmi"):
+        assert 0.0 <= saved["final"][key] <= 1.0
+    assert saved["clustering"]["before"]["step"] == 0
+    with open(out / "predictions.csv") as handle:
+        rows = list(csv.DictReader(handle))
+    assert len(rows) == 36 and set(rows[0]) == {"row", "text", "kmeans_cluster", "head_cluster", "label"}
+    assert (out / "checkpoints" / "last.ckpt").exists() and (out / "config_resolved.yaml").exists()
+    metrics = (out / "csv" / "metrics.csv").read_text()
+    assert "train/loss" in metrics and "val/kmeans_acc" in metrics
+
+
+def test_same_seed_same_metrics(toy_corpus, tmp_path):
+    first = run_toy(toy_corpus, tmp_path / "a")
+    second = run_toy(toy_corpus, tmp_path / "b")
+    def scores(results):
+        return [{k: v for k, v in h.items() if k != "eval_seconds"} for h in results["clustering"]["history"]]
+
+    assert scores(first) == scores(second) and len(scores(first)) == 2
+    a = torch.load(tmp_path / "a/checkpoints/last.ckpt", weights_only=False)["state_dict"]
+    b = torch.load(tmp_path / "b/checkpoints/last.ckpt", weights_only=False)["state_dict"]
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_resume_restores_centroids_and_evaluation_state(toy_corpus, tmp_path, monkeypatch):
+    run_toy(toy_corpus, tmp_path / "part", steps=5)
+    ckpt = tmp_path / "part/checkpoints/last.ckpt"
+    saved = torch.load(ckpt, weights_only=False)
+    assert bool(saved["state_dict"]["centroids_ready"])
+
+    from callbacks import centroid_init
+
+    def fail(*args, **kwargs):
+        raise AssertionError("centroids were re-initialised on resume")
+
+    monkeypatch.setattr(centroid_init, "kmeans_init", fail)
+    # the first training step of the resumed run must see the saved centroids
+    seen = {}
+    from lightning_modules.sccl import SCCL
+
+    original_step = SCCL.training_step
+
+    def spy(self, batch, batch_idx):
+        seen.setdefault("centroids", self.centroids.detach().clone())
+        return original_step(self, batch, batch_idx)
+
+    monkeypatch.setattr(SCCL, "training_step", spy)
+    resumed = run_toy(toy_corpus, tmp_path / "resumed", extra=[f"ckpt_path={ckpt}"], steps=8)
+    assert torch.equal(seen["centroids"], saved["state_dict"]["centroids"])
+    assert resumed["steps"] == 8
+    part_history = saved["callbacks"]["ClusteringEvaluator"]["history"]
+    assert resumed["clustering"]["history"][: len(part_history)] == part_history
+    assert resumed["clustering"]["before"] == saved["callbacks"]["ClusteringEvaluator"]["before"]
+
+
+@pytest.mark.parametrize("objective,expected", [("instance", {"train/instance_loss"}), ("cluster", {"train/cluster_loss"})])
+def test_ablation_objectives_log_only_their_loss(toy_corpus, tmp_path, objective, expected):
+    out = tmp_path / objective
+    run_toy(toy_corpus, out, extra=[f"method.objective={objective}"], steps=2)
+    header = (out / "csv" / "metrics.csv").read_text().splitlines()[0].split(",")
+    losses = {h for h in header if h.startswith("train/") and h.endswith("_loss")}
+    assert losses == expected
+
+
+def test_file_without_labels_trains_and_writes_predictions(tmp_path):
+    path = write_csv(tmp_path / "nolabel.csv", ["text0", "text1"], [[f"word{i % 5} thing {i}", f"word{i % 5} {i}"] for i in range(20)])
+    out = tmp_path / "run"
+    results = run_toy(path, out, extra=["dataset.num_clusters=3"], steps=2)
+    assert results["final"] is not None and "kmeans_acc" not in results["final"]
+    assert results["best_selected_with_labels"] is False
+    with open(out / "predictions.csv") as handle:
+        assert "label" not in next(csv.reader(handle))
