@@ -58,10 +58,28 @@ def instantiate_method(cfg: DictConfig, datamodule=None):
     datamodule.
     """
     method_cfg = OmegaConf.to_container(cfg.method, resolve=True)
-    method_cfg.pop("name", None)
+    for key in ("name", "callbacks"):
+        method_cfg.pop(key, None)
     if "num_clusters" in method_cfg and method_cfg["num_clusters"] is None and datamodule is not None:
         method_cfg["num_clusters"] = datamodule.num_clusters
     return hydra.utils.instantiate(method_cfg)
+
+
+def instantiate_datamodule(cfg: DictConfig):
+    data_cfg = OmegaConf.to_container(cfg.dataset, resolve=True)
+    for key in ("name", "callbacks"):
+        data_cfg.pop(key, None)
+    return hydra.utils.instantiate(data_cfg)
+
+
+def instantiate_callbacks(cfg: DictConfig) -> list:
+    """General callbacks, then the dataset's evaluation callbacks, then the method's phases."""
+    callbacks = []
+    for group in (cfg.get("callbacks"), cfg.dataset.get("callbacks"), cfg.method.get("callbacks")):
+        for callback_cfg in (group or {}).values():
+            if callback_cfg and "_target_" in callback_cfg:
+                callbacks.append(hydra.utils.instantiate(callback_cfg))
+    return callbacks
 
 
 def train(cfg: DictConfig) -> dict:
@@ -74,10 +92,10 @@ def train(cfg: DictConfig) -> dict:
     L.seed_everything(cfg.seed, workers=True)
     (output_dir / "config_resolved.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
 
-    datamodule = hydra.utils.instantiate(cfg.dataset)
+    datamodule = instantiate_datamodule(cfg)
     datamodule.setup("fit")
     model = instantiate_method(cfg, datamodule)
-    callbacks = [hydra.utils.instantiate(c) for c in (cfg.get("callbacks") or {}).values() if c and "_target_" in c]
+    callbacks = instantiate_callbacks(cfg)
     loggers = build_loggers(cfg)
     trainer = hydra.utils.instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False)
     for logger in loggers:

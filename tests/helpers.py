@@ -32,8 +32,8 @@ def toy_overrides(csv: Path, steps: int = 4) -> list[str]:
         "trainer.log_every_n_steps=1",
         "trainer.enable_model_summary=false",
         "~callbacks.progress",
-        "callbacks.clustering_eval.every_n_steps=2",
-        "callbacks.clustering_eval.kmeans_n_init=2",
-        "callbacks.centroid_init.n_init=2",
+        "dataset.callbacks.clustering_eval.every_n_steps=2",
+        "dataset.callbacks.clustering_eval.kmeans_n_init=2",
+        "method.callbacks.centroid_init.n_init=2",
         "print_table=false",
     ]
