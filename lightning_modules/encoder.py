@@ -103,7 +103,9 @@ class TextEncoder(nn.Module):
         super().__init__()
         if pooling not in POOLINGS:
             raise ValueError(f"pooling must be one of {POOLINGS}, got '{pooling}'")
-        self.backbone = backbone
+        # from_pretrained returns the model in eval mode; Lightning keeps module modes as found,
+        # so without this dropout would be off in training (and virtual views would be identical)
+        self.backbone = backbone.train()
         self.tokenizer = tokenizer
         self.pooling = pooling
         self.max_length = max_length

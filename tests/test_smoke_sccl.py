@@ -91,3 +91,13 @@ def test_file_without_labels_trains_and_writes_predictions(tmp_path):
     assert results["best_selected_with_labels"] is False
     with open(out / "predictions.csv") as handle:
         assert "label" not in next(csv.reader(handle))
+
+
+def test_backbone_trains_with_dropout_so_virtual_views_differ():
+    from lightning_modules.encoder import TextEncoder
+
+    encoder = TextEncoder.from_name("minilm")
+    assert encoder.training and all(m.training for m in encoder.modules())
+    tokens = encoder.tokenize(["the same text twice"] * 2)
+    first, second = encoder(**tokens)
+    assert not torch.allclose(first, second)  # dropout masks differ between the two copies
