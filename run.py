@@ -61,14 +61,22 @@ def instantiate_method(cfg: DictConfig, datamodule=None):
     for key in ("name", "callbacks"):
         method_cfg.pop(key, None)
     if "num_clusters" in method_cfg and method_cfg["num_clusters"] is None and datamodule is not None:
+        if not hasattr(datamodule, "num_clusters"):
+            raise ValueError(
+                f"method.num_clusters is null but the dataset '{cfg.dataset.name}' has no classes to count; "
+                "set method.num_clusters=<K>."
+            )
         method_cfg["num_clusters"] = datamodule.num_clusters
     return hydra.utils.instantiate(method_cfg)
 
 
 def instantiate_datamodule(cfg: DictConfig):
+    """The dataset's DataModule; a null ``num_clusters`` (unlabelled text) is not passed on."""
     data_cfg = OmegaConf.to_container(cfg.dataset, resolve=True)
     for key in ("name", "callbacks"):
         data_cfg.pop(key, None)
+    if data_cfg.get("num_clusters", 0) is None:
+        data_cfg.pop("num_clusters")
     return hydra.utils.instantiate(data_cfg)
 
 
@@ -156,9 +164,13 @@ def main(cfg: DictConfig) -> float | None:
     warnings.filterwarnings("ignore", message=".*does not have many workers.*")
     try:
         results = train(cfg)
-    except _user_errors() as err:
-        log.error(str(err))
-        print(f"error: {err}", file=sys.stderr)
+    except Exception as err:  # noqa: BLE001 - re-raised unless it is a user error
+        # Hydra wraps errors raised while instantiating a config in InstantiationException
+        cause = err if isinstance(err, _user_errors()) else err.__cause__
+        if not isinstance(cause, _user_errors()):
+            raise
+        log.error(str(cause))
+        print(f"error: {cause}", file=sys.stderr)
         sys.exit(2)
     final = results.get("final") or {}
     return final.get("kmeans_acc")  # objective value for Hydra sweepers
