@@ -43,3 +43,14 @@ def test_ddp_two_cpu_processes(tmp_path, toy_corpus):
                             "dataset.callbacks.clustering_eval.every_n_steps=2"], tmp_path)
     assert results["steps"] == 4 and "kmeans_acc" in results["final"]
     assert (out / "checkpoints" / "last.ckpt").exists()
+
+
+def test_multirun_writes_one_result_per_job(tmp_path):
+    env = dict(os.environ, PROJECT_ROOT=str(ROOT), TOKENIZERS_PARALLELISM="false")
+    sweep = tmp_path / "sweep"
+    result = subprocess.run([sys.executable, "run.py", "--multirun", "backbone=tiny", "trainer.max_steps=2", "seed=0,1",
+                             "~callbacks.progress", "print_table=false", f"hydra.sweep.dir={sweep}"],
+                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    seeds = sorted(json.loads(p.read_text())["seed"] for p in sweep.glob("*/results.json"))
+    assert seeds == [0, 1]
