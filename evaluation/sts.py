@@ -19,7 +19,8 @@ correlation; SimCSE's and ClusterNS's 'test' numbers), ``mean`` (mean of per-sub
 or ``wmean`` (that mean weighted by subset size). Correlations are returned as fractions in
 [-1, 1]; the Markdown table shows them x100.
 
-CLI: ``python -m evaluation.sts --model minilm --out /tmp/sts``.
+CLI: ``python -m evaluation.sts --model minilm --out /tmp/sts``, or for a trained run
+``python -m evaluation.sts --checkpoint <run>/checkpoints/best.ckpt --out <run>/sts``.
 """
 
 from __future__ import annotations
@@ -327,10 +328,86 @@ def _default_data_dir() -> Path:
     return Path(__file__).resolve().parents[1].parent / "shared" / "data" / "senteval" / "downstream"
 
 
+# --------------------------------------------------------------------------------------- encoders
+
+
+def token_limit(encoder) -> int:
+    """The longest input the backbone takes: SimCSE's evaluation does not truncate at 32 tokens."""
+    return min(int(encoder.tokenizer.model_max_length), int(encoder.backbone.config.max_position_embeddings))
+
+
+def encoder_encode_fn(
+    encoder, pooling: str | None = None, batch_size: int = 128, max_length: int | None = None
+) -> Encode:
+    """``encode`` for :func:`evaluate_sts` from a ``TextEncoder`` (e.g. a training module's).
+
+    Each call truncates at ``max_length`` (default: :func:`token_limit`) with ``pooling`` (default:
+    the encoder's), and puts the encoder's own ``max_length`` back afterwards, so a model being
+    trained keeps its training truncation.
+    """
+    limit = max_length or token_limit(encoder)
+
+    def encode(texts: list[str]):
+        saved = encoder.max_length
+        encoder.max_length = limit
+        try:
+            return encoder.encode(texts, batch_size=batch_size, pooling=pooling)
+        finally:
+            encoder.max_length = saved
+
+    return encode
+
+
+def encoder_from_checkpoint(path: str | Path):
+    """(TextEncoder with the checkpoint's weights, its evaluation pooling, hyper-parameters).
+
+    Works for a Lightning checkpoint of any of the project's ``TextRepresentationModule``s: the
+    encoder is rebuilt from the saved hyper-parameters (``backbone``, ``pooling``, ``max_length``)
+    and the ``encoder.*`` entries of the state dict are loaded strictly. Heads and cluster state
+    are not needed for embeddings and are not built. The evaluation pooling is the module's
+    ``eval_pooling`` (SimCSE / ClusterNS: ``cls_before_pooler``), else its training ``pooling``.
+    """
+    import torch
+
+    from lightning_modules.encoder import TextEncoder
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"checkpoint {path} not found; pass a Lightning .ckpt (e.g. <run>/checkpoints/best.ckpt)"
+        )
+    checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    hparams = checkpoint.get("hyper_parameters") or {}
+    if "backbone" not in hparams or "state_dict" not in checkpoint:
+        raise ValueError(
+            f"{path}: no 'backbone' hyper-parameter or no state_dict; the checkpoint was not written by one of "
+            "this project's LightningModules (they call save_hyperparameters). Use --model for a model folder."
+        )
+    encoder = TextEncoder.from_name(
+        hparams["backbone"], pooling=hparams.get("pooling", "mean"), max_length=hparams.get("max_length", 32)
+    )
+    prefix = "encoder."
+    state = {k[len(prefix):]: v for k, v in checkpoint["state_dict"].items() if k.startswith(prefix)}
+    encoder.load_state_dict(state)
+    eval_pooling = hparams.get("eval_pooling") or hparams.get("pooling", "mean")
+    return encoder, eval_pooling, hparams
+
+
 def main(argv: Sequence[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(prog="python -m evaluation.sts", description=__doc__.split("\n")[0])
-    parser.add_argument("--model", required=True, help="model folder, Hub name, 'minilm' or 'tiny'")
-    parser.add_argument("--pooling", default="mean", choices=("mean", "cls", "cls_before_pooler"))
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--model", help="model folder, Hub name, 'minilm' or 'tiny'")
+    source.add_argument(
+        "--checkpoint",
+        type=Path,
+        help="a Lightning checkpoint of this project (e.g. <run>/checkpoints/best.ckpt): its encoder and eval pooling",
+    )
+    parser.add_argument(
+        "--pooling",
+        default=None,
+        choices=("mean", "cls", "cls_before_pooler"),
+        help="default: mean for --model, the module's eval pooling for --checkpoint",
+    )
     parser.add_argument("--data-dir", type=Path, default=_default_data_dir(), help="SentEval 'downstream' folder")
     parser.add_argument("--aggregation", default="all", choices=AGGREGATIONS)
     parser.add_argument("--tasks", nargs="+", default=list(SEVEN))
@@ -346,10 +423,16 @@ def main(argv: Sequence[str] | None = None) -> dict:
 
     from lightning_modules.encoder import TextEncoder
 
-    encoder = TextEncoder.from_name(args.model, pooling=args.pooling)
-    encoder.max_length = args.max_length or min(
-        int(encoder.tokenizer.model_max_length), int(encoder.backbone.config.max_position_embeddings)
-    )
+    if args.checkpoint is not None:
+        encoder, eval_pooling, _ = encoder_from_checkpoint(args.checkpoint)
+        pooling = args.pooling or eval_pooling
+        encoder.pooling = pooling  # encode() then pools this way; the MLP exists if training used `cls`
+        model_name = str(args.checkpoint)
+    else:
+        pooling = args.pooling or "mean"
+        encoder = TextEncoder.from_name(args.model, pooling=pooling)
+        model_name = args.model
+    encoder.max_length = args.max_length or token_limit(encoder)
 
     def encode(texts: list[str]):
         return encoder.encode(texts, batch_size=args.batch_size)
@@ -360,7 +443,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
     start = time.perf_counter()
     results = evaluate_sts(encode, args.data_dir, args.tasks, args.aggregation, log=log)
     wall = time.perf_counter() - start
-    label = f"{args.model} ({args.pooling})"
+    label = f"{model_name} ({pooling})"
     table = markdown_table(results, label)
     print(table)
     print(f"wall time: {wall:.1f}s", file=sys.stderr)
@@ -368,8 +451,8 @@ def main(argv: Sequence[str] | None = None) -> dict:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "sts.md").write_text(table, encoding="utf-8")
         meta = {
-            "model": args.model,
-            "pooling": args.pooling,
+            "model": model_name,
+            "pooling": pooling,
             "max_length": encoder.max_length,
             "data_dir": str(args.data_dir),
             "wall_seconds": round(wall, 1),

@@ -1,0 +1,437 @@
+"""Evaluate any model on clustering, STS and transfer from one command (SPEC §6).
+
+    python -m evaluation.evaluate_model --model <run dir | .ckpt | folder | Hub name | minilm>
+        [--tasks clustering,sts,transfer] [--out DIR] [--seeds 10]
+        [--short-text-dir ../shared/data/short_text] [--senteval-dir ../shared/data/senteval/downstream]
+    python -m evaluation.evaluate_model --compare a.json b.json ...
+
+- clustering: the PairSupCon protocol (Table 1): embeddings from the model's evaluation pooling,
+  KMeans with seeds 0..S-1 (``evaluation.metrics.kmeans_scores``), ACC and NMI mean (std) per
+  dataset and their average. Each benchmark's file, text/label columns and number of clusters
+  come from its Hydra config ``conf/dataset/<name>.yaml``; a dataset whose file is absent is
+  skipped with a note.
+- sts: ``evaluation.sts`` (Spearman, STS12-16 'all' aggregation, STS-B and SICK-R test).
+- transfer: ``evaluation.transfer`` (SentEval logistic regression); slow on CPU, so not in the
+  default task list.
+
+Writes ``<out>/<model slug>.md`` and ``.json``; ``--compare`` prints the headline numbers of
+several such JSON files side by side.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import json
+import re
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+CONF_DATASETS = ROOT / "conf" / "dataset"
+SHARED = ROOT.parent / "shared" / "data"
+# PairSupCon Table 1 order and column names
+BENCHMARKS = (
+    "agnews",
+    "searchsnippets",
+    "stackoverflow",
+    "biomedical",
+    "tweet",
+    "googlenews_ts",
+    "googlenews_s",
+    "googlenews_t",
+)
+SHORT_NAMES = {
+    "agnews": "AG",
+    "searchsnippets": "SS",
+    "stackoverflow": "SO",
+    "biomedical": "Bio",
+    "tweet": "Tweet",
+    "googlenews_ts": "G-TS",
+    "googlenews_s": "G-S",
+    "googlenews_t": "G-T",
+}
+TASKS = ("clustering", "sts", "transfer")
+DEFAULT_TASKS = ("clustering", "sts")
+
+Encode = Callable[[list[str]], np.ndarray]
+
+
+@dataclass
+class ClusteringSet:
+    """One clustering benchmark: where its texts are and how many clusters KMeans gets."""
+
+    name: str
+    path: Path
+    text_column: str
+    label_column: str
+    num_clusters: int | None  # None: the number of distinct labels
+
+
+def dataset_config(name: str, conf_dir: Path = CONF_DATASETS):
+    """``conf/dataset/<name>.yaml`` merged over the configs in its ``defaults`` list, unresolved.
+
+    Read with OmegaConf rather than Hydra's compose so that it also works inside a running
+    Hydra application (the end-of-training callback).
+    """
+    from omegaconf import OmegaConf
+
+    path = conf_dir / f"{name}.yaml"
+    if not path.is_file():
+        known = sorted(p.stem for p in conf_dir.glob("*.yaml"))
+        raise FileNotFoundError(f"No dataset config '{path}'; known datasets: {known}.")
+    cfg = OmegaConf.load(path)
+    merged = OmegaConf.create()
+    for parent in cfg.pop("defaults", []) or []:
+        if isinstance(parent, str) and parent != "_self_":
+            merged = OmegaConf.merge(merged, dataset_config(parent, conf_dir))
+    return OmegaConf.merge(merged, cfg)
+
+
+def clustering_set(name: str, data_dir: str | Path, conf_dir: Path = CONF_DATASETS) -> ClusteringSet:
+    cfg = dataset_config(name, conf_dir)
+    for key in ("file", "text_column", "num_clusters"):
+        if key not in cfg:
+            raise KeyError(f"{conf_dir / (name + '.yaml')}: missing key '{key}' needed for clustering evaluation.")
+    return ClusteringSet(
+        name=name,
+        path=Path(data_dir) / cfg.file,
+        text_column=cfg.text_column,
+        label_column=cfg.get("label_column") or "label",
+        num_clusters=cfg.num_clusters,
+    )
+
+
+def clustering_sets(
+    data_dir: str | Path, names: Iterable[str] = BENCHMARKS, conf_dir: Path = CONF_DATASETS
+) -> list[ClusteringSet]:
+    return [clustering_set(name, data_dir, conf_dir) for name in names]
+
+
+def evaluate_clustering(
+    encode: Encode,
+    sets: Sequence[ClusteringSet],
+    seeds: Sequence[int] = tuple(range(10)),
+    log: Callable[[str], None] | None = None,
+) -> dict:
+    """KMeans with each seed on each set's embeddings; mean and std of ACC/NMI/ARI/AMI (x1).
+
+    Returns ``{"datasets": {name: {acc, acc_std, nmi, nmi_std, ari, ..., n, k, seconds}},
+    "avg": {acc, nmi}, "avg_over": [...], "skipped": {name: reason}, "seeds": [...]}``.
+    """
+    from datamodules.short_text import load_corpus
+    from evaluation.metrics import kmeans_scores
+
+    out: dict = {"datasets": {}, "skipped": {}, "seeds": list(seeds)}
+    for entry in sets:
+        if not entry.path.is_file():
+            out["skipped"][entry.name] = f"{entry.path} not found"
+            if log:
+                log(f"clustering: {entry.name} skipped ({entry.path} not found)")
+            continue
+        start = time.perf_counter()
+        corpus = load_corpus(entry.path, entry.text_column, entry.label_column)
+        if corpus.labels is None:
+            raise ValueError(
+                f"{entry.path}: no label column '{entry.label_column}'; clustering evaluation needs labels."
+            )
+        k = entry.num_clusters or len(np.unique(corpus.labels))
+        embeddings = np.asarray(encode(corpus.texts), dtype=np.float64)  # [n, d]
+        embed_seconds = time.perf_counter() - start
+        if embeddings.shape[0] != len(corpus.texts):
+            raise ValueError(
+                f"encode returned {embeddings.shape[0]} rows for {len(corpus.texts)} texts of {entry.path}"
+            )
+        scores = kmeans_scores(embeddings, corpus.labels, k, seeds=seeds)
+        out["datasets"][entry.name] = {
+            **scores,
+            "n": len(corpus.texts),
+            "k": int(k),
+            "seconds": round(time.perf_counter() - start, 1),
+            "embed_seconds": round(embed_seconds, 1),
+        }
+        if log:
+            log(
+                f"clustering: {entry.name} ACC {100 * scores['acc']:.2f} ({100 * scores['acc_std']:.2f}) "
+                f"NMI {100 * scores['nmi']:.2f} ({time.perf_counter() - start:.0f}s, embedding {embed_seconds:.0f}s)"
+            )
+    done = list(out["datasets"])
+    out["avg_over"] = done
+    out["avg"] = {m: float(np.mean([out["datasets"][d][m] for d in done])) if done else None for m in ("acc", "nmi")}
+    return out
+
+
+def clustering_markdown(result: dict, label: str) -> str:
+    """PairSupCon Table 1 layout: one row each for ACC and NMI, mean (std) x100."""
+    names = [n for n in BENCHMARKS if n in result["datasets"]] + [n for n in result["datasets"] if n not in BENCHMARKS]
+    heads = [SHORT_NAMES.get(n, n) for n in names]
+    avg_name = "Avg." if len(names) == len(BENCHMARKS) else f"Avg. ({len(names)} sets)"
+    lines = [
+        f"KMeans on embeddings, seeds {result['seeds'][0]}..{result['seeds'][-1]} ({len(result['seeds'])} runs, "
+        "sklearn n_init=10 each): mean (std) x100.",
+        "",
+        "| Model | Metric | " + " | ".join(heads) + f" | {avg_name} |",
+        "|" + "---|" * (len(names) + 3),
+    ]
+    for metric in ("acc", "nmi"):
+        cells = [
+            f"{100 * result['datasets'][n][metric]:.2f} ({100 * result['datasets'][n][metric + '_std']:.2f})"
+            for n in names
+        ]
+        avg = result["avg"][metric]
+        lines.append(
+            f"| {label} | {metric.upper()} | "
+            + " | ".join(cells)
+            + f" | {'-' if avg is None else f'{100 * avg:.2f}'} |"
+        )
+    if result["skipped"]:
+        lines += ["", "Skipped (data missing): " + ", ".join(f"{n} ({why})" for n, why in result["skipped"].items())]
+    return "\n".join(lines) + "\n"
+
+
+@contextlib.contextmanager
+def max_length(encoder, length: int | None):
+    """Temporarily change the encoder's token limit (None: the backbone's position limit)."""
+    saved = encoder.max_length
+    if length is None:
+        length = min(int(encoder.tokenizer.model_max_length), int(encoder.backbone.config.max_position_embeddings))
+    encoder.max_length = length
+    try:
+        yield
+    finally:
+        encoder.max_length = saved
+
+
+def evaluate_encoder(
+    encoder,
+    pooling: str,
+    tasks: Sequence[str] = DEFAULT_TASKS,
+    short_text_dir: str | Path = SHARED / "short_text",
+    senteval_dir: str | Path = SHARED / "senteval" / "downstream",
+    seeds: int = 10,
+    clustering_names: Sequence[str] = BENCHMARKS,
+    clustering_max_length: int = 32,
+    sts_max_length: int | None = None,
+    transfer_max_length: int = 128,
+    transfer_options: dict | None = None,
+    batch_size: int = 128,
+    log: Callable[[str], None] | None = None,
+    conf_dir: Path = CONF_DATASETS,
+) -> dict:
+    """Run the requested evaluations of ``encoder`` (a ``TextEncoder``) with ``pooling``.
+
+    Token limits: 32 for clustering (the papers' training length), the backbone's limit for STS
+    (as ``evaluation.sts``: SimCSE does not truncate) and 128 for transfer (as
+    ``evaluation.transfer``). A task whose data folder is absent is noted, not fatal.
+    """
+    unknown = [t for t in tasks if t not in TASKS]
+    if unknown:
+        raise ValueError(f"unknown task(s) {unknown}; choose from {TASKS}")
+
+    def encode(texts: list[str]) -> np.ndarray:
+        return encoder.encode(list(texts), batch_size=batch_size, pooling=pooling).numpy()
+
+    result: dict = {"pooling": pooling, "notes": [], "seconds": {}}
+    for task in tasks:
+        start = time.perf_counter()
+        if task == "clustering":
+            sets = clustering_sets(short_text_dir, clustering_names, conf_dir)
+            with max_length(encoder, clustering_max_length):
+                result["clustering"] = evaluate_clustering(encode, sets, tuple(range(seeds)), log)
+            result["clustering"]["max_length"] = clustering_max_length
+            result["notes"] += [f"clustering: {n} skipped ({w})" for n, w in result["clustering"]["skipped"].items()]
+        elif task == "sts":
+            from evaluation.sts import evaluate_sts
+
+            try:
+                with max_length(encoder, sts_max_length):
+                    result["sts"] = evaluate_sts(encode, senteval_dir, log=log)
+                    result["sts"]["max_length"] = encoder.max_length
+            except FileNotFoundError as missing:
+                result["notes"].append(f"sts skipped: {missing}")
+            else:
+                result["notes"] += [f"sts: {t} skipped ({w})" for t, w in result["sts"]["skipped"].items()]
+        elif task == "transfer":
+            from evaluation.transfer import evaluate_transfer
+
+            with max_length(encoder, transfer_max_length):
+                result["transfer"] = evaluate_transfer(encode, senteval_dir, **(transfer_options or {}))
+            result["transfer"]["max_length"] = transfer_max_length
+            result["notes"] += [
+                f"transfer: {t} skipped ({r['skipped']})"
+                for t, r in result["transfer"]["tasks"].items()
+                if "skipped" in r
+            ]
+        result["seconds"][task] = round(time.perf_counter() - start, 1)
+    return result
+
+
+def to_markdown(result: dict, label: str) -> str:
+    from evaluation.sts import markdown_table as sts_markdown
+    from evaluation.transfer import to_markdown as transfer_markdown
+
+    parts = [f"# Evaluation of {label}", "", f"Pooling: `{result['pooling']}`. Date: {result.get('date', '-')}.", ""]
+    if "clustering" in result:
+        parts += ["## Clustering (PairSupCon protocol)", "", clustering_markdown(result["clustering"], label)]
+    if "sts" in result:
+        parts += ["## STS", "", sts_markdown(result["sts"], label)]
+    if "transfer" in result:
+        parts += [transfer_markdown(result["transfer"], "Transfer (SentEval)").replace("# Transfer", "## Transfer", 1)]
+    if result.get("notes"):
+        parts += ["## Notes", ""] + [f"- {n}" for n in result["notes"]] + [""]
+    parts += ["Wall time per task (s): " + ", ".join(f"{t} {s}" for t, s in result["seconds"].items()), ""]
+    return "\n".join(parts)
+
+
+def model_slug(model_ref: str) -> str:
+    """A file name for a model reference: ``minilm``, ``logs_train_runs_pairsupcon_nli_<time>``..."""
+    path = Path(model_ref)
+    if path.exists():
+        parts = [p for p in path.resolve().parts if p not in ("/", "")]
+        keep = parts[-3:] if path.suffix == ".ckpt" else parts[-2:]
+        model_ref = "_".join(keep)
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", model_ref).strip("_.")
+    return slug[-100:] or "model"
+
+
+# --------------------------------------------------------------------------------- comparison
+
+
+def headline_rows(result: dict) -> dict[str, float | None]:
+    """Flat {row name: value x100} of the numbers worth comparing across models."""
+    rows: dict[str, float | None] = {}
+    clustering = result.get("clustering")
+    if clustering:
+        for metric in ("acc", "nmi"):
+            for name in BENCHMARKS:
+                if name in clustering["datasets"]:
+                    rows[f"clustering {metric.upper()} {SHORT_NAMES[name]}"] = (
+                        100 * clustering["datasets"][name][metric]
+                    )
+            avg = clustering["avg"][metric]
+            rows[f"clustering {metric.upper()} avg ({len(clustering['avg_over'])} sets)"] = (
+                None if avg is None else 100 * avg
+            )
+    sts = result.get("sts")
+    if sts:
+        for task, r in sts["tasks"].items():
+            rows[f"STS {task}"] = 100 * r["spearman"]
+        rows[f"STS avg ({len(sts['avg_over'])} tasks)"] = 100 * sts["avg"]
+    transfer = result.get("transfer")
+    if transfer:
+        for task, r in transfer["tasks"].items():
+            if "acc" in r:
+                rows[f"transfer {task}"] = r["acc"]
+        if transfer.get("avg") is not None:
+            rows[f"transfer avg ({len(transfer['avg_over'])} tasks)"] = transfer["avg"]
+    return rows
+
+
+def compare(results: Sequence[dict], labels: Sequence[str]) -> str:
+    """Markdown table, one column per model, one row per headline number (missing: '-')."""
+    per_model = [headline_rows(r) for r in results]
+    names = list(dict.fromkeys(k for rows in per_model for k in rows))
+    lines = ["| | " + " | ".join(labels) + " |", "|" + "---|" * (len(labels) + 1)]
+    for name in names:
+        cells = [rows.get(name) for rows in per_model]
+        lines.append(f"| {name} | " + " | ".join("-" if v is None else f"{v:.2f}" for v in cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def compare_files(paths: Sequence[str | Path]) -> str:
+    results = [json.loads(Path(p).read_text()) for p in paths]
+    labels = [r.get("label") or Path(p).stem for r, p in zip(results, paths)]
+    return compare(results, labels)
+
+
+# --------------------------------------------------------------------------------- CLI
+
+
+def write_outputs(result: dict, out_dir: str | Path, stem: str, label: str) -> tuple[Path, Path]:
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    md_path, json_path = out_dir / f"{stem}.md", out_dir / f"{stem}.json"
+    md_path.write_text(to_markdown(result, label), encoding="utf-8")
+    json_path.write_text(json.dumps(result, indent=2, default=str), encoding="utf-8")
+    return md_path, json_path
+
+
+def main(argv: Sequence[str] | None = None) -> dict | str:
+    parser = argparse.ArgumentParser(prog="python -m evaluation.evaluate_model", description=__doc__.split("\n")[0])
+    parser.add_argument("--model", help="run dir, .ckpt, sentence-transformers/HF folder, Hub name, minilm or tiny")
+    parser.add_argument(
+        "--compare", nargs="+", metavar="JSON", help="print a side-by-side table of result files and exit"
+    )
+    parser.add_argument("--tasks", default=",".join(DEFAULT_TASKS), help=f"comma-separated subset of {','.join(TASKS)}")
+    parser.add_argument(
+        "--pooling",
+        default=None,
+        choices=("mean", "cls", "cls_before_pooler"),
+        help="override the model's evaluation pooling",
+    )
+    parser.add_argument("--out", type=Path, default=Path("outputs/evaluation"), help="folder for <model>.md/.json")
+    parser.add_argument("--name", default=None, help="label and file stem (default: derived from --model)")
+    parser.add_argument("--seeds", type=int, default=10, help="KMeans seeds 0..N-1 (PairSupCon: 10)")
+    parser.add_argument("--datasets", default=",".join(BENCHMARKS), help="clustering benchmarks (conf/dataset names)")
+    parser.add_argument("--short-text-dir", type=Path, default=SHARED / "short_text")
+    parser.add_argument("--senteval-dir", type=Path, default=SHARED / "senteval" / "downstream")
+    parser.add_argument("--batch-size", type=int, default=128)
+    parser.add_argument(
+        "--transfer-max-train", type=int, default=None, help="subsample transfer training sets (quick runs)"
+    )
+    parser.add_argument("--transfer-kfold", type=int, default=10)
+    args = parser.parse_args(argv)
+
+    if args.compare:
+        table = compare_files(args.compare)
+        print(table)
+        return table
+    if not args.model:
+        parser.error("--model is required (or use --compare)")
+    tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
+
+    from evaluation.load import load_encoder
+
+    def log(message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    start = time.perf_counter()
+    encoder, pooling = load_encoder(args.model, args.pooling)
+    label = args.name or model_slug(args.model)
+    result = evaluate_encoder(
+        encoder,
+        pooling,
+        tasks,
+        short_text_dir=args.short_text_dir,
+        senteval_dir=args.senteval_dir,
+        seeds=args.seeds,
+        clustering_names=[d.strip() for d in args.datasets.split(",") if d.strip()],
+        transfer_options={"max_train": args.transfer_max_train, "kfold": args.transfer_kfold},
+        batch_size=args.batch_size,
+        log=log,
+    )
+    import torch
+
+    result.update(
+        model=args.model,
+        label=label,
+        date=dt.date.today().isoformat(),
+        torch_threads=torch.get_num_threads(),
+        wall_seconds=round(time.perf_counter() - start, 1),
+        short_text_dir=str(args.short_text_dir),
+        senteval_dir=str(args.senteval_dir),
+    )
+    md_path, json_path = write_outputs(result, args.out, label, label)
+    print(md_path.read_text())
+    print(f"wrote {md_path} and {json_path} ({result['wall_seconds']} s)", file=sys.stderr)
+    return result
+
+
+if __name__ == "__main__":
+    main()

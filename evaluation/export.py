@@ -1,0 +1,100 @@
+"""Export a trained encoder for use outside this project.
+
+    python -m evaluation.export --run <run dir | .ckpt | any model reference> --out DIR
+
+writes
+- ``DIR/hf``: the backbone and tokenizer (``save_pretrained``), loadable with
+  ``AutoModel.from_pretrained`` / ``AutoTokenizer.from_pretrained``; the pooling is not part of
+  a Hugging Face model, it is recorded in ``DIR/export.json``;
+- ``DIR/sentence-transformers``: a folder ``SentenceTransformer(path)`` loads with the model's
+  evaluation pooling: ``mean`` -> Pooling(mean); ``cls_before_pooler`` -> Pooling(cls);
+  ``cls`` -> Pooling(cls) + Dense(d, d, Tanh) holding the trained MLP (SimCSE's training pooler).
+  The sequence limit is the encoder's ``max_length`` (32 for the papers' training) unless
+  ``--max-seq-length`` says otherwise. No Normalize module is added: embeddings are the same
+  vectors the project evaluates.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Sequence
+
+from torch import nn
+
+ST_POOLING = {"mean": "mean", "cls_before_pooler": "cls", "cls": "cls"}
+
+
+def export_encoder(
+    encoder, pooling: str, out_dir: str | Path, max_seq_length: int | None = None, source: str = ""
+) -> dict:
+    """Write ``out_dir/hf`` and ``out_dir/sentence-transformers`` for a ``TextEncoder``."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Dense, Pooling, Transformer
+
+    if pooling not in ST_POOLING:
+        raise ValueError(f"pooling must be one of {sorted(ST_POOLING)}, got '{pooling}'")
+    if pooling == "cls" and encoder.mlp is None:
+        raise ValueError("pooling 'cls' needs the encoder's MLP, but this encoder was not trained with cls pooling")
+    out_dir = Path(out_dir)
+    hf_dir, st_dir = out_dir / "hf", out_dir / "sentence-transformers"
+    hf_dir.mkdir(parents=True, exist_ok=True)
+    encoder.backbone.save_pretrained(hf_dir)
+    encoder.tokenizer.save_pretrained(hf_dir)
+
+    length = max_seq_length or encoder.max_length
+    modules: list[nn.Module] = [
+        Transformer(str(hf_dir), max_seq_length=length),
+        Pooling(encoder.dim, pooling_mode=ST_POOLING[pooling]),
+    ]
+    if pooling == "cls":
+        linear = encoder.mlp[0]
+        modules.append(
+            Dense(
+                encoder.dim,
+                encoder.dim,
+                bias=True,
+                activation_function=nn.Tanh(),
+                init_weight=linear.weight.detach().clone(),
+                init_bias=linear.bias.detach().clone(),
+            )
+        )
+    SentenceTransformer(modules=modules, device="cpu").save(str(st_dir))
+    info = {
+        "source": source,
+        "pooling": pooling,
+        "sentence_transformers_modules": [type(m).__name__ for m in modules],
+        "max_seq_length": length,
+        "dim": encoder.dim,
+        "hf": str(hf_dir),
+        "sentence_transformers": str(st_dir),
+    }
+    (out_dir / "export.json").write_text(json.dumps(info, indent=2))
+    return info
+
+
+def export(
+    model_ref: str | Path, out_dir: str | Path, pooling: str | None = None, max_seq_length: int | None = None
+) -> dict:
+    """Load ``model_ref`` with ``evaluation.load.load_encoder`` and export it."""
+    from evaluation.load import load_encoder
+
+    encoder, eval_pooling = load_encoder(model_ref, pooling)
+    return export_encoder(encoder, eval_pooling, out_dir, max_seq_length, source=str(model_ref))
+
+
+def main(argv: Sequence[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(prog="python -m evaluation.export", description=__doc__.split("\n")[0])
+    parser.add_argument("--run", required=True, help="run dir, .ckpt, or any model reference load_encoder accepts")
+    parser.add_argument("--out", required=True, type=Path, help="output folder (hf/ and sentence-transformers/)")
+    parser.add_argument("--pooling", default=None, choices=sorted(ST_POOLING), help="default: the model's eval pooling")
+    parser.add_argument("--max-seq-length", type=int, default=None, help="default: the encoder's max_length")
+    args = parser.parse_args(argv)
+    info = export(args.run, args.out, args.pooling, args.max_seq_length)
+    print(json.dumps(info, indent=2))
+    return info
+
+
+if __name__ == "__main__":
+    main()

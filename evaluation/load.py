@@ -1,0 +1,193 @@
+"""One loader for every evaluation CLI: a model reference -> (TextEncoder, evaluation pooling).
+
+A reference can be
+- a run directory of ``run.py`` (holds ``config_resolved.yaml`` and ``checkpoints/last.ckpt``);
+- a Lightning checkpoint ``*.ckpt``;
+- a sentence-transformers folder (``modules.json``: Transformer + Pooling [+ Dense] [+ Normalize]),
+  e.g. one written by ``python -m evaluation.export``;
+- a plain Hugging Face model folder, a Hub name, or the aliases ``minilm`` / ``tiny``.
+
+Checkpoints: Lightning stores the module's ``save_hyperparameters`` (backbone, pooling,
+max_length, ...) but not its class. When the run's ``config_resolved.yaml`` is beside the
+``checkpoints`` folder, the class named by ``method._target_`` restores the whole module, so
+its own ``eval_pooling`` is used. Without it (a checkpoint copied elsewhere), the encoder is
+rebuilt from the hyper-parameters and the ``encoder.*`` weights of the state dict, with
+``hyper_parameters["eval_pooling"]`` or else the training pooling for evaluation.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import warnings
+from pathlib import Path
+
+import torch
+
+from lightning_modules.encoder import POOLINGS, TextEncoder
+
+log = logging.getLogger(__name__)
+
+
+class ModelLoadError(ValueError):
+    """A model reference that cannot be turned into an encoder; the message says why."""
+
+
+def _check_pooling(pooling: str | None) -> None:
+    if pooling is not None and pooling not in POOLINGS:
+        raise ModelLoadError(f"pooling must be one of {POOLINGS}, got '{pooling}'")
+
+
+def run_checkpoint(run_dir: Path) -> Path:
+    ckpt = run_dir / "checkpoints" / "last.ckpt"
+    if not ckpt.is_file():
+        raise ModelLoadError(
+            f"Run directory '{run_dir}' has no checkpoints/last.ckpt: the run did not finish its first "
+            "step or checkpointing was disabled (callbacks.checkpoint). Pass a .ckpt file instead."
+        )
+    return ckpt
+
+
+def _run_config(ckpt: Path):
+    """The run's resolved config when the checkpoint sits in <run>/checkpoints/."""
+    from omegaconf import OmegaConf
+
+    for folder in (ckpt.parent.parent, ckpt.parent):
+        path = folder / "config_resolved.yaml"
+        if path.is_file():
+            return OmegaConf.load(path)
+    return None
+
+
+def _import(target: str):
+    module_name, _, class_name = target.rpartition(".")
+    try:
+        return getattr(importlib.import_module(module_name), class_name)
+    except (ImportError, AttributeError) as err:
+        raise ModelLoadError(f"method._target_ '{target}' of the run's config cannot be imported: {err}") from err
+
+
+def load_checkpoint_encoder(ckpt: str | Path, pooling: str | None = None) -> tuple[TextEncoder, str]:
+    """Encoder of a Lightning checkpoint written by ``run.py`` (see module docstring)."""
+    ckpt = Path(ckpt)
+    if not ckpt.is_file():
+        raise ModelLoadError(f"Checkpoint '{ckpt}' does not exist.")
+    cfg = _run_config(ckpt)
+    target = cfg.method.get("_target_") if cfg is not None and "method" in cfg else None
+    if target:
+        module = _import(target).load_from_checkpoint(str(ckpt), map_location="cpu")
+        encoder, eval_pooling = module.encoder, module.eval_pooling
+        log.info("loaded %s from %s (class from the run's config_resolved.yaml)", target, ckpt)
+    else:
+        state = torch.load(ckpt, map_location="cpu", weights_only=False)
+        hp = state.get("hyper_parameters") or {}
+        if "backbone" not in hp:
+            raise ModelLoadError(
+                f"Checkpoint '{ckpt}' has no 'backbone' hyper-parameter and no config_resolved.yaml "
+                "beside its run directory; cannot tell which encoder it holds."
+            )
+        encoder = TextEncoder.from_name(
+            hp["backbone"], pooling=hp.get("pooling", "mean"), max_length=hp.get("max_length", 32)
+        )
+        weights = {k[len("encoder.") :]: v for k, v in state["state_dict"].items() if k.startswith("encoder.")}
+        encoder.load_state_dict(weights)
+        eval_pooling = hp.get("eval_pooling") or encoder.pooling
+        log.info("rebuilt the encoder of %s from its hyper-parameters (no run config found)", ckpt)
+    encoder.eval()
+    return encoder, pooling or eval_pooling
+
+
+def _read_json(path: Path) -> dict | list:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise ModelLoadError(f"Cannot read '{path}': {err}") from err
+
+
+def load_sentence_transformers_folder(folder: str | Path, pooling: str | None = None) -> tuple[TextEncoder, str]:
+    """A sentence-transformers folder whose Transformer module is the folder itself (the usual
+    layout) followed by Pooling (mean or cls), an optional Dense (SimCSE's cls MLP) and an
+    optional Normalize. Normalisation is dropped with a warning: the evaluations here use
+    unnormalised embeddings (cosine for STS is unaffected; KMeans is not)."""
+    folder = Path(folder)
+    modules = _read_json(folder / "modules.json")
+    kinds = [m["type"].rsplit(".", 1)[-1] for m in modules]
+    if not kinds or kinds[0] != "Transformer" or modules[0].get("path", "") not in ("", "."):
+        raise ModelLoadError(
+            f"'{folder}/modules.json' lists {kinds}; expected a Transformer stored in the folder itself first."
+        )
+    if len(kinds) < 2 or kinds[1] != "Pooling":
+        raise ModelLoadError(f"'{folder}/modules.json' lists {kinds}; expected Pooling after the Transformer.")
+    pool_cfg = _read_json(folder / modules[1]["path"] / "config.json")
+    mode = pool_cfg.get("pooling_mode")
+    if mode is None:  # sentence-transformers < 6 wrote one boolean per mode
+        mode = (
+            "cls"
+            if pool_cfg.get("pooling_mode_cls_token")
+            else "mean"
+            if pool_cfg.get("pooling_mode_mean_tokens")
+            else None
+        )
+    rest = kinds[2:]
+    if "Normalize" in rest:
+        warnings.warn(
+            f"{folder}: the Normalize module is ignored; embeddings are evaluated unnormalised.", stacklevel=2
+        )
+        rest = [k for k in rest if k != "Normalize"]
+    if mode == "mean" and not rest:
+        native = "mean"
+    elif mode == "cls" and not rest:
+        native = "cls_before_pooler"
+    elif mode == "cls" and rest == ["Dense"]:
+        native = "cls"
+    else:
+        raise ModelLoadError(f"'{folder}': pooling mode {mode!r} followed by {rest} is not supported here.")
+    encoder = TextEncoder.from_name(str(folder), pooling=native)
+    # sentence-transformers < 6 wrote max_seq_length into sentence_bert_config.json; 6.x keeps it as
+    # the saved tokenizer's model_max_length
+    st_cfg = folder / "sentence_bert_config.json"
+    saved = _read_json(st_cfg).get("max_seq_length") if st_cfg.is_file() else None
+    limit = saved or encoder.tokenizer.model_max_length
+    encoder.max_length = int(min(limit, encoder.backbone.config.max_position_embeddings))
+    if native == "cls":
+        dense_dir = folder / modules[kinds.index("Dense")]["path"]
+        weights = _load_dense_weights(dense_dir)
+        encoder.mlp[0].load_state_dict({"weight": weights["linear.weight"], "bias": weights["linear.bias"]})
+    encoder.eval()
+    return encoder, pooling or native
+
+
+def _load_dense_weights(folder: Path) -> dict[str, torch.Tensor]:
+    if (folder / "model.safetensors").is_file():
+        from safetensors.torch import load_file
+
+        return load_file(str(folder / "model.safetensors"))
+    if (folder / "pytorch_model.bin").is_file():
+        return torch.load(folder / "pytorch_model.bin", map_location="cpu", weights_only=True)
+    raise ModelLoadError(f"Dense module folder '{folder}' has no model.safetensors or pytorch_model.bin.")
+
+
+def load_encoder(model_ref: str | Path, pooling: str | None = None) -> tuple[TextEncoder, str]:
+    """(encoder in eval mode on CPU, pooling to evaluate with) for any model reference.
+
+    ``pooling`` overrides the pooling the reference implies (a run's ``eval_pooling``, a
+    sentence-transformers folder's Pooling module, ``mean`` for plain Hugging Face models).
+    """
+    _check_pooling(pooling)
+    ref = str(model_ref)
+    path = Path(ref)
+    if path.suffix == ".ckpt":
+        return load_checkpoint_encoder(path, pooling)
+    if path.is_dir() and ((path / "config_resolved.yaml").is_file() or (path / "checkpoints").is_dir()):
+        return load_checkpoint_encoder(run_checkpoint(path), pooling)
+    if path.is_dir() and (path / "modules.json").is_file():
+        return load_sentence_transformers_folder(path, pooling)
+    if path.is_dir() and not (path / "config.json").is_file():
+        raise ModelLoadError(
+            f"'{ref}' is a folder but neither a run directory (config_resolved.yaml, checkpoints/), a "
+            "sentence-transformers folder (modules.json) nor a Hugging Face model folder (config.json)."
+        )
+    encoder = TextEncoder.from_name(ref, pooling=pooling or "mean")
+    encoder.eval()
+    return encoder, pooling or "mean"

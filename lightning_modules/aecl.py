@@ -1,0 +1,230 @@
+"""AECL: Attention-Enhanced Contrastive Learning for short text clustering (2025; SPEC §4)."""
+from __future__ import annotations
+
+import torch
+from lightning.pytorch.utilities import rank_zero_warn
+from torch import nn
+
+from lightning_modules.attention import SampleAttention
+from lightning_modules.base import TextRepresentationModule
+from lightning_modules.heads import ContrastHead
+from lightning_modules.losses_aecl import (
+    cluster_contrastive_loss,
+    marginal_entropy_term,
+    pseudo_label_loss,
+    row_entropy_term,
+    similarity_guided_loss,
+)
+
+STAGES = (1, 2, 3)
+
+
+class ClusteringNetwork(nn.Module):
+    """G_p: Dropout-Linear(D,d)-ReLU-Dropout-Linear(d,d)-ReLU-Linear(d,M) -> cluster logits (SPEC §4)."""
+
+    def __init__(self, in_dim: int, hidden: int, num_clusters: int, dropout: float = 0.5):
+        super().__init__()
+        self.net = nn.Sequential(
+            nn.Dropout(dropout), nn.Linear(in_dim, hidden), nn.ReLU(),
+            nn.Dropout(dropout), nn.Linear(hidden, hidden), nn.ReLU(),
+            nn.Linear(hidden, num_clusters),
+        )
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        return self.net(h)  # [N, M]
+
+
+class AECL(TextRepresentationModule):
+    """Encoder (mean pooling) → V; G_z → Z; sample-level attention → (H, S); G_p(H) → P.
+
+    Both views (X⁰ the original text, X¹ its augmentation) go through the same networks.
+    The loss depends on the stage (Algorithm 1), which ``callbacks.stage_switch.AECLStageSwitch``
+    sets at the start of every epoch from ``e1`` and ``e2``:
+
+    - stage 1: λ1·L_I;
+    - stage 2: λ1·L_I + λ2·L_P with KMeans pseudo-labels of V⁰ over the whole training set
+      (the callback fills ``pseudo_labels``, indexed by ``batch["index"]``);
+    - stage 3: L_C + λ1·L_I + λ2·L_P(argmax p⁰ where max p⁰ > ``confidence_threshold``)
+      + λ3·(-row entropy of P⁰) + λ4·(marginal-entropy term), both entropies maximised.
+
+    ``reference=True`` switches every loss to the reference code's variant (see
+    ``losses_aecl``): stacked-matrix L_I, L_C with the positive in its denominator, stage-3 L_P
+    averaged over the whole batch, and the marginal term Σ_v (log M - H(q^v)).
+
+    Batches follow ``ShortTextDataModule``: X⁰ is ``batch["original"]`` when present, else
+    ``batch["view1"]`` (with one augmentation column view1 is the original); X¹ is
+    ``batch["view2"]``.
+
+    DDP: the attention, Λ_i and every loss are computed per process on the local batch (no
+    all-gather): S mixes the samples one process sees, so 4 processes with 64 texts each train
+    as four batches of 64, not as one of 256. Gradients are averaged over processes as usual.
+
+    State kept in checkpoints (buffers): ``stage`` (1, 2, 3), ``pseudo_labels`` (LongTensor over
+    the whole training set, -1 = none) and ``pseudo_label_epoch`` (the epoch they were computed
+    for, so a run resumed in the middle of a stage-2 epoch keeps them).
+
+    Args (paper defaults, SPEC §4):
+        num_clusters: M. projection_dim: D of Z, H (128).
+        tau_instance: τ_I (1.0; reference code 0.5). tau_cluster: τ_C (0.5; reference 1.0).
+        lambda1..lambda4: weights of L_I, L_P, row entropy, marginal entropy (10, 5, 0.01, 10).
+        confidence_threshold: stage-3 pseudo-label threshold (0.95).
+        e1, e2: stage lengths in epochs; read by the stage callback.
+        dropout: dropout of the clustering network (0.5).
+    """
+
+    def __init__(
+        self,
+        num_clusters: int,
+        backbone: str = "minilm",
+        pooling: str = "mean",
+        max_length: int = 32,
+        projection_dim: int = 128,
+        tau_instance: float = 1.0,
+        tau_cluster: float = 0.5,
+        lambda1: float = 10.0,
+        lambda2: float = 5.0,
+        lambda3: float = 0.01,
+        lambda4: float = 10.0,
+        confidence_threshold: float = 0.95,
+        e1: int = 10,
+        e2: int = 1,
+        reference: bool = False,
+        dropout: float = 0.5,
+        lr: float = 5e-6,
+        head_lr_multiplier: float = 100.0,
+        optimizer=None,
+    ):
+        if num_clusters is None or int(num_clusters) < 2:
+            raise ValueError(f"method.num_clusters must be >= 2 for AECL, got {num_clusters}")
+        if tau_instance <= 0 or tau_cluster <= 0:
+            raise ValueError("method.tau_instance and method.tau_cluster must be positive")
+        if not 0.0 <= confidence_threshold < 1.0:
+            raise ValueError(f"method.confidence_threshold must be in [0, 1), got {confidence_threshold}")
+        if int(e1) < 0 or int(e2) < 0:
+            raise ValueError(f"method.e1 and method.e2 must be >= 0 epochs, got {e1} and {e2}")
+        super().__init__(backbone, pooling, None, max_length, lr, head_lr_multiplier, optimizer)
+        self.save_hyperparameters(ignore=["optimizer"])
+        dim = self.encoder.dim
+        self.projector = ContrastHead(dim, projection_dim, normalize=False)  # G_z
+        self.attention = SampleAttention(projection_dim)  # G_h
+        self.cluster_head = ClusteringNetwork(projection_dim, dim, num_clusters, dropout)  # G_p
+        self.num_clusters = int(num_clusters)
+        self.tau_instance = tau_instance
+        self.tau_cluster = tau_cluster
+        self.lambdas = (lambda1, lambda2, lambda3, lambda4)
+        self.confidence_threshold = confidence_threshold
+        self.e1, self.e2 = int(e1), int(e2)
+        self.reference = reference
+        self.register_buffer("training_stage", torch.tensor(1, dtype=torch.long))
+        self.register_buffer("pseudo_labels", torch.empty(0, dtype=torch.long))
+        self.register_buffer("pseudo_label_epoch", torch.tensor(-1, dtype=torch.long))
+        # the pseudo-label buffer is sized by the training set, known only when a callback fills it
+        self.register_load_state_dict_pre_hook(_resize_pseudo_labels)
+
+    # -- state used by the stage callback -----------------------------------------------------------
+    @property
+    def stage(self) -> int:
+        return int(self.training_stage)
+
+    def set_stage(self, stage: int) -> None:
+        if stage not in STAGES:
+            raise ValueError(f"AECL stage must be one of {STAGES}, got {stage}")
+        self.training_stage.fill_(stage)
+
+    @torch.no_grad()
+    def set_pseudo_labels(self, labels: torch.Tensor, epoch: int) -> None:
+        """KMeans pseudo-labels [n_train] (row order of the training set) computed for ``epoch``."""
+        labels = torch.as_tensor(labels, dtype=torch.long).to(self.pseudo_labels.device)
+        if labels.dim() != 1 or ((labels < -1) | (labels >= self.num_clusters)).any():
+            raise ValueError(f"pseudo-labels must be a 1-D tensor of -1 or 0..{self.num_clusters - 1}")
+        self.pseudo_labels = labels.clone()
+        self.pseudo_label_epoch.fill_(epoch)
+
+    # -- forward pieces ---------------------------------------------------------------------------------
+    def forward_view(self, tokens: dict[str, torch.Tensor], pooling: str | None = None) -> dict[str, torch.Tensor]:
+        """One view through every network: V [N, d], Z [N, D], H [N, D], S [N, N], logits [N, M]."""
+        v = self.embed(tokens, pooling=pooling)  # [N, d]
+        z = self.projector(v)  # [N, D]
+        h, s = self.attention(z)  # [N, D], [N, N]
+        return {"v": v, "z": z, "h": h, "s": s, "logits": self.cluster_head(h)}
+
+    def on_train_start(self) -> None:
+        if not any(getattr(cb, "drives_aecl_stages", False) for cb in self.trainer.callbacks):
+            rank_zero_warn(
+                "AECL has no stage callback, so it stays in stage 1 (L_I only): add "
+                "callbacks.stage_switch.AECLStageSwitch (method.callbacks.stage_switch in conf/method/aecl.yaml)."
+            )
+
+    # -- training -------------------------------------------------------------------------------------------
+    def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor | None:
+        n = batch["index"].shape[0]
+        if n < 2:  # the contrastive losses need a negative; a last batch of one text is skipped
+            rank_zero_warn("AECL skips a training batch with fewer than 2 texts (set dataset.drop_last=true to avoid it)")
+            return None
+        stage = self.stage
+        x0 = batch["original"] if "original" in batch else batch["view1"]
+        out0 = self.forward_view(x0)
+        out1 = self.forward_view(batch["view2"])
+        p0 = torch.softmax(out0["logits"], dim=1)  # [N, M]
+        p1 = torch.softmax(out1["logits"], dim=1)  # [N, M]
+        clusters = p0.detach().argmax(dim=1)  # [N] Λ_i: same predicted cluster
+        lambda1, lambda2, lambda3, lambda4 = self.lambdas
+        losses = {
+            "instance_loss": similarity_guided_loss(
+                out0["z"], out1["z"], out0["h"], out1["h"], out0["s"], out1["s"], clusters,
+                self.tau_instance, reference=self.reference,
+            )
+        }
+        total = lambda1 * losses["instance_loss"]
+        if stage >= 2:
+            targets = self._pseudo_targets(batch["index"], p0) if stage == 2 else self._confident_targets(p0)
+            reduction = "batch" if (self.reference and stage == 3) else "labelled"
+            losses["pseudo_loss"] = pseudo_label_loss(out1["logits"], targets, reduction)
+            losses["pseudo_label_share"] = (targets >= 0).float().mean()
+            total = total + lambda2 * losses["pseudo_loss"]
+        if stage == 3:
+            losses["cluster_loss"] = cluster_contrastive_loss(p0, p1, self.tau_cluster, reference=self.reference)
+            losses["row_entropy_term"] = row_entropy_term(p0)
+            losses["marginal_entropy_term"] = marginal_entropy_term(p0, p1, "reference" if self.reference else "paper")
+            total = total + losses["cluster_loss"] + lambda3 * losses["row_entropy_term"] + lambda4 * losses["marginal_entropy_term"]
+        self.log("train/loss", total, prog_bar=True, batch_size=n)
+        for key, value in losses.items():
+            self.log(f"train/{key}", value, batch_size=n)
+        return total
+
+    def _pseudo_targets(self, index: torch.Tensor, p0: torch.Tensor) -> torch.Tensor:
+        if self.pseudo_labels.numel() == 0 or int(self.pseudo_label_epoch) < 0:
+            raise RuntimeError(
+                "AECL is in stage 2 but has no KMeans pseudo-labels: add "
+                "callbacks.stage_switch.AECLStageSwitch (method.callbacks.stage_switch), which computes them."
+            )
+        if int(index.max()) >= self.pseudo_labels.numel():
+            raise RuntimeError(
+                f"batch index {int(index.max())} is outside the {self.pseudo_labels.numel()} pseudo-labels: "
+                "they were computed for a different training set"
+            )
+        return self.pseudo_labels[index]  # [N]
+
+    def _confident_targets(self, p0: torch.Tensor) -> torch.Tensor:
+        confidence, predicted = p0.detach().max(dim=1)  # [N], [N]
+        return torch.where(confidence > self.confidence_threshold, predicted, torch.full_like(predicted, -1))  # [N]
+
+    # -- evaluation ---------------------------------------------------------------------------------------------
+    @torch.no_grad()
+    def eval_step(self, batch: dict) -> dict[str, torch.Tensor]:
+        """On the original texts: ``embeddings`` (mean-pooled V), ``projections`` (Z) and
+        ``head_pred`` (argmax of G_p(H)).
+
+        The attention mixes the samples of the EVALUATION batch, so ``head_pred`` depends on
+        which texts share a batch: the datamodule's eval batches are length-sorted and fixed,
+        which keeps predictions deterministic. ``projections`` lets the NS diagnostic
+        (``callbacks.attention_ns``) recompute S per eval batch without another encoder pass.
+        """
+        out = self.forward_view(batch["original"], pooling=self.eval_pooling)
+        return {"embeddings": out["v"], "projections": out["z"], "head_pred": out["logits"].argmax(dim=1)}
+
+
+def _resize_pseudo_labels(module, state_dict, prefix, *args) -> None:
+    saved = state_dict.get(prefix + "pseudo_labels")
+    if saved is not None and saved.shape != module.pseudo_labels.shape:
+        module.pseudo_labels = torch.empty_like(saved, device=module.pseudo_labels.device)

@@ -1,0 +1,90 @@
+"""PairSupCon: Pairwise Supervised Contrastive Learning (Zhang et al., EMNLP 2021; SPEC §2)."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from lightning_modules.base import TextRepresentationModule
+from lightning_modules.heads import ContrastHead
+from lightning_modules.losses_pairsupcon import WEIGHTINGS, pairsupcon_objective
+
+MODES = ("both", "classification", "instance")
+
+
+class PairSupCon(TextRepresentationModule):
+    """Entailment/contradiction classification + instance discrimination on entailment pairs.
+
+    Loss = L_C + β · L_ID (eq 5 with batch means): L_C the cross-entropy of the bias-free
+    Linear(3d, 2) on [u1, u2, |u1-u2|] over all pairs; L_ID the instance-discrimination loss of
+    ``losses_pairsupcon`` on the L2-normalised output of h = Linear(d,d)-ReLU-Linear(d,128)
+    (no biases), averaged over the anchors of entailment pairs. ``mode`` selects the paper's
+    ablations (Table 4): ``classification`` only, ``instance`` only, or ``both``.
+
+    Batches come from ``datamodules.nli.NLIDataModule``: ``s1``/``s2`` token dicts and
+    ``labels`` (1 = entailment, 0 = contradiction). Under DDP the head outputs and the labels
+    are gathered from all processes, so the negatives come from the global batch; the
+    classification loss is per process (DDP's gradient averaging makes it the global mean).
+    """
+
+    def __init__(
+        self,
+        backbone: str = "minilm",
+        pooling: str = "mean",
+        max_length: int = 32,
+        mode: str = "both",
+        weighting: str = "hardneg",
+        beta: float = 1.0,
+        temperature: float = 0.05,
+        projection_dim: int = 128,
+        lr: float = 5e-6,
+        head_lr_multiplier: float = 100.0,
+        optimizer=None,
+    ):
+        if mode not in MODES:
+            raise ValueError(f"method.mode must be one of {MODES}, got '{mode}'")
+        if weighting not in WEIGHTINGS:
+            raise ValueError(f"method.weighting must be one of {WEIGHTINGS}, got '{weighting}'")
+        if temperature <= 0:
+            raise ValueError(f"method.temperature must be positive, got {temperature}")
+        if beta < 0:
+            raise ValueError(f"method.beta must be >= 0, got {beta}")
+        super().__init__(backbone, pooling, None, max_length, lr, head_lr_multiplier, optimizer)
+        self.save_hyperparameters(ignore=["optimizer"])
+        dim = self.encoder.dim
+        # heads exist only when their loss is used: DDP rejects parameters that never get a gradient
+        self.classifier = nn.Linear(3 * dim, 2, bias=False) if mode in ("both", "classification") else None
+        self.contrast_head = ContrastHead(dim, projection_dim, bias=False) if mode in ("both", "instance") else None
+        self.mode = mode
+        self.weighting = weighting
+        self.beta = beta
+        self.temperature = temperature
+
+    def compute_losses(self, u1: torch.Tensor, u2: torch.Tensor, labels: torch.Tensor):
+        """(losses to log, total, loss to back-propagate); see ``pairsupcon_objective``."""
+        return pairsupcon_objective(
+            u1,
+            u2,
+            labels,
+            self.classifier.weight if self.classifier is not None else None,
+            self.contrast_head,
+            self.temperature,
+            self.weighting,
+            self.beta,
+        )
+
+    def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
+        if not {"s1", "s2", "labels"} <= set(batch):
+            raise KeyError(
+                f"PairSupCon needs NLI batches with s1, s2 and labels, got keys {sorted(batch)}; "
+                "use dataset=nli (datamodules.nli.NLIDataModule)."
+            )
+        labels = batch["labels"]  # [M]
+        u1 = self.embed(batch["s1"])  # [M, d]
+        u2 = self.embed(batch["s2"])  # [M, d]
+        losses, total, backward = self.compute_losses(u1, u2, labels)
+        batch_size = labels.shape[0]
+        self.log("train/loss", total, prog_bar=True, batch_size=batch_size)
+        for key, value in losses.items():
+            self.log(f"train/{key}", value, batch_size=batch_size)
+        return backward

@@ -1,0 +1,203 @@
+"""AECL's losses (lightning_modules/losses_aecl.py) against naive loops and hand values."""
+import math
+
+import pytest
+import torch
+
+from lightning_modules.losses import nt_xent
+from lightning_modules.losses_aecl import (
+    cluster_contrastive_loss,
+    marginal_entropy,
+    marginal_entropy_term,
+    pseudo_label_loss,
+    row_entropy,
+    row_entropy_term,
+    similarity_guided_loss,
+)
+
+
+def cos(a, b):
+    return float(torch.dot(a, b) / (a.norm() * b.norm()))
+
+
+def batch(n=5, d=4, seed=0, clusters=(0, 1, 0, 2, 1)):
+    g = torch.Generator().manual_seed(seed)
+    z0, z1, h0, h1 = (torch.randn(n, d, generator=g, dtype=torch.float64) for _ in range(4))
+    s0 = torch.softmax(torch.randn(n, n, generator=g, dtype=torch.float64), dim=1)
+    s1 = torch.softmax(torch.randn(n, n, generator=g, dtype=torch.float64), dim=1)
+    return z0, z1, h0, h1, s0, s1, torch.tensor(clusters[:n])
+
+
+def naive_paper_li(z0, z1, h0, h1, s0, s1, clusters, tau):
+    """Eqs 6, 7, 9 written as loops."""
+    n = len(z0)
+
+    def e(a, b):
+        return math.exp(cos(a, b) / tau)
+
+    total = 0.0
+    for i in range(n):
+        others = [k for k in range(n) if k != i]
+        l1 = e(z0[i], z1[i]) / sum(e(z0[i], z0[k]) + e(z0[i], z1[k]) for k in others)
+        l1 += e(z1[i], z0[i]) / sum(e(z1[i], z1[k]) + e(z1[i], z0[k]) for k in others)
+        same = [j for j in range(n) if clusters[j] == clusters[i]]
+        for z, h, s in ((z0, h0, s0), (z1, h1, s1)):
+            l2 = sum(s[i, j] * e(z[i], h[j]) for j in same) / sum(e(z[i], z[k]) + e(z[i], h[k]) for k in others)
+            l2 += sum(s[i, j] * e(h[i], z[j]) for j in same) / sum(e(h[i], h[k]) + e(h[i], z[k]) for k in others)
+            total += -math.log(l1 + l2)
+    return total / (2 * n)
+
+
+def naive_reference_li(z0, z1, h0, h1, s0, s1, clusters, tau):
+    """The reference code's stacked-matrix variant, as SPEC §4 describes it, as loops."""
+    n = len(z0)
+
+    def e(a, b):
+        return math.exp(cos(a, b) / tau)
+
+    zs = list(z0) + list(z1)
+    losses = []
+    for zv, h, s in ((z0, h0, s0), (z1, h1, s1)):
+        x = list(zv) + list(h)
+        loss = 0.0
+        for r in range(2 * n):
+            partner = r + n if r < n else r - n
+            rest = [c for c in range(2 * n) if c not in (r, partner)]
+            two_view = e(zs[r], zs[partner]) / sum(e(zs[r], zs[c]) for c in rest)
+            num = 0.0
+            for c in range(2 * n):
+                if clusters[r % n] == clusters[c % n]:
+                    weight = (0.0 if r == c else float(s[r % n, c % n])) + 1e-5
+                    num += weight * e(x[r], x[c])
+            guided = num / sum(e(x[r], x[c]) for c in rest)
+            loss += -math.log(two_view + guided)
+        losses.append(loss / (2 * n))
+    return sum(losses) / 2
+
+
+@pytest.mark.parametrize("tau", [1.0, 0.5])
+@pytest.mark.parametrize("reference", [False, True])
+def test_similarity_guided_loss_matches_loops(tau, reference):
+    args = batch()
+    naive = (naive_reference_li if reference else naive_paper_li)(*args, tau)
+    assert similarity_guided_loss(*args, temperature=tau, reference=reference).item() == pytest.approx(naive, rel=1e-9)
+
+
+def test_paper_and_reference_forms_differ():
+    args = batch()
+    assert abs(similarity_guided_loss(*args).item() - similarity_guided_loss(*args, reference=True).item()) > 1e-3
+
+
+@pytest.mark.parametrize("reference", [False, True])
+def test_similarity_guided_loss_gradients_are_finite_even_with_zero_attention(reference):
+    z0, z1, h0, h1, s0, s1, clusters = batch()
+    s0 = torch.eye(5, dtype=torch.float64)  # exact zeros off the diagonal
+    tensors = [t.clone().requires_grad_(True) for t in (z0, z1, h0, h1, s0, s1)]
+    loss = similarity_guided_loss(*tensors, clusters, temperature=0.05, reference=reference)
+    loss.backward()
+    assert torch.isfinite(loss)
+    for t in tensors:
+        assert t.grad is not None and torch.isfinite(t.grad).all()
+    # S receives gradient: L_I trains the attention network
+    assert tensors[5].grad.abs().sum() > 0
+
+
+def test_similarity_guided_loss_rejects_single_sample_and_bad_shapes():
+    z0, z1, h0, h1, s0, s1, clusters = batch()
+    with pytest.raises(ValueError, match="at least 2"):
+        similarity_guided_loss(z0[:1], z1[:1], h0[:1], h1[:1], s0[:1, :1], s1[:1, :1], clusters[:1])
+    with pytest.raises(ValueError, match="clusters has 4 rows"):
+        similarity_guided_loss(z0, z1, h0, h1, s0, s1, clusters[:4])
+
+
+def naive_cluster_loss(p0, p1, tau, positive_in_denominator):
+    m = p0.shape[1]
+    cols = [p0[:, k] for k in range(m)] + [p1[:, k] for k in range(m)]
+    total = 0.0
+    for r in range(2 * m):
+        partner = r + m if r < m else r - m
+        negatives = sum(math.exp(cos(cols[r], cols[c]) / tau) for c in range(2 * m) if c not in (r, partner))
+        positive = math.exp(cos(cols[r], cols[partner]) / tau)
+        total += -math.log(positive / (negatives + (positive if positive_in_denominator else 0.0)))
+    return total / (2 * m)
+
+
+@pytest.mark.parametrize("reference", [False, True])
+def test_cluster_contrastive_loss_matches_loop(reference):
+    g = torch.Generator().manual_seed(1)
+    p0 = torch.softmax(torch.randn(6, 3, generator=g, dtype=torch.float64), dim=1)
+    p1 = torch.softmax(torch.randn(6, 3, generator=g, dtype=torch.float64), dim=1)
+    expected = naive_cluster_loss(p0, p1, 0.5, positive_in_denominator=reference)
+    assert cluster_contrastive_loss(p0, p1, 0.5, reference=reference).item() == pytest.approx(expected, rel=1e-9)
+
+
+def test_cluster_contrastive_loss_hand_values_and_reference_is_nt_xent():
+    p = torch.eye(2, dtype=torch.float64)  # columns are orthogonal one-hots; views agree
+    # paper: -log(e^{1/τ} / (e^0 + e^0)) per anchor; reference: -log(e^{1/τ} / (e^{1/τ} + 2))
+    assert cluster_contrastive_loss(p, p, 0.5).item() == pytest.approx(math.log(2) - 2.0)
+    assert cluster_contrastive_loss(p, p, 0.5, reference=True).item() == pytest.approx(math.log(1 + 2 * math.exp(-2.0)))
+    g = torch.Generator().manual_seed(2)
+    p0, p1 = (torch.softmax(torch.randn(5, 4, generator=g), dim=1) for _ in range(2))
+    assert torch.equal(cluster_contrastive_loss(p0, p1, 1.0, reference=True), nt_xent(p0.T, p1.T, 1.0))
+
+
+def test_cluster_contrastive_loss_gradients_are_finite():
+    logits = torch.randn(8, 4, requires_grad=True)
+    p = torch.softmax(logits, dim=1)
+    loss = cluster_contrastive_loss(p, torch.softmax(logits * 2, dim=1), 0.5)
+    loss.backward()
+    assert torch.isfinite(logits.grad).all() and logits.grad.abs().sum() > 0
+
+
+def test_pseudo_label_loss_hand_values():
+    logits = torch.zeros(4, 4, requires_grad=True)  # uniform p¹: every labelled sample costs log 4
+    labels = torch.tensor([0, -1, 2, -1])
+    assert pseudo_label_loss(logits, labels).item() == pytest.approx(math.log(4))
+    assert pseudo_label_loss(logits, labels, "batch").item() == pytest.approx(math.log(4) / 2)
+    logits2 = torch.tensor([[2.0, 0.0], [0.0, 1.0], [5.0, 5.0]])
+    expected = (-math.log(math.exp(2) / (math.exp(2) + 1)) - math.log(1 / (1 + math.e))) / 2
+    assert pseudo_label_loss(logits2, torch.tensor([0, 0, -1])).item() == pytest.approx(expected)
+
+
+def test_pseudo_label_loss_is_zero_without_labels_and_has_finite_gradient():
+    logits = torch.randn(3, 4, requires_grad=True)
+    loss = pseudo_label_loss(logits, torch.full((3,), -1))
+    loss.backward()
+    assert loss.item() == 0.0 and torch.equal(logits.grad, torch.zeros(3, 4))
+    logits = torch.randn(3, 4, requires_grad=True)
+    pseudo_label_loss(logits, torch.tensor([1, -1, 3])).backward()
+    assert torch.isfinite(logits.grad).all() and logits.grad[1].abs().sum() == 0
+
+
+def test_pseudo_label_loss_rejects_out_of_range_labels():
+    with pytest.raises(ValueError, match="0..3"):
+        pseudo_label_loss(torch.zeros(2, 4), torch.tensor([0, 4]))
+    with pytest.raises(ValueError, match="reduction"):
+        pseudo_label_loss(torch.zeros(2, 4), torch.tensor([0, 1]), "sum")
+
+
+def test_entropies_hand_values_and_signs():
+    m = 4
+    uniform = torch.full((3, m), 1.0 / m)
+    one_hot = torch.eye(m)[[0, 0, 0]]  # all samples in cluster 0
+    assert row_entropy(uniform).item() == pytest.approx(math.log(m))
+    assert row_entropy(one_hot).item() == pytest.approx(0.0, abs=1e-9)
+    assert row_entropy_term(uniform).item() == pytest.approx(-math.log(m))  # added to the loss: maximises entropy
+    assert marginal_entropy(one_hot).item() == pytest.approx(0.0, abs=1e-9)
+    assert marginal_entropy(torch.eye(m)).item() == pytest.approx(math.log(m))  # one sample per cluster
+    assert marginal_entropy_term(one_hot, uniform).item() == pytest.approx(-math.log(m) / 2)
+    assert marginal_entropy_term(one_hot, uniform, "reference").item() == pytest.approx(math.log(m))
+    with pytest.raises(ValueError, match="form"):
+        marginal_entropy_term(one_hot, uniform, "other")
+
+
+def test_entropy_terms_decrease_when_assignments_spread():
+    """A gradient step on the terms moves P towards higher entropy (the sign SPEC §4 asks for)."""
+    logits = torch.tensor([[3.0, 0.0, 0.0], [2.5, 0.5, 0.0], [3.0, 0.2, 0.1]], requires_grad=True)
+    for term in (lambda p: row_entropy_term(p), lambda p: marginal_entropy_term(p, p), lambda p: marginal_entropy_term(p, p, "reference")):
+        p = torch.softmax(logits, dim=1)
+        before_row, before_marginal = row_entropy(p).item(), marginal_entropy(p).item()
+        (grad,) = torch.autograd.grad(term(p), logits)
+        assert torch.isfinite(grad).all()
+        p_after = torch.softmax(logits - 0.1 * grad, dim=1)
+        assert row_entropy(p_after).item() > before_row or marginal_entropy(p_after).item() > before_marginal

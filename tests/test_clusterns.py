@@ -1,0 +1,476 @@
+"""ClusterNS (SPEC §3): clustering maths and BML against naive loops, the warm-up schedule, DDP
+agreement, resume from a checkpoint, and an end-to-end run through run.py on the tiny backbone."""
+import json
+import math
+import os
+import socket
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from lightning_modules.inbatch_clustering import (
+    assign,
+    clustering_diagnostics,
+    greedy_init_indices,
+    hard_negative_select,
+    momentum_update,
+    same_cluster_mask,
+)
+from lightning_modules.losses_clusterns import bml_loss, infonce_with_hard_negatives
+
+# the module tests call training_step without a Trainer; self.log then only warns
+pytestmark = pytest.mark.filterwarnings("ignore:You are trying to `self.log\\(\\)`")
+
+# -------------------------------------------------------------------------------------- naive code
+
+
+def cos(a, b) -> float:
+    a, b = a.detach(), b.detach()
+    return float(torch.dot(a, b) / (a.norm() * b.norm()))
+
+
+def naive_greedy(sim: torch.Tensor, k: int, first: int) -> list[int]:
+    chosen = [first]
+    while len(chosen) < k:
+        last = chosen[-1]
+        best, best_value = None, None
+        for j in range(sim.shape[0]):
+            if j in chosen:
+                continue
+            if best_value is None or sim[last, j].item() < best_value:
+                best, best_value = j, sim[last, j].item()
+        chosen.append(best)
+    return chosen
+
+
+def naive_bml(sim, same, alpha, beta, reduction):
+    n = sim.shape[0]
+    terms, total = [], 0.0
+    for i in range(n):
+        for j in range(n):
+            member = bool(same[i][j]) and i != j
+            delta = (sim[i, j] - sim[i, i]) if member else torch.zeros(())
+            term = F.relu(delta + alpha) + F.relu(-delta - beta)
+            total = total + term
+            if member:
+                terms.append(term)
+    if reduction == "matrix":
+        return total / (n * n)
+    return sum(terms) / len(terms)
+
+
+# -------------------------------------------------------------------------------------- greedy init
+
+
+def test_greedy_init_follows_least_similar_chain_and_never_repeats():
+    g = torch.Generator().manual_seed(0)
+    sim = torch.rand(12, 12, generator=g) * 2 - 1
+    chosen = greedy_init_indices(sim, 7, torch.Generator().manual_seed(3)).tolist()
+    assert chosen == naive_greedy(sim, 7, chosen[0])
+    assert len(set(chosen)) == 7
+    # K = N visits every sample once
+    assert sorted(greedy_init_indices(sim, 12, torch.Generator().manual_seed(1)).tolist()) == list(range(12))
+
+
+def test_greedy_init_first_sample_is_seeded_random():
+    sim = torch.rand(50, 50, generator=torch.Generator().manual_seed(0))
+    firsts = {int(greedy_init_indices(sim, 3, torch.Generator().manual_seed(s))[0]) for s in range(20)}
+    assert len(firsts) > 5  # not always the same sample
+    again = [greedy_init_indices(sim, 5, torch.Generator().manual_seed(7)).tolist() for _ in range(2)]
+    assert again[0] == again[1]
+
+
+def test_greedy_init_reads_rows_as_first_views_and_columns_as_second_views():
+    # asymmetric matrix: the next centroid must be the argmin of the *row* of the last one
+    sim = torch.tensor([[1.0, 0.5, -0.9, 0.0], [0.9, 1.0, 0.9, 0.9], [0.9, -0.5, 1.0, 0.2], [0.9, 0.9, 0.9, 1.0]])
+    for seed in range(30):
+        chosen = greedy_init_indices(sim, 3, torch.Generator().manual_seed(seed)).tolist()
+        if chosen[0] == 0:
+            assert chosen == [0, 2, 1]  # row 0 -> column 2 (-0.9); row 2 -> column 1 (-0.5)
+            break
+    else:
+        pytest.fail("first index 0 never drawn")
+
+
+def test_greedy_init_needs_k_at_most_batch():
+    with pytest.raises(ValueError, match="num_clusters"):
+        greedy_init_indices(torch.zeros(4, 4), 5)
+
+
+# -------------------------------------------------------------------------------------- assignment, update
+
+
+def test_assign_is_most_cosine_similar_centroid():
+    g = torch.Generator().manual_seed(1)
+    x, c = torch.randn(9, 5, generator=g), torch.randn(4, 5, generator=g) * torch.tensor([[1.0], [5.0], [0.1], [2.0]])
+    labels, sim = assign(x, c)
+    for i in range(9):
+        values = [cos(x[i], c[k]) for k in range(4)]
+        assert labels[i].item() == max(range(4), key=lambda k: values[k])
+        assert sim[i].tolist() == pytest.approx(values, abs=1e-6)
+
+
+@pytest.mark.parametrize("reduce", ["mean", "sum"])
+def test_momentum_update_against_loop(reduce):
+    g = torch.Generator().manual_seed(2)
+    c, x = torch.randn(4, 3, generator=g), torch.randn(7, 3, generator=g)
+    labels = torch.tensor([0, 0, 2, 2, 2, 0, 3])  # cluster 1 has no member
+    gamma = 0.1
+    new = momentum_update(c, x, labels, gamma, reduce)
+    for k in range(4):
+        members = [x[i] for i in range(7) if labels[i] == k]
+        if not members:
+            expected = c[k]
+        else:
+            agg = sum(members) / len(members) if reduce == "mean" else sum(members)
+            expected = (1 - gamma) * c[k] + gamma * agg
+        assert torch.allclose(new[k], expected, atol=1e-6), k
+    assert torch.equal(new[1], c[1])
+
+
+def test_momentum_update_rejects_unknown_reduction():
+    with pytest.raises(ValueError, match="mean"):
+        momentum_update(torch.zeros(2, 2), torch.zeros(1, 2), torch.tensor([0]), 0.1, "median")
+
+
+@pytest.mark.parametrize("rank,position", [("second", 1), ("nearest", 0)])
+def test_hard_negative_select_against_sorting(rank, position):
+    g = torch.Generator().manual_seed(3)
+    x, c = torch.randn(8, 6, generator=g), torch.randn(5, 6, generator=g)
+    idx, vectors, values = hard_negative_select(x, c, rank)
+    for i in range(8):
+        order = sorted(range(5), key=lambda k: -cos(x[i], c[k]))
+        assert idx[i].item() == order[position]
+        assert torch.equal(vectors[i], c[order[position]])
+        assert values[i].item() == pytest.approx(cos(x[i], c[order[position]]), abs=1e-6)
+    assert not vectors.requires_grad
+
+
+def test_same_cluster_mask_excludes_self():
+    labels = torch.tensor([1, 0, 1, 1, 2])
+    mask = same_cluster_mask(labels)
+    for i in range(5):
+        for j in range(5):
+            assert mask[i, j].item() == (i != j and labels[i] == labels[j])
+
+
+# -------------------------------------------------------------------------------------- losses
+
+
+@pytest.mark.parametrize("reduction", ["members", "matrix"])
+@pytest.mark.parametrize("alpha,beta", [(0.0, 0.3), (0.2, 0.5)])
+def test_bml_loss_against_loop_with_finite_gradients(reduction, alpha, beta):
+    g = torch.Generator().manual_seed(4)
+    sim = (torch.rand(6, 6, generator=g) * 2 - 1).requires_grad_(True)
+    labels = torch.tensor([0, 1, 0, 2, 0, 1])
+    same = same_cluster_mask(labels)
+    got = bml_loss(sim, same, alpha, beta, reduction)
+    expected = naive_bml(sim, same, alpha, beta, reduction)
+    assert got.item() == pytest.approx(expected.item(), abs=1e-6)
+    (grad,) = torch.autograd.grad(got, sim)
+    (expected_grad,) = torch.autograd.grad(expected, sim)
+    assert torch.isfinite(grad).all() and torch.allclose(grad, expected_grad, atol=1e-6)
+
+
+def test_bml_penalises_only_outside_the_band():
+    # Δ = sim_ij - sim_ii must lie in [-β, -α]; positive sim 0.9
+    def loss(member_sim):
+        sim = torch.tensor([[0.9, member_sim], [member_sim, 0.9]])
+        return bml_loss(sim, torch.tensor([[False, True], [True, False]]), alpha=0.1, beta=0.4).item()
+
+    assert loss(0.7) == pytest.approx(0.0)          # Δ = -0.2, inside
+    assert loss(0.85) == pytest.approx(0.05)        # Δ = -0.05 > -α: too close to the positive
+    assert loss(0.3) == pytest.approx(0.2)          # Δ = -0.6 < -β: pushed too far
+
+
+def test_bml_without_members_is_zero_but_differentiable():
+    sim = torch.rand(3, 3, requires_grad=True)
+    out = bml_loss(sim, torch.zeros(3, 3, dtype=torch.bool))
+    assert out.item() == 0.0
+    out.backward()
+    assert torch.equal(sim.grad, torch.zeros(3, 3))
+
+
+# -------------------------------------------------------------------------------------- diagnostics
+
+
+def test_clustering_diagnostics_against_loops():
+    g = torch.Generator().manual_seed(6)
+    x, z2, c = torch.randn(6, 4, generator=g), torch.randn(6, 4, generator=g), torch.randn(3, 4, generator=g)
+    labels = torch.tensor([0, 0, 1, 2, 2, 2])
+    hard = c[torch.tensor([1, 1, 0, 0, 1, 0])]
+    sim = F.normalize(x, dim=1) @ F.normalize(z2, dim=1).T
+    stats = clustering_diagnostics(sim, x, c, labels, hard)
+    pairs = [(i, j) for i in range(6) for j in range(6) if i != j and labels[i] == labels[j]]
+    assert stats["same_cluster_pair_rate"] == pytest.approx(len(pairs) / 30)  # 8 of 30 negative pairs
+    assert stats["sim_same_cluster"] == pytest.approx(sum(sim[i, j].item() for i, j in pairs) / len(pairs), abs=1e-6)
+    assert stats["samples_with_cluster_mates"] == pytest.approx(5 / 6)  # sample 2 is alone
+    assert stats["clusters_used"] == 3
+    assert stats["sim_sample_centroid"] == pytest.approx(sum(cos(x[i], c[labels[i]]) for i in range(6)) / 6, abs=1e-6)
+    inter = [cos(c[a], c[b]) for a in range(3) for b in range(3) if a != b]
+    assert stats["sim_inter_centroid"] == pytest.approx(sum(inter) / 6, abs=1e-6)
+    assert stats["sim_hard_negative"] == pytest.approx(sum(cos(x[i], hard[i]) for i in range(6)) / 6, abs=1e-6)
+
+
+# -------------------------------------------------------------------------------------- module schedule
+
+
+D = 32  # width of the tiny backbone, where the centroids live
+
+
+def make_module(**kwargs):
+    from lightning_modules.clusterns import ClusterNS
+
+    defaults = dict(num_clusters=3, backbone="tiny", temperature=0.05, momentum=0.1, kmean_cosine=0.4,
+                    bml_weight=0.5, bml_alpha=0.1, bml_beta=0.3, seed=0)
+    return ClusterNS(**{**defaults, **kwargs})
+
+
+def feed(module, z1, z2):
+    """Make the module's next training step see these gathered views."""
+    module.contrastive_inputs = lambda batch: (z1, z2)
+    return module.training_step({}, 0)
+
+
+def test_warmup_then_init_then_clustered_loss(recwarn):
+    module = make_module()
+    g = torch.Generator().manual_seed(0)
+    base = torch.randn(1, D, generator=g)
+    similar = base + 0.01 * torch.randn(6, D, generator=g)  # mean cosine ~1 > σ
+    loss = feed(module, similar, similar.clone())
+    assert not bool(module.clustering_started)
+    assert loss.item() == pytest.approx(infonce_with_hard_negatives(similar, similar, 0.05).item())
+
+    z1 = torch.randn(6, D, generator=g)  # mean cosine ~0 <= σ: initialise here, plain loss this step
+    z2 = z1 + 0.1 * torch.randn(6, D, generator=g)
+    loss = feed(module, z1, z2)
+    assert bool(module.clustering_started) and int(module.clustering_start_step) == 0
+    sim = F.normalize(z1, dim=1) @ F.normalize(z2, dim=1).T
+    first = [i for i in range(6) if torch.equal(z1[i], module.centroids[0])]
+    assert len(first) == 1  # the first centroid is a first-view vector of the batch
+    assert torch.equal(module.centroids, z1[naive_greedy(sim, 3, first[0])])
+    assert loss.item() == pytest.approx(infonce_with_hard_negatives(z1, z2, 0.05).item())
+
+    # next step: assign with the old centroids, momentum update, second-nearest hard negatives, BML
+    old = module.centroids.clone()
+    z1b = torch.randn(6, D, generator=g, requires_grad=True)
+    z2b = z1b.detach() + 0.1 * torch.randn(6, D, generator=g)
+    loss = feed(module, z1b, z2b)
+    labels, _ = assign(z1b.detach(), old)
+    updated = momentum_update(old, z1b.detach(), labels, 0.1, "mean")
+    assert torch.allclose(module.centroids, updated)
+    _, hard, _ = hard_negative_select(z1b.detach(), updated, "second")
+    sim_b = F.normalize(z1b, dim=1) @ F.normalize(z2b, dim=1).T
+    expected = infonce_with_hard_negatives(z1b, z2b, 0.05, hard, 1.0) + 0.5 * naive_bml(
+        sim_b, same_cluster_mask(labels), 0.1, 0.3, "members")
+    assert loss.item() == pytest.approx(expected.item(), rel=1e-5)
+    loss.backward()
+    assert torch.isfinite(z1b.grad).all()
+
+
+@pytest.mark.parametrize("switch,value", [("hard_negatives", "none"), ("false_negatives", "none"),
+                                          ("hard_negatives", "nearest"), ("cluster_assignment", "random")])
+def test_ablation_switches_change_the_clustered_loss(switch, value):
+    g = torch.Generator().manual_seed(1)
+    z1 = torch.randn(8, D, generator=g)
+    z2 = z1 + 0.3 * torch.randn(8, D, generator=g)
+    losses = {}
+    for name, kwargs in (("paper", {}), ("ablation", {switch: value})):
+        module = make_module(kmean_cosine=1.0, momentum=0.5, **kwargs)
+        feed(module, z1, z2)  # initialise
+        losses[name] = feed(module, z1, z2).item()
+    assert math.isfinite(losses["ablation"]) and losses["ablation"] != pytest.approx(losses["paper"], rel=1e-6)
+
+
+def test_without_hard_and_false_negatives_clusterns_is_simcse():
+    g = torch.Generator().manual_seed(1)
+    z1 = torch.randn(8, D, generator=g)
+    z2 = z1 + 0.3 * torch.randn(8, D, generator=g)
+    module = make_module(kmean_cosine=1.0, hard_negatives="none", false_negatives="none")
+    feed(module, z1, z2)
+    assert feed(module, z1, z2).item() == pytest.approx(infonce_with_hard_negatives(z1, z2, 0.05).item())
+    assert bool(module.clustering_started)  # the clustering still runs (diagnostics), without losses
+
+
+def test_bad_switch_values_are_clear_errors():
+    with pytest.raises(ValueError, match="hard_negatives"):
+        make_module(hard_negatives="third")
+    with pytest.raises(ValueError, match="num_clusters"):
+        make_module(num_clusters=1)
+
+
+def test_small_batch_waits_for_a_full_one():
+    module = make_module(num_clusters=5, kmean_cosine=1.0)
+    z = torch.randn(4, D)
+    feed(module, z, z.clone())
+    assert not bool(module.clustering_started)
+    z = torch.randn(6, D)
+    feed(module, z, z.clone())
+    assert bool(module.clustering_started)
+
+
+def test_cluster_state_is_in_the_state_dict():
+    module = make_module(kmean_cosine=1.0)
+    z = torch.randn(6, D)
+    feed(module, z, z + 0.1)
+    state = module.state_dict()
+    assert {"centroids", "clustering_started", "clustering_start_step"} <= set(state)
+    fresh = make_module(kmean_cosine=1.0)
+    assert not bool(fresh.clustering_started)
+    fresh.load_state_dict(state)
+    assert bool(fresh.clustering_started) and torch.equal(fresh.centroids, module.centroids)
+
+
+# -------------------------------------------------------------------------------------- DDP
+
+
+def _ddp_worker(rank, world, port, out_dir):
+    import torch.distributed as dist
+
+    from lightning_modules.distributed import gather_with_grad
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    try:
+        torch.manual_seed(100 + rank)  # different local RNGs must not matter
+        module = make_module(num_clusters=3, kmean_cosine=1.0, momentum=0.3)
+        z1, z2 = _ddp_problem()
+        half = slice(rank * 4, (rank + 1) * 4)
+        losses = []
+        for _ in range(3):
+            local = z1[half].clone().requires_grad_(True)
+            module.contrastive_inputs = lambda batch, a=local, b=z2[half]: (gather_with_grad(a), gather_with_grad(b))
+            losses.append(module.training_step({}, 0).detach() / world)  # undo ddp_loss_scale
+        torch.save({"losses": losses, "centroids": module.centroids}, f"{out_dir}/rank{rank}.pt")
+    finally:
+        dist.destroy_process_group()
+
+
+def _ddp_problem():
+    g = torch.Generator().manual_seed(9)
+    z1 = torch.randn(8, D, generator=g)
+    return z1, z1 + 0.2 * torch.randn(8, D, generator=g)
+
+
+@pytest.mark.slow  # two processes importing the stack: ~30 s on a loaded 2-core machine
+def test_two_ranks_agree_with_one_process(tmp_path):
+    import torch.multiprocessing as mp
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    mp.spawn(_ddp_worker, args=(2, port, str(tmp_path)), nprocs=2, join=True)
+    ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in range(2)]
+    single = make_module(num_clusters=3, kmean_cosine=1.0, momentum=0.3)
+    z1, z2 = _ddp_problem()
+    expected = [feed(single, z1, z2).item() for _ in range(3)]
+    for result in ranks:
+        assert torch.equal(result["centroids"], ranks[0]["centroids"])
+        assert torch.allclose(result["centroids"], single.centroids, atol=1e-6)
+        assert [v.item() for v in result["losses"]] == pytest.approx(expected, rel=1e-5)
+
+
+# -------------------------------------------------------------------------------------- end to end
+
+
+def write_wiki(path, n=120):
+    import random
+
+    rng = random.Random(0)
+    words = "river bank money loan music guitar drum song field goal team match".split()
+    path.write_text("\n".join(" ".join(rng.sample(words, 5)) + f" {i}" for i in range(n)) + "\n")
+    return path
+
+
+def write_stsb(root, split, n=20):
+    import random
+
+    rng = random.Random(split)
+    words = "a small cat sat on the mat while dog ran in park".split()
+    folder = root / "STS" / "STSBenchmark"
+    folder.mkdir(parents=True, exist_ok=True)
+    def sentence():
+        return " ".join(rng.sample(words, 5))
+
+    rows = [f"g\tf\ty\t{i:04d}\t{rng.uniform(0, 5):.2f}\t{sentence()}\t{sentence()}" for i in range(n)]
+    (folder / f"sts-{split}.csv").write_text("\n".join(rows) + "\n")
+
+
+@pytest.fixture
+def wiki_setup(tmp_path):
+    wiki = write_wiki(tmp_path / "wiki.txt")
+    sts = tmp_path / "sts"
+    write_stsb(sts, "dev")
+    write_stsb(sts, "test")
+    return wiki, sts
+
+
+def clusterns_overrides(wiki, sts, steps, extra=()):
+    return [
+        "method=clusterns", "dataset=wiki", "backbone=tiny", f"data_dir={wiki.parent}", f"dataset.path={wiki}",
+        f"sts_data_dir={sts}", "batch_size=8", "method.num_clusters=4", "method.kmean_cosine=1.0",
+        f"trainer.max_steps={steps}", "trainer.log_every_n_steps=1", "trainer.enable_progress_bar=false",
+        "trainer.enable_model_summary=false", "~callbacks.progress", "print_table=false",
+        "method.callbacks.sts_selection.every_n_steps=2",
+        *extra,
+    ]
+
+
+def test_clusterns_end_to_end_writes_sts_outputs(wiki_setup, tmp_path):
+    from run import train
+    from tests.helpers import compose_config
+
+    wiki, sts = wiki_setup
+    out = tmp_path / "run"
+    with pytest.warns(Warning, match="STS12"):
+        results = train(compose_config(clusterns_overrides(wiki, sts, 4), out))
+    assert results["steps"] == 4
+    saved = json.loads((out / "results.json").read_text())
+    assert [h["step"] for h in saved["sts_selection"]["history"]] == [2, 4]
+    assert saved["sts"]["avg_over"] == ["STSB"] and "STS12" in saved["sts"]["skipped"]
+    assert saved["sts"]["weights"] == "best" and saved["sts"]["step"] == saved["sts_selection"]["best_step"]
+    assert -1.0 <= saved["sts"]["avg"] <= 1.0
+    assert (out / "sts.md").read_text().count("| STSB |") == 1 and (out / "checkpoints" / "best.ckpt").is_file()
+    header = (out / "csv" / "metrics.csv").read_text().splitlines()[0].split(",")
+    for key in ("train/sim_positive", "train/sim_in_batch_negative", "train/sim_hard_negative",
+                "train/sim_sample_centroid", "train/sim_inter_centroid", "train/same_cluster_pair_rate",
+                "train/bml_loss", "val/stsb_spearman"):
+        assert key in header, key
+    last = torch.load(out / "checkpoints" / "last.ckpt", weights_only=True)["state_dict"]
+    assert bool(last["clustering_started"]) and int(last["clustering_start_step"]) == 0
+    # the command-line evaluation of best.ckpt reproduces the end-of-training table
+    from evaluation.sts import main
+
+    cli = main(["--checkpoint", str(out / "checkpoints" / "best.ckpt"), "--data-dir", str(sts), "--tasks", "STSB"])
+    assert cli["avg"] == pytest.approx(saved["sts"]["avg"], abs=1e-9)
+
+
+def test_resume_keeps_centroids_and_does_not_reinitialise(wiki_setup, tmp_path, monkeypatch):
+    import lightning_modules.clusterns as clusterns
+    from run import train
+    from tests.helpers import compose_config
+
+    wiki, sts = wiki_setup
+    train(compose_config(clusterns_overrides(wiki, sts, 3), tmp_path / "part"))
+    ckpt = tmp_path / "part" / "checkpoints" / "last.ckpt"
+    saved = torch.load(ckpt, weights_only=True)
+    assert bool(saved["state_dict"]["clustering_started"])
+
+    def fail(*args, **kwargs):
+        raise AssertionError("centroids were re-initialised on resume")
+
+    monkeypatch.setattr(clusterns, "greedy_init_indices", fail)
+    seen = {}
+    original = clusterns.ClusterNS.cluster_step
+
+    def spy(self, x, step):
+        seen.setdefault("centroids", self.centroids.clone())
+        return original(self, x, step)
+
+    monkeypatch.setattr(clusterns.ClusterNS, "cluster_step", spy)
+    resumed = train(compose_config(clusterns_overrides(wiki, sts, 5, [f"ckpt_path={ckpt}"]), tmp_path / "resumed"))
+    assert resumed["steps"] == 5
+    assert torch.equal(seen["centroids"], saved["state_dict"]["centroids"])
+    part_history = saved["callbacks"]["StsSelection"]["history"]
+    assert resumed["sts_selection"]["history"][: len(part_history)] == part_history
