@@ -23,7 +23,9 @@ def off_class_attention(s: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     return (s * different).sum(dim=1)  # [N]
 
 
-def negative_similarity(projections: torch.Tensor, labels: Sequence, batches: Iterable[Sequence[int]], attention) -> float:
+def negative_similarity(
+    projections: torch.Tensor, labels: Sequence, batches: Iterable[Sequence[int]], attention
+) -> float:
     """NS over a whole set evaluated in ``batches`` (lists of row indices).
 
     The attention is recomputed from each batch's projections Z (``attention(z) -> (H, S)``),
@@ -63,7 +65,9 @@ class AttentionNS(Callback):
 
     def __init__(self, every_n_steps: int = 100, evaluate_before: bool = True):
         if every_n_steps < 0:
-            raise ValueError(f"AttentionNS: every_n_steps must be >= 0 (0: only before and after training), got {every_n_steps}")
+            raise ValueError(
+                f"AttentionNS: every_n_steps must be >= 0 (0: only before and after training), got {every_n_steps}"
+            )
         self.every_n_steps = every_n_steps
         self.evaluate_before = evaluate_before
         self.before: dict | None = None
@@ -121,4 +125,9 @@ class AttentionNS(Callback):
         return entry
 
     def summary(self) -> dict:
-        return {"before": self.before, "final": self.final, "history": self.history, "labels_available": self.labels_available}
+        return {
+            "before": self.before,
+            "final": self.final,
+            "history": self.history,
+            "labels_available": self.labels_available,
+        }

@@ -159,7 +159,7 @@ class AECL(TextRepresentationModule):
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor | None:
         n = batch["index"].shape[0]
         if n < 2:  # the contrastive losses need a negative; a last batch of one text is skipped
-            rank_zero_warn("AECL skips a training batch with fewer than 2 texts (set dataset.drop_last=true to avoid it)")
+            rank_zero_warn("AECL skips a training batch with fewer than 2 texts (dataset.drop_last=true avoids it)")
             return None
         stage = self.stage
         x0 = batch["original"] if "original" in batch else batch["view1"]
@@ -186,7 +186,8 @@ class AECL(TextRepresentationModule):
             losses["cluster_loss"] = cluster_contrastive_loss(p0, p1, self.tau_cluster, reference=self.reference)
             losses["row_entropy_term"] = row_entropy_term(p0)
             losses["marginal_entropy_term"] = marginal_entropy_term(p0, p1, "reference" if self.reference else "paper")
-            total = total + losses["cluster_loss"] + lambda3 * losses["row_entropy_term"] + lambda4 * losses["marginal_entropy_term"]
+            total = total + losses["cluster_loss"]
+            total = total + lambda3 * losses["row_entropy_term"] + lambda4 * losses["marginal_entropy_term"]
         self.log("train/loss", total, prog_bar=True, batch_size=n)
         for key, value in losses.items():
             self.log(f"train/{key}", value, batch_size=n)

@@ -145,7 +145,9 @@ def _similarity_guided_reference(z0, z1, hs, ss, same, temperature) -> torch.Ten
     return (losses[0] + losses[1]) / 2
 
 
-def cluster_contrastive_loss(p0: torch.Tensor, p1: torch.Tensor, temperature: float = 0.5, reference: bool = False) -> torch.Tensor:
+def cluster_contrastive_loss(
+    p0: torch.Tensor, p1: torch.Tensor, temperature: float = 0.5, reference: bool = False
+) -> torch.Tensor:
     """Cluster-level contrastive loss L_C (AECL eqs 10, 11; SPEC §4). Scalar.
 
     The M columns of P⁰ and P¹ are cluster representations; column k of one view is the
@@ -195,9 +197,13 @@ def pseudo_label_loss(logits1: torch.Tensor, pseudo_labels: torch.Tensor, reduct
         raise ValueError(f"pseudo_labels must have shape [{logits1.shape[0]}], got {tuple(pseudo_labels.shape)}")
     m = logits1.shape[1]
     if ((pseudo_labels < -1) | (pseudo_labels >= m)).any():
-        raise ValueError(f"pseudo-labels must be -1 (none) or in 0..{m - 1}, got values {pseudo_labels.unique().tolist()}")
+        found = pseudo_labels.unique().tolist()
+        raise ValueError(f"pseudo-labels must be -1 (none) or in 0..{m - 1}, got values {found}")
     labelled = pseudo_labels >= 0  # [N]
-    total = F.cross_entropy(logits1[labelled], pseudo_labels[labelled], reduction="sum") if labelled.any() else logits1.sum() * 0.0
+    if labelled.any():
+        total = F.cross_entropy(logits1[labelled], pseudo_labels[labelled], reduction="sum")
+    else:  # zero that keeps the graph; the leading +0.0 avoids logging -0.0
+        total = logits1.new_zeros(()) + logits1.sum() * 0.0
     count = labelled.sum() if reduction == "labelled" else torch.tensor(logits1.shape[0], device=logits1.device)
     return total / count.clamp_min(1)
 

@@ -113,7 +113,8 @@ def tiny_aecl():
     module = AECL(num_clusters=3, backbone="tiny", lambda1=2.0, lambda2=3.0, lambda3=0.5, lambda4=7.0)
     texts = ["pasta sauce bake", "planet orbit star", "python bug loop", "bread oven soup", "comet rocket moon"]
     tokens = module.encoder.tokenize(texts)
-    return module, {"index": torch.arange(5), "view1": tokens, "view2": module.encoder.tokenize([t[::-1] for t in texts])}
+    reversed_tokens = module.encoder.tokenize([t[::-1] for t in texts])
+    return module, {"index": torch.arange(5), "view1": tokens, "view2": reversed_tokens}
 
 
 def logged_step(module, batch):
@@ -170,14 +171,18 @@ def test_pseudo_labels_load_into_a_fresh_module():
 
 
 # -- configs ------------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("dataset,e1,e2,lambda4", [
-    ("searchsnippets", 10, 1, 0.18), ("stackoverflow", 2, 1, 10.0), ("googlenews_t", 10, 6, 0.09), ("tweet", 20, 10, 0.09),
-])
+@pytest.mark.parametrize(
+    "dataset,e1,e2,lambda4",
+    [("searchsnippets", 10, 1, 0.18), ("stackoverflow", 2, 1, 10.0), ("googlenews_t", 10, 6, 0.09),
+     ("tweet", 20, 10, 0.09)],
+)
 def test_aecl_experiments_carry_the_paper_settings(tmp_path, dataset, e1, e2, lambda4):
     cfg = compose_config([f"experiment=aecl_{dataset}"], tmp_path)
     assert (cfg.method.e1, cfg.method.e2, cfg.method.lambda4) == (e1, e2, lambda4)
-    assert (cfg.method.tau_instance, cfg.method.tau_cluster, cfg.method.lambda1, cfg.method.lambda2, cfg.method.lambda3) == (1.0, 0.5, 10.0, 5.0, 0.01)
-    assert cfg.batch_size == 400 and cfg.max_length == 32 and cfg.trainer.max_epochs == 70 and cfg.trainer.max_steps == -1
+    m = cfg.method
+    assert (m.tau_instance, m.tau_cluster, m.lambda1, m.lambda2, m.lambda3) == (1.0, 0.5, 10.0, 5.0, 0.01)
+    assert cfg.batch_size == 400 and cfg.max_length == 32
+    assert cfg.trainer.max_epochs == 70 and cfg.trainer.max_steps == -1
     assert cfg.backbone.name.endswith("distilbert-base-nli-stsb-mean-tokens") and cfg.method.lr == 5e-6
 
 
@@ -232,7 +237,9 @@ def test_aecl_trains_through_three_stages_and_writes_outputs(toy_corpus, tmp_pat
     # steps are 0-based in the logger: epoch 0 = steps 0-2, epoch 1 = 3-5, epoch 2 = 6-8
     assert stage_by_step == {0: 1, 1: 1, 2: 1, 3: 2, 4: 2, 5: 2, 6: 3, 7: 3, 8: 3}
     logged = {k for r in metrics for k, v in r.items() if v}
-    assert {"train/instance_loss", "train/pseudo_loss", "train/cluster_loss", "train/marginal_entropy_term", "val/ns"} <= logged
+    expected = {"train/instance_loss", "train/pseudo_loss", "train/cluster_loss", "train/marginal_entropy_term",
+                "val/ns"}
+    assert expected <= logged
     assert not any(r.get("train/cluster_loss") for r in metrics if int(r["step"]) < 6)  # L_C only in stage 3
     state = torch.load(out / "checkpoints" / "last.ckpt", weights_only=False)["state_dict"]
     assert int(state["training_stage"]) == 3 and state["pseudo_labels"].shape == (36,)

@@ -194,7 +194,9 @@ def test_entropies_hand_values_and_signs():
 def test_entropy_terms_decrease_when_assignments_spread():
     """A gradient step on the terms moves P towards higher entropy (the sign SPEC §4 asks for)."""
     logits = torch.tensor([[3.0, 0.0, 0.0], [2.5, 0.5, 0.0], [3.0, 0.2, 0.1]], requires_grad=True)
-    for term in (lambda p: row_entropy_term(p), lambda p: marginal_entropy_term(p, p), lambda p: marginal_entropy_term(p, p, "reference")):
+    terms = (row_entropy_term, lambda p: marginal_entropy_term(p, p),
+             lambda p: marginal_entropy_term(p, p, "reference"))
+    for term in terms:
         p = torch.softmax(logits, dim=1)
         before_row, before_marginal = row_entropy(p).item(), marginal_entropy(p).item()
         (grad,) = torch.autograd.grad(term(p), logits)
