@@ -150,7 +150,8 @@ def print_summary(results: dict) -> None:
     console = Console()
     rows = summary_rows(results)
     if rows:
-        table = Table(title=f"{results['method']} on {results['dataset']} ({results['backbone']}, {results['steps']} steps)")
+        title = f"{results['method']} on {results['dataset']} ({results['backbone']}, {results['steps']} steps)"
+        table = Table(title=title)
         for column in rows[0]:
             table.add_column(column, justify="left" if column == "what" else "right")
         for row in rows:

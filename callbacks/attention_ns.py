@@ -6,9 +6,9 @@ from typing import Iterable, Sequence
 
 import numpy as np
 import torch
-from lightning.pytorch.callbacks import Callback
 
 from callbacks.eval_outputs import cached_eval_outputs
+from callbacks.periodic import PeriodicEvaluation
 
 
 def off_class_attention(s: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
@@ -49,7 +49,7 @@ def negative_similarity(
     return total / rows
 
 
-class AttentionNS(Callback):
+class AttentionNS(PeriodicEvaluation):
     """Logs ``val/ns`` (and ``val/ps`` = 1 - NS) before training, every ``every_n_steps`` steps
     and at the end, when the datamodule has labels; stored under ``attention`` in results.json.
 
@@ -64,15 +64,7 @@ class AttentionNS(Callback):
     results_key = "attention"
 
     def __init__(self, every_n_steps: int = 100, evaluate_before: bool = True):
-        if every_n_steps < 0:
-            raise ValueError(
-                f"AttentionNS: every_n_steps must be >= 0 (0: only before and after training), got {every_n_steps}"
-            )
-        self.every_n_steps = every_n_steps
-        self.evaluate_before = evaluate_before
-        self.before: dict | None = None
-        self.history: list[dict] = []
-        self.final: dict | None = None
+        super().__init__(every_n_steps=every_n_steps, evaluate_before=evaluate_before)
         self.labels_available: bool | None = None
 
     def setup(self, trainer, pl_module, stage: str) -> None:
@@ -81,28 +73,6 @@ class AttentionNS(Callback):
                 f"AttentionNS needs a sample-level `attention` module on {type(pl_module).__name__} "
                 "(lightning_modules.aecl.AECL has one); remove the callback for other methods."
             )
-
-    def state_dict(self) -> dict:
-        return {"before": self.before, "history": self.history}
-
-    def load_state_dict(self, state_dict: dict) -> None:
-        self.before = state_dict.get("before")
-        self.history = list(state_dict.get("history", []))
-
-    def on_train_start(self, trainer, pl_module) -> None:
-        if self.evaluate_before and self.before is None and trainer.global_step == 0:
-            self.before = self._evaluate(trainer, pl_module, record=False)
-
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        step = trainer.global_step
-        if self.every_n_steps and step % self.every_n_steps == 0 and not self._evaluated(step):
-            self._evaluate(trainer, pl_module)
-
-    def on_train_end(self, trainer, pl_module) -> None:
-        self.final = self._evaluated(trainer.global_step) or self._evaluate(trainer, pl_module)
-
-    def _evaluated(self, step: int) -> dict | None:
-        return next((h for h in self.history if h["step"] == step), None)
 
     def _evaluate(self, trainer, pl_module, record: bool = True) -> dict | None:
         dm = trainer.datamodule

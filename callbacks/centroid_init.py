@@ -9,7 +9,9 @@ from callbacks.eval_outputs import cached_eval_outputs
 from evaluation.metrics import kmeans_fit
 
 
-def kmeans_init(embeddings: torch.Tensor | np.ndarray, num_clusters: int, seed: int = 0, n_init: int = 10) -> torch.Tensor:
+def kmeans_init(
+    embeddings: torch.Tensor | np.ndarray, num_clusters: int, seed: int = 0, n_init: int = 10
+) -> torch.Tensor:
     """KMeans centres [K, d] of ``embeddings`` [N, d], deterministic for a given seed."""
     data = embeddings.numpy() if isinstance(embeddings, torch.Tensor) else np.asarray(embeddings)
     centres = kmeans_fit(data, num_clusters, seed=seed, n_init=n_init).cluster_centers_

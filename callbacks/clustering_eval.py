@@ -5,10 +5,8 @@ import csv
 import time
 from pathlib import Path
 
-import numpy as np
-from lightning.pytorch.callbacks import Callback
-
 from callbacks.eval_outputs import cached_eval_outputs
+from callbacks.periodic import PeriodicEvaluation
 from evaluation.metrics import clustering_scores, kmeans_fit
 
 
@@ -29,7 +27,7 @@ def evaluate_outputs(outputs: dict, labels, num_clusters: int, seed: int = 0, n_
     return metrics, predictions
 
 
-class ClusteringEvaluator(Callback):
+class ClusteringEvaluator(PeriodicEvaluation):
     """Evaluates clustering before training, every ``every_n_steps`` steps and at the end.
 
     Logs ``val/kmeans_acc``, ``val/kmeans_nmi``, ``val/kmeans_ari``, ``val/kmeans_ami`` and the same
@@ -50,52 +48,27 @@ class ClusteringEvaluator(Callback):
         evaluate_before: bool = True,
         output_dir: str | None = None,
     ):
-        if every_n_steps < 0:
-            raise ValueError(f"every_n_steps must be >= 0 (0 disables periodic evaluation), got {every_n_steps}")
-        self.every_n_steps = every_n_steps
+        super().__init__(every_n_steps=every_n_steps, evaluate_before=evaluate_before)
         self.monitor = monitor
         self.kmeans_seed = kmeans_seed
         self.kmeans_n_init = kmeans_n_init
-        self.evaluate_before = evaluate_before
         self.output_dir = Path(output_dir) if output_dir else None
-        self.before: dict | None = None
-        self.history: list[dict] = []
-        self.final: dict | None = None
         self.predictions: dict | None = None
 
-    # -- persistence: a resumed run keeps its "before" numbers and history ------------------------------
-    def state_dict(self) -> dict:
-        return {"before": self.before, "history": self.history}
-
-    def load_state_dict(self, state_dict: dict) -> None:
-        self.before = state_dict.get("before")
-        self.history = list(state_dict.get("history", []))
-
-    # -- hooks --------------------------------------------------------------------------------------------
-    def on_train_start(self, trainer, pl_module) -> None:
-        if self.evaluate_before and self.before is None and trainer.global_step == 0:
-            self.before = self._evaluate(trainer, pl_module, record=False)
-
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        step = trainer.global_step
-        if self.every_n_steps and step % self.every_n_steps == 0 and not self._evaluated(step):
-            self._evaluate(trainer, pl_module)
-
+    # -- hooks (schedule and persistence in PeriodicEvaluation) ------------------------------------------
     def on_train_end(self, trainer, pl_module) -> None:
-        step = trainer.global_step
-        self.final = self._evaluated(step) or self._evaluate(trainer, pl_module)
+        super().on_train_end(trainer, pl_module)
         if self.output_dir is not None and trainer.is_global_zero:
             self.write_predictions(trainer.datamodule, self.output_dir / "predictions.csv")
 
     # -- internals ------------------------------------------------------------------------------------------
-    def _evaluated(self, step: int) -> dict | None:
-        return next((h for h in self.history if h["step"] == step), None)
-
     def _evaluate(self, trainer, pl_module, record: bool = True) -> dict:
         start = time.perf_counter()
         outputs = cached_eval_outputs(trainer, pl_module)
         dm = trainer.datamodule
-        metrics, predictions = evaluate_outputs(outputs, dm.labels, dm.num_clusters, self.kmeans_seed, self.kmeans_n_init)
+        metrics, predictions = evaluate_outputs(
+            outputs, dm.labels, dm.num_clusters, self.kmeans_seed, self.kmeans_n_init
+        )
         entry = {"step": trainer.global_step, "epoch": trainer.current_epoch, **metrics}
         entry["eval_seconds"] = round(time.perf_counter() - start, 3)
         if record:

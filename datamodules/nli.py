@@ -33,13 +33,14 @@ import random
 import re
 import sys
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterator
 
 import lightning as L
 import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset, get_worker_info
 
 from datamodules.short_text import DataConfigError
+from datamodules.streaming import distributed_rank_world, shuffle_buffer
 from lightning_modules.encoder import load_tokenizer
 
 ENTAILMENT, CONTRADICTION = 1, 0
@@ -263,26 +264,6 @@ class NLIPairDataset(Dataset):
         return self.pairs[i]
 
 
-def shuffle_buffer(items: Iterable, buffer_size: int, rng: random.Random) -> Iterator:
-    """Approximate shuffle of a stream holding at most ``buffer_size`` items in memory."""
-    buffer: list = []
-    for item in items:
-        if len(buffer) < buffer_size:
-            buffer.append(item)
-            continue
-        j = rng.randrange(buffer_size)
-        yield buffer[j]
-        buffer[j] = item
-    rng.shuffle(buffer)
-    yield from buffer
-
-
-def _distributed_context() -> tuple[int, int]:
-    if torch.distributed.is_available() and torch.distributed.is_initialized():
-        return torch.distributed.get_rank(), torch.distributed.get_world_size()
-    return 0, 1
-
-
 class StreamingNLIDataset(IterableDataset):
     """Reads an NLI file lazily, line by line, never holding more than the shuffle buffer.
 
@@ -334,7 +315,7 @@ class StreamingNLIDataset(IterableDataset):
     def shard(self) -> tuple[int, int]:
         """(this shard's index, number of shards) for the calling worker."""
         if self.rank is None or self.world_size is None:
-            rank, world = _distributed_context()
+            rank, world = distributed_rank_world()
         else:
             rank, world = self.rank, self.world_size
         info = get_worker_info()
@@ -470,7 +451,7 @@ class NLIDataModule(L.LightningDataModule):
         trainer = getattr(self, "trainer", None)
         if trainer is not None:
             return trainer.global_rank, trainer.world_size
-        return _distributed_context()
+        return distributed_rank_world()
 
     def _epoch(self) -> int:
         trainer = getattr(self, "trainer", None)

@@ -204,9 +204,62 @@ class _IndexSet(Dataset):
         return {"index": i, "text": self.texts[i]}
 
 
-def length_sorted_batches(texts: Sequence[str], batch_size: int) -> list[list[int]]:
-    """Deterministic batches of indices, texts of similar length together (less padding)."""
-    order = sorted(range(len(texts)), key=lambda i: (len(texts[i].split()), len(texts[i]), i))
+class LengthGroupedBatchSampler(Sampler[list[int]]):
+    """Training batches of rows of similar length, drawn from an epoch-seeded shuffle (opt-in).
+
+    The inner ``sampler`` (an :class:`EpochShuffleSampler`) gives the epoch's permutation; it is
+    cut into windows of ``group * batch_size`` rows, each window is sorted by ``lengths`` and cut
+    into batches, and the epoch's batches are shuffled with the same seed. Every row is used once
+    per epoch, and padding to the longest text of a batch then pads little. The price: in-batch
+    negatives tend to have similar lengths, which changes the contrastive task slightly. This is
+    why it is off by default (``dataset.length_grouping=0``). Lightning calls ``set_epoch`` on
+    ``batch_sampler.sampler``, so a resumed run sees the same batches.
+    """
+
+    def __init__(self, sampler: "EpochShuffleSampler", lengths: Sequence[int], batch_size: int, group: int,
+                 drop_last: bool = False):
+        if group < 1 or batch_size < 1:
+            raise ValueError(f"length grouping needs group >= 1 and batch_size >= 1, got {group}, {batch_size}")
+        if len(lengths) != len(sampler):
+            raise ValueError(f"{len(lengths)} lengths for {len(sampler)} rows")
+        self.sampler = sampler
+        self.lengths = list(lengths)
+        self.batch_size = batch_size
+        self.group = group
+        self.drop_last = drop_last
+
+    def __len__(self) -> int:
+        n = len(self.sampler)
+        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+
+    def __iter__(self):
+        order = list(self.sampler)
+        window = self.group * self.batch_size
+        batches = []
+        for start in range(0, len(order), window):
+            rows = sorted(order[start : start + window], key=lambda i: self.lengths[i])
+            batches += [rows[s : s + self.batch_size] for s in range(0, len(rows), self.batch_size)]
+        if self.drop_last:
+            # only the epoch's last window can hold a short batch
+            batches = [b for b in batches if len(b) == self.batch_size]
+        generator = torch.Generator().manual_seed(self.sampler.seed + self.sampler.epoch)
+        return iter([batches[i] for i in torch.randperm(len(batches), generator=generator).tolist()])
+
+
+def token_lengths(tokenizer, texts: Sequence[str], max_length: int) -> list[int]:
+    """Number of tokens of each text after truncation to ``max_length`` (special tokens included)."""
+    encoded = tokenizer(list(texts), truncation=True, max_length=max_length)["input_ids"]
+    return [len(ids) for ids in encoded]
+
+
+def length_sorted_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
+    """Deterministic batches of row indices, rows of similar length together.
+
+    ``lengths`` should be token counts: batches are padded to their longest text, and word or
+    character counts track token counts poorly on code-heavy titles (StackOverflow), which left
+    sorted batches padded to 23 tokens on average instead of 15.
+    """
+    order = sorted(range(len(lengths)), key=lambda i: (lengths[i], i))
     return [order[s : s + batch_size] for s in range(0, len(order), batch_size)]
 
 
@@ -220,6 +273,9 @@ class ShortTextDataModule(L.LightningDataModule):
         augmentation: ``explicit`` (views from ``aug_columns``) or ``virtual`` (text twice).
         num_clusters: K; ``None`` takes the number of distinct labels.
         eval_sort_by_length: the evaluation loader groups texts of similar length.
+        length_grouping: 0 (default) draws training batches at random; G > 0 groups rows of similar
+            token length within windows of G batches (:class:`LengthGroupedBatchSampler`):
+            faster on CPU, but it changes which negatives share a batch. Single process only.
     """
 
     def __init__(
@@ -239,6 +295,7 @@ class ShortTextDataModule(L.LightningDataModule):
         num_workers: int = 0,
         pad_to_max: bool = False,
         eval_sort_by_length: bool = True,
+        length_grouping: int = 0,
         drop_last: bool = False,
         seed: int = 0,
     ):
@@ -268,6 +325,10 @@ class ShortTextDataModule(L.LightningDataModule):
         self.seed = seed
         self.corpus: ShortTextCorpus | None = None
         self._tokenizer = None
+        if length_grouping < 0:
+            raise DataConfigError(f"dataset.length_grouping must be >= 0 (0 = off), got {length_grouping}")
+        self.length_grouping = int(length_grouping)
+        self._eval_lengths: list[int] | None = None  # token counts, for length-sorted evaluation batches
 
     # -- set-up ---------------------------------------------------------------
     @property
@@ -319,13 +380,29 @@ class ShortTextDataModule(L.LightningDataModule):
     # -- loaders ----------------------------------------------------------------
     def train_dataloader(self) -> DataLoader:
         self.setup()
+        dataset = ShortTextTrainSet(self.corpus, self.augmentation)
+        sampler = EpochShuffleSampler(len(self.corpus), self.seed)
+        collate = TextCollator(self.tokenizer, self.max_length, self.pad_to_max)
+        if self.length_grouping:
+            trainer = getattr(self, "trainer", None)
+            if trainer is not None and trainer.world_size > 1:
+                raise DataConfigError(
+                    "dataset.length_grouping works in a single process only; set dataset.length_grouping=0 for DDP."
+                )
+            views = [dataset[i] for i in range(len(dataset))]
+            longest = [max(a, b) for a, b in zip(
+                token_lengths(self.tokenizer, [v["view1"] for v in views], self.max_length),
+                token_lengths(self.tokenizer, [v["view2"] for v in views], self.max_length),
+            )]
+            batches = LengthGroupedBatchSampler(sampler, longest, self.batch_size, self.length_grouping, self.drop_last)
+            return DataLoader(dataset, batch_sampler=batches, num_workers=self.num_workers, collate_fn=collate)
         return DataLoader(
-            ShortTextTrainSet(self.corpus, self.augmentation),
+            dataset,
             batch_size=self.batch_size,
-            sampler=EpochShuffleSampler(len(self.corpus), self.seed),
+            sampler=sampler,
             drop_last=self.drop_last,
             num_workers=self.num_workers,
-            collate_fn=TextCollator(self.tokenizer, self.max_length, self.pad_to_max),
+            collate_fn=collate,
         )
 
     def eval_dataloader(self, batch_size: int | None = None) -> DataLoader:
@@ -334,7 +411,9 @@ class ShortTextDataModule(L.LightningDataModule):
         size = batch_size or self.eval_batch_size
         texts = self.corpus.texts
         if self.eval_sort_by_length:
-            batches = length_sorted_batches(texts, size)
+            if self._eval_lengths is None:
+                self._eval_lengths = token_lengths(self.tokenizer, texts, self.max_length)
+            batches = length_sorted_batches(self._eval_lengths, size)
         else:
             batches = [list(range(s, min(s + size, len(texts)))) for s in range(0, len(texts), size)]
         return DataLoader(

@@ -30,6 +30,8 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, IterableDataset, Sampler, get_worker_info
 
+from datamodules.streaming import distributed_rank_world, shuffle_buffer
+
 
 def check_text_file(path: str | Path) -> Path:
     """The path as a ``Path`` after checking it is a readable file with at least one sentence."""
@@ -45,19 +47,6 @@ def check_text_file(path: str | Path) -> Path:
         if not any(line.strip() for line in handle):
             raise ValueError(f"Training text file {path} is empty (no non-empty line); expected one sentence per line.")
     return path
-
-
-def distributed_rank_world(rank: int | None = None, world_size: int | None = None) -> tuple[int, int]:
-    """(rank, world size) from torch.distributed when it is initialised, else (0, 1); arguments win."""
-    if rank is None or world_size is None:
-        import torch.distributed as dist
-
-        initialised = dist.is_available() and dist.is_initialized()
-        rank = (dist.get_rank() if initialised else 0) if rank is None else rank
-        world_size = (dist.get_world_size() if initialised else 1) if world_size is None else world_size
-    if world_size < 1 or not 0 <= rank < world_size:
-        raise ValueError(f"need 0 <= rank < world_size, got rank={rank}, world_size={world_size}")
-    return int(rank), int(world_size)
 
 
 class StreamingTextDataset(IterableDataset):
@@ -156,19 +145,8 @@ class StreamingTextDataset(IterableDataset):
             raise ValueError(f"need 0 <= worker_id < num_workers, got {worker_id}, {num_workers}")
         stream = self._shard_texts(worker_id, num_workers)
         if self.buffer_size <= 1:
-            yield from stream
-            return
-        rng = self._rng(worker_id)
-        buffer: list[str] = []
-        for text in stream:
-            if len(buffer) < self.buffer_size:
-                buffer.append(text)
-                continue
-            i = rng.randrange(self.buffer_size)
-            out, buffer[i] = buffer[i], text
-            yield out
-        rng.shuffle(buffer)
-        yield from buffer
+            return stream
+        return shuffle_buffer(stream, self.buffer_size, self._rng(worker_id))
 
     def __iter__(self) -> Iterator[str]:
         info = get_worker_info()

@@ -18,5 +18,6 @@ def summary_rows(results: dict) -> list[dict]:
     ]:
         if not entry or f"{prefix}_acc" not in entry:
             continue
-        rows.append({"what": what, **{m.upper(): _fmt(entry.get(f"{prefix}_{m}")) for m in ("acc", "nmi", "ari", "ami")}})
+        scores = {m.upper(): _fmt(entry.get(f"{prefix}_{m}")) for m in ("acc", "nmi", "ari", "ami")}
+        rows.append({"what": what, **scores})
     return rows

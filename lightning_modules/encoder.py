@@ -156,7 +156,12 @@ class TextEncoder(nn.Module):
         was_training = self.training
         self.eval()
         device = next(self.parameters()).device
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i])) if sort_by_length else list(range(len(texts)))
+        if sort_by_length:  # by token count, which is what padding depends on
+            encoded = self.tokenizer(list(texts), truncation=True, max_length=self.max_length)["input_ids"]
+            lengths = [len(ids) for ids in encoded]
+            order = sorted(range(len(texts)), key=lambda i: (lengths[i], i))
+        else:
+            order = list(range(len(texts)))
         out = torch.empty(len(texts), self.dim)
         starts = range(0, len(texts), batch_size)
         if progress:

@@ -77,3 +77,12 @@ def test_collect_eval_outputs_restores_row_order():
     out = collect_eval_outputs(module, batches)
     assert out["embeddings"].squeeze(1).tolist() == [0.0, 10.0, 20.0]
     assert module.training  # mode restored
+
+
+def test_progress_description_shows_step_budget_not_negative_epochs():
+    from callbacks.progress import train_description
+
+    # the configs train by max_steps with max_epochs=-1; Lightning's own bar printed "Epoch 12/-2"
+    assert train_description(12, -1, 70, 150) == "Epoch 12 · step 70/150"
+    assert train_description(3, 10, 5, -1) == "Epoch 3/9"
+    assert train_description(0, None, 0, -1) == "Epoch 0"

@@ -8,7 +8,9 @@ from tests.helpers import CONF, compose_config
 
 EXPERIMENTS = sorted(p.stem for p in (CONF / "experiment").glob("*.yaml"))
 DATASETS = sorted(p.stem for p in (CONF / "dataset").glob("*.yaml"))
-BENCHMARKS = ["agnews", "searchsnippets", "stackoverflow", "biomedical", "googlenews_ts", "googlenews_t", "googlenews_s", "tweet"]
+BENCHMARKS = [
+    "agnews", "searchsnippets", "stackoverflow", "biomedical", "googlenews_ts", "googlenews_t", "googlenews_s", "tweet"
+]
 
 
 def test_all_benchmarks_and_backbones_have_configs():

@@ -29,7 +29,8 @@ def test_pad_to_max_length_option(toy_corpus):
 
 
 def test_two_augmentation_columns_add_the_original(tmp_path):
-    path = write_csv(tmp_path / "two.csv", ["label", "text0", "a", "b"], [["x", f"t {i}", f"a {i}", f"b {i}"] for i in range(6)])
+    rows = [["x", f"t {i}", f"a {i}", f"b {i}"] for i in range(6)]
+    path = write_csv(tmp_path / "two.csv", ["label", "text0", "a", "b"], rows)
     dm = make_dm(path, aug_columns=["a", "b"], num_clusters=2)
     item = dm.train_dataloader().dataset[3]
     assert (item["view1"], item["view2"], item["text"]) == ("a 3", "b 3", "t 3")
@@ -48,9 +49,9 @@ def test_eval_loader_covers_every_row_once_in_fixed_order(toy_corpus):
     second = [b["index"].tolist() for b in dm.eval_dataloader()]
     flat = [i for b in first for i in b]
     assert first == second and sorted(flat) == list(range(36))
-    # length-sorted batches: word counts never decrease along the order
-    counts = [len(dm.texts[i].split()) for i in flat]
-    assert counts == sorted(counts)
+    # length-sorted batches: token counts never decrease along the order
+    counts = [len(dm.tokenizer(dm.texts[i], truncation=True, max_length=dm.max_length)["input_ids"]) for i in flat]
+    assert counts == sorted(counts) and counts[0] < counts[-1]
 
 
 def test_missing_text_column_names_file_and_columns(toy_corpus):
@@ -78,7 +79,8 @@ def test_nonexistent_file_says_to_set_data_dir(tmp_path):
 
 
 def test_more_clusters_than_distinct_texts(tmp_path):
-    path = write_csv(tmp_path / "dup.csv", ["label", "text0", "text1"], [["a", "same", "x"]] * 4 + [["b", "other", "y"]])
+    rows = [["a", "same", "x"]] * 4 + [["b", "other", "y"]]
+    path = write_csv(tmp_path / "dup.csv", ["label", "text0", "text1"], rows)
     with pytest.raises(DataConfigError, match=r"3 clusters requested.*only 2 distinct texts"):
         make_dm(path, num_clusters=3).setup()
 
@@ -114,3 +116,29 @@ def test_tsv_is_read_tab_separated(tmp_path):
 def test_bad_augmentation_mode():
     with pytest.raises(DataConfigError, match="explicit.*virtual"):
         ShortTextDataModule(augmentation="mixed")
+
+
+def test_length_grouped_batches_cover_each_row_once_and_follow_the_epoch():
+    from datamodules.short_text import EpochShuffleSampler, LengthGroupedBatchSampler
+
+    lengths = [(i * 7) % 13 for i in range(50)]
+    batches = LengthGroupedBatchSampler(EpochShuffleSampler(50, seed=3), lengths, batch_size=4, group=5)
+    first = list(batches)
+    assert len(first) == len(batches) == 13
+    assert sorted(i for b in first for i in b) == list(range(50))
+    # within a window rows are sorted by length, so most batches span a small length range
+    spans = sorted(max(lengths[i] for i in b) - min(lengths[i] for i in b) for b in first)
+    assert spans[len(spans) // 2] <= 3
+    assert list(batches) == first  # same epoch, same batches (resumable)
+    batches.sampler.set_epoch(1)
+    assert list(batches) != first
+    dropped = LengthGroupedBatchSampler(EpochShuffleSampler(50, seed=3), lengths, 4, 5, drop_last=True)
+    assert len(list(dropped)) == len(dropped) == 12 and all(len(b) == 4 for b in dropped)
+
+
+def test_length_grouping_loader_and_bad_value(toy_corpus):
+    dm = make_dm(toy_corpus, length_grouping=2)
+    rows = [i for b in dm.train_dataloader() for i in b["index"].tolist()]
+    assert sorted(rows) == list(range(36))
+    with pytest.raises(DataConfigError, match="length_grouping"):
+        make_dm(toy_corpus, length_grouping=-1)

@@ -74,7 +74,9 @@ def test_resume_restores_centroids_and_evaluation_state(toy_corpus, tmp_path, mo
     assert resumed["clustering"]["before"] == saved["callbacks"]["ClusteringEvaluator"]["before"]
 
 
-@pytest.mark.parametrize("objective,expected", [("instance", {"train/instance_loss"}), ("cluster", {"train/cluster_loss"})])
+@pytest.mark.parametrize(
+    "objective,expected", [("instance", {"train/instance_loss"}), ("cluster", {"train/cluster_loss"})]
+)
 def test_ablation_objectives_log_only_their_loss(toy_corpus, tmp_path, objective, expected):
     out = tmp_path / objective
     run_toy(toy_corpus, out, extra=[f"method.objective={objective}"], steps=2)
@@ -84,7 +86,8 @@ def test_ablation_objectives_log_only_their_loss(toy_corpus, tmp_path, objective
 
 
 def test_file_without_labels_trains_and_writes_predictions(tmp_path):
-    path = write_csv(tmp_path / "nolabel.csv", ["text0", "text1"], [[f"word{i % 5} thing {i}", f"word{i % 5} {i}"] for i in range(20)])
+    rows = [[f"word{i % 5} thing {i}", f"word{i % 5} {i}"] for i in range(20)]
+    path = write_csv(tmp_path / "nolabel.csv", ["text0", "text1"], rows)
     out = tmp_path / "run"
     results = run_toy(path, out, extra=["dataset.num_clusters=3"], steps=2)
     assert results["final"] is not None and "kmeans_acc" not in results["final"]
@@ -101,3 +104,22 @@ def test_backbone_trains_with_dropout_so_virtual_views_differ():
     tokens = encoder.tokenize(["the same text twice"] * 2)
     first, second = encoder(**tokens)
     assert not torch.allclose(first, second)  # dropout masks differ between the two copies
+
+
+def test_progress_bar_shows_the_step_count(toy_corpus, tmp_path, monkeypatch):
+    from callbacks.progress import StepProgressBar
+
+    bar_overrides = [o for o in toy_overrides(toy_corpus, 4) if o not in ("~callbacks.progress",
+                                                                            "trainer.enable_progress_bar=false")]
+    config = compose_config(bar_overrides, tmp_path / "run")
+    assert config.callbacks.progress._target_ == "callbacks.progress.StepProgressBar"
+    seen = []
+    original = StepProgressBar.on_train_batch_end
+
+    def spy(self, trainer, *args):
+        original(self, trainer, *args)
+        seen.append(str(self.progress.tasks[self.train_progress_bar_id].description))
+
+    monkeypatch.setattr(StepProgressBar, "on_train_batch_end", spy)
+    train(config)
+    assert seen and seen[-1].strip().endswith("step 4/4")

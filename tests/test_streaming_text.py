@@ -219,3 +219,16 @@ def test_trainer_two_epochs_two_workers_sees_every_line_in_new_order(tmp_path):
     assert trainer.num_training_batches == 14
     assert Counter(model.seen[0]) == Counter(texts) == Counter(model.seen[1])
     assert model.seen[0] != model.seen[1]
+
+
+def test_shuffle_buffer_permutes_within_reach_of_the_buffer():
+    import random
+
+    from datamodules.streaming import shuffle_buffer
+
+    items = list(range(200))
+    out = list(shuffle_buffer(iter(items), 10, random.Random(0)))
+    assert sorted(out) == items and out != items
+    # the k-th output was read by the time 10 + k items were consumed
+    assert all(x < 10 + k for k, x in enumerate(out))
+    assert out == list(shuffle_buffer(iter(items), 10, random.Random(0)))
