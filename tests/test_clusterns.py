@@ -2,8 +2,6 @@
 agreement, resume from a checkpoint, and an end-to-end run through run.py on the tiny backbone."""
 import json
 import math
-import os
-import socket
 
 import pytest
 import torch
@@ -325,26 +323,19 @@ def test_cluster_state_is_in_the_state_dict():
 # -------------------------------------------------------------------------------------- DDP
 
 
-def _ddp_worker(rank, world, port, out_dir):
-    import torch.distributed as dist
-
+def _ddp_worker(rank, world, out_dir):
     from lightning_modules.distributed import gather_with_grad
 
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=world)
-    try:
-        torch.manual_seed(100 + rank)  # different local RNGs must not matter
-        module = make_module(num_clusters=3, kmean_cosine=1.0, momentum=0.3)
-        z1, z2 = _ddp_problem()
-        half = slice(rank * 4, (rank + 1) * 4)
-        losses = []
-        for _ in range(3):
-            local = z1[half].clone().requires_grad_(True)
-            module.contrastive_inputs = lambda batch, a=local, b=z2[half]: (gather_with_grad(a), gather_with_grad(b))
-            losses.append(module.training_step({}, 0).detach() / world)  # undo ddp_loss_scale
-        torch.save({"losses": losses, "centroids": module.centroids}, f"{out_dir}/rank{rank}.pt")
-    finally:
-        dist.destroy_process_group()
+    torch.manual_seed(100 + rank)  # different local RNGs must not matter
+    module = make_module(num_clusters=3, kmean_cosine=1.0, momentum=0.3)
+    z1, z2 = _ddp_problem()
+    half = slice(rank * 4, (rank + 1) * 4)
+    losses = []
+    for _ in range(3):
+        local = z1[half].clone().requires_grad_(True)
+        module.contrastive_inputs = lambda batch, a=local, b=z2[half]: (gather_with_grad(a), gather_with_grad(b))
+        losses.append(module.training_step({}, 0).detach() / world)  # undo ddp_loss_scale
+    torch.save({"losses": losses, "centroids": module.centroids}, f"{out_dir}/rank{rank}.pt")
 
 
 def _ddp_problem():
@@ -355,12 +346,9 @@ def _ddp_problem():
 
 @pytest.mark.slow  # two processes importing the stack: ~30 s on a loaded 2-core machine
 def test_two_ranks_agree_with_one_process(tmp_path):
-    import torch.multiprocessing as mp
+    from tests.ddp import spawn_gloo
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    mp.spawn(_ddp_worker, args=(2, port, str(tmp_path)), nprocs=2, join=True)
+    spawn_gloo(_ddp_worker, 2, tmp_path)
     ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in range(2)]
     single = make_module(num_clusters=3, kmean_cosine=1.0, momentum=0.3)
     z1, z2 = _ddp_problem()

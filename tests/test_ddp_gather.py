@@ -1,13 +1,10 @@
 """Two gloo processes with half a batch each give the single-process loss and gradients."""
-import os
-import socket
-
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
 from lightning_modules.distributed import ddp_loss_scale, gather_with_grad
 from lightning_modules.losses import nt_xent
+from tests.ddp import spawn_gloo
 
 N, D_IN, D_OUT, TAU = 8, 6, 5, 0.5
 
@@ -28,36 +25,25 @@ def single_process():
     return loss.detach(), weight.grad, x1.grad
 
 
-def worker(rank: int, world: int, port: int, out_dir: str):
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=world)
-    try:
-        x1, x2, weight = fixed_problem()
-        half = slice(rank * N // world, (rank + 1) * N // world)
-        local1 = x1[half].clone().requires_grad_(True)
-        weight = weight.clone().requires_grad_(True)
-        z1 = gather_with_grad(local1 @ weight)  # [N, D_OUT]
-        z2 = gather_with_grad(x2[half] @ weight)  # [N, D_OUT]
-        loss = nt_xent(z1, z2, TAU)
-        input_grad = torch.autograd.grad(loss, local1, retain_graph=True)[0]
-        (loss * ddp_loss_scale()).backward()
-        grad = weight.grad.clone()
-        dist.all_reduce(grad)  # what DDP does: average the parameter gradients
-        grad /= world
-        torch.save({"loss": loss.detach(), "weight_grad": grad, "input_grad": input_grad}, f"{out_dir}/rank{rank}.pt")
-    finally:
-        dist.destroy_process_group()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def worker(rank: int, world: int, out_dir: str):
+    x1, x2, weight = fixed_problem()
+    half = slice(rank * N // world, (rank + 1) * N // world)
+    local1 = x1[half].clone().requires_grad_(True)
+    weight = weight.clone().requires_grad_(True)
+    z1 = gather_with_grad(local1 @ weight)  # [N, D_OUT]
+    z2 = gather_with_grad(x2[half] @ weight)  # [N, D_OUT]
+    loss = nt_xent(z1, z2, TAU)
+    input_grad = torch.autograd.grad(loss, local1, retain_graph=True)[0]
+    (loss * ddp_loss_scale()).backward()
+    grad = weight.grad.clone()
+    dist.all_reduce(grad)  # what DDP does: average the parameter gradients
+    grad /= world
+    torch.save({"loss": loss.detach(), "weight_grad": grad, "input_grad": input_grad}, f"{out_dir}/rank{rank}.pt")
 
 
 def test_two_process_gather_equals_one_process(tmp_path):
     world = 2
-    mp.spawn(worker, args=(world, free_port(), str(tmp_path)), nprocs=world, join=True)
+    spawn_gloo(worker, world, tmp_path)
     loss, weight_grad, input_grad = single_process()
     for rank in range(world):
         result = torch.load(tmp_path / f"rank{rank}.pt")

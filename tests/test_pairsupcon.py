@@ -2,13 +2,10 @@
 
 import json
 import math
-import os
-import socket
 
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
 from lightning_modules.losses_pairsupcon import (
     WEIGHTINGS,
@@ -18,6 +15,7 @@ from lightning_modules.losses_pairsupcon import (
     pairsupcon_objective,
 )
 from tests.conftest import write_csv
+from tests.ddp import spawn_gloo
 
 
 # -------------------------------------------------------------------------------- naive references
@@ -222,35 +220,24 @@ def objective(owner, u1, u2, labels):
     )
 
 
-def ddp_worker(rank, world, port, out_dir):
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=world)
-    try:
-        owner = heads()
-        u1, u2, labels = ddp_problem()
-        half = slice(rank * M // world, (rank + 1) * M // world)
-        losses, _, backward = objective(owner, u1[half], u2[half], labels[half])
-        backward.backward()
-        grads = head_grads(owner)
-        for g in grads.values():  # DDP averages parameter gradients over processes
-            dist.all_reduce(g)
-            g /= world
-        torch.save({"instance_loss": losses["instance_loss"].detach(), "grads": grads}, f"{out_dir}/rank{rank}.pt")
-    finally:
-        dist.destroy_process_group()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def ddp_worker(rank, world, out_dir):
+    owner = heads()
+    u1, u2, labels = ddp_problem()
+    half = slice(rank * M // world, (rank + 1) * M // world)
+    losses, _, backward = objective(owner, u1[half], u2[half], labels[half])
+    backward.backward()
+    grads = head_grads(owner)
+    for g in grads.values():  # DDP averages parameter gradients over processes
+        dist.all_reduce(g)
+        g /= world
+    torch.save({"instance_loss": losses["instance_loss"].detach(), "grads": grads}, f"{out_dir}/rank{rank}.pt")
 
 
 @pytest.mark.slow  # two spawned processes: ~10 s on 2 cores
 def test_two_processes_give_single_process_loss_and_gradients(tmp_path):
     """Gathered negatives and labels: 2 x 3 pairs give the loss and gradients of 6 pairs in one process."""
     world = 2
-    mp.spawn(ddp_worker, args=(world, free_port(), str(tmp_path)), nprocs=world, join=True)
+    spawn_gloo(ddp_worker, world, tmp_path)
     owner = heads()
     u1, u2, labels = ddp_problem()
     losses, _, backward = objective(owner, u1, u2, labels)
