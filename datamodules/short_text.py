@@ -21,7 +21,7 @@ import pandas as pd
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
-from lightning_modules.encoder import load_tokenizer
+from lightning_modules.encoder import load_tokenizer, token_lengths
 
 AUGMENTATIONS = ("explicit", "virtual")
 
@@ -244,12 +244,6 @@ class LengthGroupedBatchSampler(Sampler[list[int]]):
             batches = [b for b in batches if len(b) == self.batch_size]
         generator = torch.Generator().manual_seed(self.sampler.seed + self.sampler.epoch)
         return iter([batches[i] for i in torch.randperm(len(batches), generator=generator).tolist()])
-
-
-def token_lengths(tokenizer, texts: Sequence[str], max_length: int) -> list[int]:
-    """Number of tokens of each text after truncation to ``max_length`` (special tokens included)."""
-    encoded = tokenizer(list(texts), truncation=True, max_length=max_length)["input_ids"]
-    return [len(ids) for ids in encoded]
 
 
 def length_sorted_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:

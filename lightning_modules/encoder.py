@@ -96,6 +96,16 @@ def mean_pool(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tenso
     return (hidden * mask).sum(1) / mask.sum(1).clamp_min(1e-9)  # [B, d]
 
 
+def token_lengths(tokenizer, texts: Sequence[str], max_length: int) -> list[int]:
+    """Number of tokens of each text after truncation to ``max_length`` (special tokens included).
+
+    Padding to the longest text of a batch costs what the longest token count says, so this is
+    the key for grouping texts of similar length.
+    """
+    encoded = tokenizer(list(texts), truncation=True, max_length=max_length)["input_ids"]
+    return [len(ids) for ids in encoded]
+
+
 class TextEncoder(nn.Module):
     """Backbone + pooler. ``cls`` adds SimCSE's Linear+Tanh MLP on the [CLS] state."""
 
@@ -156,9 +166,8 @@ class TextEncoder(nn.Module):
         was_training = self.training
         self.eval()
         device = next(self.parameters()).device
-        if sort_by_length:  # by token count, which is what padding depends on
-            encoded = self.tokenizer(list(texts), truncation=True, max_length=self.max_length)["input_ids"]
-            lengths = [len(ids) for ids in encoded]
+        if sort_by_length:
+            lengths = token_lengths(self.tokenizer, texts, self.max_length)
             order = sorted(range(len(texts)), key=lambda i: (lengths[i], i))
         else:
             order = list(range(len(texts)))
