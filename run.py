@@ -20,15 +20,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import hydra  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
+from errors import USER_ERROR_EXIT_CODE, find_user_error, report_user_error  # noqa: E402
+
 log = logging.getLogger("run")
-
-def _user_errors():
-    """Errors whose message already says what to do: printed alone, without a traceback."""
-    from datamodules.short_text import DataConfigError
-    from lightning_modules.encoder import BackboneUnavailableError
-
-    return (DataConfigError, BackboneUnavailableError, FileNotFoundError)
-
 
 def has_wandb_credentials() -> bool:
     if os.environ.get("WANDB_API_KEY"):
@@ -165,14 +159,12 @@ def main(cfg: DictConfig) -> float | None:
     warnings.filterwarnings("ignore", message=".*does not have many workers.*")
     try:
         results = train(cfg)
-    except Exception as err:  # noqa: BLE001 - re-raised unless it is a user error
-        # Hydra wraps errors raised while instantiating a config in InstantiationException
-        cause = err if isinstance(err, _user_errors()) else err.__cause__
-        if not isinstance(cause, _user_errors()):
+    except Exception as err:  # noqa: BLE001 - re-raised unless it is (or wraps) a user error
+        user_error = find_user_error(err)
+        if user_error is None:
             raise
-        log.error(str(cause))
-        print(f"error: {cause}", file=sys.stderr)
-        sys.exit(2)
+        report_user_error(user_error)
+        sys.exit(USER_ERROR_EXIT_CODE)
     final = results.get("final") or {}
     return final.get("kmeans_acc")  # objective value for Hydra sweepers
 

@@ -12,6 +12,7 @@ import torch
 from lightning.pytorch.callbacks import Callback
 
 from callbacks.sts_selection import StsSelection
+from errors import MissingFileError
 from evaluation.sts import SEVEN, encoder_encode_fn, evaluate_sts, markdown_table
 
 WEIGHTS = ("best", "final")
@@ -71,7 +72,7 @@ class FinalStsEvaluation(Callback):
 
     def on_fit_start(self, trainer, pl_module) -> None:
         if not self.data_dir.is_dir():
-            raise FileNotFoundError(
+            raise MissingFileError(
                 f"STS data folder {self.data_dir} not found; set sts_data_dir to SentEval's 'downstream' folder."
             )
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 from lightning.pytorch.callbacks import Callback
 
+from errors import MissingFileError
 from evaluation.sts import encoder_encode_fn, stsb_dev_spearman
 
 
@@ -118,7 +119,7 @@ class StsSelection(Callback):
     def on_fit_start(self, trainer, pl_module) -> None:
         path = self.data_dir / "STS" / "STSBenchmark" / "sts-dev.csv"
         if not path.is_file():  # fail before hours of training, not at the first evaluation
-            raise FileNotFoundError(
+            raise MissingFileError(
                 f"STS-B dev file {path} not found; set sts_data_dir to SentEval's 'downstream' folder "
                 "(holding STS/STSBenchmark/sts-dev.csv)."
             )

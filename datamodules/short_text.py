@@ -21,12 +21,13 @@ import pandas as pd
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
+from errors import UserError
 from lightning_modules.encoder import load_tokenizer, token_lengths
 
 AUGMENTATIONS = ("explicit", "virtual")
 
 
-class DataConfigError(ValueError):
+class DataConfigError(UserError, ValueError):
     """A data file or its configuration cannot be used; the message says how to fix it."""
 
 

@@ -31,13 +31,14 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset, Sampler, get_worker_info
 
 from datamodules.streaming import distributed_rank_world, shuffle_buffer
+from errors import MissingFileError
 
 
 def check_text_file(path: str | Path) -> Path:
     """The path as a ``Path`` after checking it is a readable file with at least one sentence."""
     path = Path(path)
     if not path.exists():
-        raise FileNotFoundError(
+        raise MissingFileError(
             f"Training text file {path} not found. Set data_dir (or the datamodule's path) so that it "
             "points at a text file with one sentence per line, e.g. SimCSE's wiki1m_for_simcse.txt."
         )

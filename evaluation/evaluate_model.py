@@ -33,6 +33,8 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
+from errors import MissingFileError
+
 ROOT = Path(__file__).resolve().parents[1]
 CONF_DATASETS = ROOT / "conf" / "dataset"
 SHARED = ROOT.parent / "shared" / "data"
@@ -85,7 +87,7 @@ def dataset_config(name: str, conf_dir: Path = CONF_DATASETS):
     path = conf_dir / f"{name}.yaml"
     if not path.is_file():
         known = sorted(p.stem for p in conf_dir.glob("*.yaml"))
-        raise FileNotFoundError(f"No dataset config '{path}'; known datasets: {known}.")
+        raise MissingFileError(f"No dataset config '{path}'; known datasets: {known}.")
     cfg = OmegaConf.load(path)
     merged = OmegaConf.create()
     for parent in cfg.pop("defaults", []) or []:

