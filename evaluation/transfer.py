@@ -1,38 +1,61 @@
-"""SentEval transfer tasks on frozen sentence embeddings (SPEC §6).
+"""SentEval transfer tasks on frozen sentence embeddings (SPEC §6), under a named protocol.
 
-Tasks and SentEval's protocols with scikit-learn logistic regression, the L2 strength C picked
-from SentEval's grids:
+Tasks: MR, CR, SUBJ, MPQA, SST-2, TREC, MRPC (the seven of the SimCSE, PairSupCon and ClusterNS
+tables) and, when asked for, SICK-E (``SICKE``). Three protocols; every table and JSON file says
+which one produced its numbers:
 
-- MR, CR, SUBJ, MPQA (one pool of labelled sentences): stratified ``kfold``-fold
-  cross-validation (10 by default, as SPEC §6 asks; SentEval's own default is 5). In each outer
-  fold C is chosen by an inner stratified ``inner_kfold``-fold CV on the training part over
-  C in {2^-2 .. 2^3}; accuracy is the mean over the outer test folds. ``inner_kfold=0`` skips the
-  inner search and uses C = 1 (faster, not SentEval).
-- SST-2 (train/dev/test): fit on train for each C in {2^-2 .. 2^3}, keep the best on dev,
-  report test accuracy.
-- TREC (train/test, 6 coarse classes, the label before ':'): C in {2^-1 .. 2^5} chosen by
-  ``kfold``-fold CV on train, refit on all of train, test accuracy on ``TREC_10.label``.
-- MRPC (train/test sentence pairs): same protocol as TREC on pair features. SentEval's MRPC
-  features are ``[|u-v|, u*v]`` (``mrpc_features="senteval"``, the default);
-  ``mrpc_features="full"`` uses ``[u, v, |u-v|, u*v]`` (InferSent's NLI features). Accuracy and
-  F1 of the paraphrase class.
+- ``senteval`` (the default): SentEval's PyTorch logistic regression (``usepytorch=True``), the
+  protocol behind the papers' transfer tables, in our own code (``evaluation.senteval_classifier``):
+  a linear layer on the embeddings, weight decay from {1e-5, 1e-4, 1e-3, 1e-2} chosen by
+  cross-validation, early stopping on held-out data, SentEval's folds (``StratifiedKFold`` with
+  shuffle and seed 1111 on the rows in SentEval's order: sorted by token count then label, pairs
+  by the token counts of both sentences then label) and SentEval's ``default`` setting (10-fold,
+  Adam, batch 64, epoch_size 4, tenacity 5) or ``prototyping`` setting (5-fold, RMSprop, batch
+  128, epoch_size 2, tenacity 3). As in SentEval, empty lines of MR/CR/SUBJ/MPQA are kept and
+  embedded as empty sentences (CR 3,775 and MPQA 10,606 examples).
+- ``sklearn``: scikit-learn logistic regression with the grids of SentEval's ``usepytorch=False``
+  path (below). Not what the papers report.
+- ``senteval-toolkit``: the SentEval package itself, when installed, with our encoder as its
+  batcher (``evaluation.senteval_toolkit``).
 
-Differences from SentEval, all deliberate: empty lines are dropped (CR has 4 and MPQA 3 in the
-shared copy; SentEval embeds them as empty sentences, so its counts are CR 3,775 and MPQA 10,606
-against our 3,771 and 10,603); the fold splits use ``seed`` (SentEval: 1111); lbfgs replaces the
-liblinear solver of old scikit-learn (same optimum, both L2-regularised with the intercept).
+Validation per task (``senteval`` and ``sklearn``):
+
+- MR, CR, SUBJ, MPQA (one pool of labelled sentences): stratified k-fold CV; in each outer fold the
+  regulariser comes from an inner stratified k-fold on the training part; accuracy is the mean
+  over the outer test folds.
+- SST-2, SICK-E (train/dev/test): regulariser by dev accuracy, test accuracy.
+- TREC (train/test, 6 coarse classes, the label before ':') and MRPC (train/test sentence pairs):
+  regulariser by k-fold CV on train, refit on all of train, test accuracy; MRPC also the F1 of the
+  paraphrase class.
+- MRPC and SICK-E features: ``[|u-v|, u*v]`` (SentEval; ``mrpc_features="senteval"``, the
+  default); ``mrpc_features="full"`` uses ``[u, v, |u-v|, u*v]`` (InferSent's NLI features).
+
+The ``sklearn`` protocol: the L2 strength C from {2^-2 .. 2^3} (CV tasks, SST-2, SICK-E) or
+{2^-1 .. 2^5} (TREC, MRPC); ``kfold`` is 10 by default (SPEC §6; SentEval's own default is 5) and
+``inner_kfold=0`` skips the inner search (C = 1, not SentEval). Differences from SentEval's
+scikit-learn path, all deliberate: empty lines are dropped (CR 3,771 and MPQA 10,603 examples)
+and the folds use ``seed`` (default 0; SentEval 1111) on the file order. The solver is lbfgs,
+scikit-learn's default since 0.22 and so what SentEval's scikit-learn path runs today (issue 14:
+the same test predictions on TREC and MRPC with minilm). It is not the model of the liblinear
+solver that scikit-learn used when SentEval was written: liblinear also penalises the intercept
+and fits TREC's six classes one-vs-rest, lbfgs fits one multinomial model with a free intercept,
+and the predictions differ: at C = 0.5, liblinear changes 16 of the 500 TREC test predictions
+(89.80 % accuracy) and 5 of the 1,725 MRPC ones (issue 14, minilm embeddings).
+
 ``max_train`` (optional) draws a stratified random subsample of at most that many training
 examples (for MR/CR/SUBJ/MPQA: of the whole CV pool) for quick CPU runs; it is recorded in the
-output and results with it are not comparable to published numbers.
+output, and results with it are not comparable to published numbers.
 
 File encodings follow SentEval: Latin-1 for MR/CR/SUBJ/MPQA/TREC (TREC's train file is
-Latin-1), UTF-8 for SST-2, UTF-8 with an optional BOM for MRPC (whose first line is a header).
+Latin-1), UTF-8 for SST-2 and SICK, UTF-8 with an optional BOM for MRPC (whose first line is a
+header).
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
+import inspect
 import json
 import logging
 import time
@@ -48,10 +71,13 @@ from sklearn.metrics import f1_score
 from sklearn.model_selection import StratifiedKFold, train_test_split
 from threadpoolctl import threadpool_limits
 
-from errors import UserError
+from errors import UserError, exit_on_user_error
+from evaluation import senteval_classifier
 
-TASKS = ("MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC")
+TASKS = ("MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC")  # the papers' seven, the default list
+ALL_TASKS = TASKS + ("SICKE",)
 CV_TASKS = ("MR", "CR", "SUBJ", "MPQA")
+PAIR_TASKS = ("MRPC", "SICKE")
 TASK_FOLDERS = {
     "MR": "MR",
     "CR": "CR",
@@ -60,6 +86,13 @@ TASK_FOLDERS = {
     "SST2": "SST/binary",
     "TREC": "TREC",
     "MRPC": "MRPC",
+    "SICKE": "SICK",
+}
+PROTOCOLS = ("senteval", "sklearn", "senteval-toolkit")
+PROTOCOL_NAMES = {
+    "senteval": "SentEval PyTorch logistic regression (the papers' protocol), our implementation",
+    "sklearn": "scikit-learn logistic regression (SentEval's usepytorch=False grids; not the papers' protocol)",
+    "senteval-toolkit": "the SentEval toolkit itself (senteval.engine.SE) with our encoder as its batcher",
 }
 # (file of label 1, file of label 0); SentEval labels SUBJ's objective sentences 1
 BINARY_FILES = {
@@ -69,6 +102,7 @@ BINARY_FILES = {
     "MPQA": ("mpqa.pos", "mpqa.neg"),
 }
 TREC_CLASSES = ("ABBR", "DESC", "ENTY", "HUM", "LOC", "NUM")
+SICK_LABELS = ("CONTRADICTION", "NEUTRAL", "ENTAILMENT")  # SentEval's ids 0, 1, 2
 C_GRID_SPLIT = tuple(2.0**t for t in range(-2, 4))  # SentEval InnerKFold / Split classifiers
 C_GRID_KFOLD = tuple(2.0**t for t in range(-1, 6))  # SentEval KFoldClassifier (TREC, MRPC)
 MRPC_FEATURES = ("senteval", "full")
@@ -108,12 +142,13 @@ def _clean(text: str) -> str:
     return " ".join(text.split())
 
 
-def read_binary(folder: Path, task: str) -> Split:
-    """MR/CR/SUBJ/MPQA: one sentence per line, label from the file; empty lines dropped."""
+def read_binary(folder: Path, task: str, keep_empty: bool = False) -> Split:
+    """MR/CR/SUBJ/MPQA: one sentence per line, label from the file (label-1 file first); empty
+    lines dropped unless ``keep_empty`` (SentEval keeps them)."""
     texts, labels = [], []
     for label, name in zip((1, 0), BINARY_FILES[task]):
         kept = [_clean(line) for line in _lines(folder / name, "latin-1")]
-        kept = [t for t in kept if t]
+        kept = [t for t in kept if t or keep_empty]
         texts += kept
         labels += [label] * len(kept)
     return Split(texts, np.asarray(labels, dtype=np.int64))
@@ -185,6 +220,50 @@ def read_mrpc(folder: Path) -> dict[str, Split]:
     return out
 
 
+def read_sick_entailment(folder: Path) -> dict[str, Split]:
+    """SICK-E: tab-separated with a header (pair_ID, sentence_A, sentence_B, relatedness_score,
+    entailment_judgment); train ``SICK_train.txt``, dev ``SICK_trial.txt``, test
+    ``SICK_test_annotated.txt``; labels as SentEval: CONTRADICTION 0, NEUTRAL 1, ENTAILMENT 2."""
+    out = {}
+    for split, name in (("train", "SICK_train.txt"), ("dev", "SICK_trial.txt"), ("test", "SICK_test_annotated.txt")):
+        path = folder / name
+        lines = _lines(path, "utf-8")
+        header = lines[0].split("\t") if lines else []
+        needed = ("sentence_A", "sentence_B", "entailment_judgment")
+        if not set(needed) <= set(header):
+            raise TransferDataError(f"{path}: header has columns {header}; expected {list(needed)} among them.")
+        ia, ib, il = (header.index(c) for c in needed)
+        a, b, labels = [], [], []
+        for line_no, line in enumerate(lines[1:], start=2):
+            if not line.strip():
+                continue
+            fields = line.split("\t")
+            if len(fields) < len(header) or fields[il] not in SICK_LABELS:
+                raise TransferDataError(
+                    f"{path} line {line_no}: expected {len(header)} tab-separated fields with "
+                    f"entailment_judgment in {SICK_LABELS}."
+                )
+            a.append(_clean(fields[ia]))
+            b.append(_clean(fields[ib]))
+            labels.append(SICK_LABELS.index(fields[il]))
+        out[split] = Split(a, np.asarray(labels, dtype=np.int64), b)
+    return out
+
+
+def senteval_order(split: Split) -> Split:
+    """The rows in SentEval's order, which its folds are drawn on: sorted by whitespace token
+    count then label (pairs: tokens of the first sentence, of the second, then label); ties keep
+    the file order (Python's sort is stable)."""
+
+    def key(i: int):
+        label = int(split.labels[i])
+        if split.texts_b is None:
+            return (len(split.texts[i].split()), label)
+        return (len(split.texts[i].split()), len(split.texts_b[i].split()), label)
+
+    return split.subset(np.asarray(sorted(range(len(split)), key=key), dtype=np.int64))
+
+
 # -- classifiers ---------------------------------------------------------------------------------
 def _logreg(C: float, seed: int) -> LogisticRegression:
     return LogisticRegression(C=C, max_iter=2000, random_state=seed)
@@ -246,7 +325,7 @@ def run_inner_kfold(X, y, kfold: int, inner_kfold: int, seed: int) -> dict:
 
 @single_threaded_blas
 def run_split(X: dict[str, np.ndarray], y: dict[str, np.ndarray], seed: int) -> dict:
-    """SST-2: C by dev accuracy, test accuracy of the model trained on train with that C."""
+    """SST-2/SICK-E: C by dev accuracy, test accuracy of the model trained on train with that C."""
     best = None
     for C in C_GRID_SPLIT:
         model = _logreg(C, seed).fit(X["train"], y["train"])
@@ -287,6 +366,174 @@ def pair_features(u: np.ndarray, v: np.ndarray, kind: str = "senteval") -> np.nd
     raise ValueError(f"mrpc_features must be one of {MRPC_FEATURES}, got '{kind}'")
 
 
+# -- protocols -----------------------------------------------------------------------------------
+class TransferOptionsError(UserError, ValueError):
+    """A transfer option (protocol, setting, fold count...) is unknown or inconsistent."""
+
+
+class SklearnProtocol:
+    """scikit-learn logistic regression with SentEval's usepytorch=False grids (module docstring)."""
+
+    name = "sklearn"
+    keep_empty = False  # empty lines dropped
+    senteval_order = False  # folds on the file order
+
+    def __init__(self, seed: int = 0, kfold: int = 10, inner_kfold: int | None = None):
+        self.seed, self.kfold = seed, kfold
+        self.inner_kfold = kfold if inner_kfold is None else inner_kfold
+
+    def cv(self, X, y, n_classes: int) -> dict:
+        return run_inner_kfold(X, y, self.kfold, self.inner_kfold, self.seed)
+
+    def split(self, X, y, n_classes: int) -> dict:
+        return run_split(X, y, self.seed)
+
+    def kfold_test(self, X_train, y_train, X_test, y_test, n_classes: int, f1: bool = False) -> dict:
+        return run_kfold_test(X_train, y_train, X_test, y_test, self.kfold, self.seed, f1)
+
+    def settings(self) -> dict:
+        return {
+            "seed": self.seed,
+            "kfold": self.kfold,
+            "inner_kfold": self.inner_kfold,
+            "c_grid_cv_and_split": list(C_GRID_SPLIT),
+            "c_grid_kfold": list(C_GRID_KFOLD),
+            "solver": "lbfgs",
+        }
+
+    def describe(self) -> str:
+        inner = f"C by inner {self.inner_kfold}-fold CV" if self.inner_kfold else "C = 1 (no inner search)"
+        return (
+            f"{self.kfold}-fold CV ({inner}); C from {{2^-2..2^3}} (CV tasks, SST-2, SICK-E) or {{2^-1..2^5}} "
+            f"(TREC, MRPC); lbfgs; fold seed {self.seed}; empty lines dropped."
+        )
+
+
+class SentEvalProtocol:
+    """SentEval's PyTorch logistic regression (``evaluation.senteval_classifier``)."""
+
+    name = "senteval"
+    keep_empty = True  # SentEval embeds empty lines as empty sentences
+    senteval_order = True  # its folds are drawn on its sorted order
+
+    def __init__(
+        self,
+        seed: int = senteval_classifier.DEFAULT_SEED,
+        setting: str = "default",
+        classifier: dict | None = None,
+        n_jobs: int = 1,
+    ):
+        self.seed, self.setting, self.n_jobs = seed, setting, n_jobs
+        self.probe = senteval_classifier.probe_settings(setting, classifier)
+
+    def _common(self, out: dict, validation: str) -> dict:
+        out.pop("pred", None)
+        return {**out, "protocol": validation}
+
+    def cv(self, X, y, n_classes: int) -> dict:
+        X = np.asarray(X, dtype=np.float32)  # the classifier's precision; halves what the folds copy
+        out = senteval_classifier.inner_kfold_eval(X, y, n_classes, self.probe, self.seed, n_jobs=self.n_jobs)
+        k = self.probe.kfold
+        return self._common(out, f"{k}-fold CV, weight decay by inner {k}-fold CV, 5% held out for early stopping")
+
+    def split(self, X, y, n_classes: int) -> dict:
+        X = {name: np.asarray(part, dtype=np.float32) for name, part in X.items()}
+        out = senteval_classifier.split_eval(X, y, n_classes, self.probe, self.seed, n_jobs=self.n_jobs)
+        return self._common(out, "train/dev/test, weight decay by dev, dev early-stops")
+
+    def kfold_test(self, X_train, y_train, X_test, y_test, n_classes: int, f1: bool = False) -> dict:
+        X_train, X_test = np.asarray(X_train, dtype=np.float32), np.asarray(X_test, dtype=np.float32)
+        out = senteval_classifier.kfold_test_eval(
+            X_train, y_train, X_test, y_test, n_classes, self.probe, self.seed, n_jobs=self.n_jobs
+        )
+        if f1:
+            out["f1"] = round(100.0 * float(f1_score(y_test, out["pred"])), 2)
+        k = self.probe.kfold
+        return self._common(out, f"train/test, weight decay by {k}-fold CV on train, 5% held out for early stopping")
+
+    def settings(self) -> dict:
+        return {
+            "seed": self.seed,
+            "fold_seed_cv_tasks": senteval_classifier.FOLD_SEED,
+            "setting": self.setting,
+            "classifier": self.probe.as_dict(),
+            "kfold": self.probe.kfold,
+            "inner_kfold": self.probe.kfold,
+            "l2_grid": list(senteval_classifier.L2_GRID),
+            "validation_split": senteval_classifier.VALIDATION_SPLIT,
+            "jobs": self.n_jobs,
+        }
+
+    def describe(self) -> str:
+        p = self.probe
+        model = "logistic regression" if p.nhid == 0 else f"MLP with {p.nhid} hidden units"
+        return (
+            f"setting `{self.setting}`: {model}, {p.kfold}-fold, optim {p.optim}, batch {p.batch_size}, "
+            f"epoch_size {p.epoch_size}, tenacity {p.tenacity}, max_epoch {p.max_epoch}; weight decay from "
+            f"{{1e-5, 1e-4, 1e-3, 1e-2}}; seed {self.seed}, CV-task folds seed {senteval_classifier.FOLD_SEED}; "
+            "rows in SentEval's order; empty lines kept."
+        )
+
+
+def make_protocol(
+    protocol: str = "senteval",
+    seed: int | None = None,
+    kfold: int | None = None,
+    inner_kfold: int | None = None,
+    setting: str = "default",
+    classifier: dict | None = None,
+    jobs: int = 1,
+):
+    """The protocol object for ``evaluate_transfer``'s options (``senteval`` or ``sklearn``)."""
+    if protocol not in PROTOCOLS:
+        raise TransferOptionsError(f"unknown transfer protocol '{protocol}'; choose from {PROTOCOLS}.")
+    if not isinstance(jobs, int) or jobs == 0 or jobs < -1:
+        raise TransferOptionsError(f"jobs={jobs!r}: expected a positive number of processes or -1 (all cores).")
+    if protocol == "sklearn":
+        if classifier or setting != "default":
+            raise TransferOptionsError(
+                "the sklearn protocol has no classifier settings; 'setting' and 'classifier' are for protocol=senteval."
+            )
+        return SklearnProtocol(0 if seed is None else seed, 10 if kfold is None else kfold, inner_kfold)
+    if protocol == "senteval":
+        if inner_kfold is not None and inner_kfold != (kfold or senteval_classifier.probe_settings(setting).kfold):
+            raise TransferOptionsError(
+                f"inner_kfold={inner_kfold}: SentEval's inner k-fold uses the same k as the outer one; "
+                "leave inner_kfold unset (or use protocol=sklearn)."
+            )
+        overrides = {**(classifier or {}), **({"kfold": kfold} if kfold is not None else {})}
+        return SentEvalProtocol(senteval_classifier.DEFAULT_SEED if seed is None else seed, setting, overrides, jobs)
+    raise TransferOptionsError("protocol=senteval-toolkit runs through evaluation.senteval_toolkit, not make_protocol.")
+
+
+def _check_max_train(max_train) -> None:
+    if max_train is not None and (not isinstance(max_train, int) or max_train < 10):
+        raise TransferOptionsError(f"max_train={max_train!r}: expected at least 10 training examples (or none).")
+
+
+def check_transfer_options(options: dict | None) -> None:
+    """Validate ``evaluate_transfer`` keyword options early (e.g. in a callback's ``__init__``)."""
+    options = dict(options or {})
+    known = set(inspect.signature(evaluate_transfer).parameters) - {"encode", "data_dir"}
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise TransferOptionsError(f"unknown transfer option(s) {unknown}; known: {sorted(known)}.")
+    tasks = options.get("tasks")
+    if tasks is not None and not set(tasks) <= set(ALL_TASKS):
+        raise TransferOptionsError(f"unknown transfer task(s) {sorted(set(tasks) - set(ALL_TASKS))}; from {ALL_TASKS}.")
+    _check_max_train(options.get("max_train"))
+    if options.get("mrpc_features", "senteval") not in MRPC_FEATURES:
+        raise TransferOptionsError(f"mrpc_features must be one of {MRPC_FEATURES}, got '{options['mrpc_features']}'.")
+    protocol = options.get("protocol", "senteval")
+    if protocol == "senteval-toolkit":
+        from evaluation.senteval_toolkit import check_toolkit_options
+
+        check_toolkit_options(options)
+        return
+    keys = ("seed", "kfold", "inner_kfold", "setting", "classifier", "jobs")
+    make_protocol(protocol, **{k: options[k] for k in keys if k in options})
+
+
 # -- driver --------------------------------------------------------------------------------------
 def _subsample(split: Split, max_train: int | None, seed: int) -> Split:
     if max_train is None or len(split) <= max_train:
@@ -306,77 +553,98 @@ def evaluate_task(
     task: str,
     encode: Encode,
     folder: Path,
-    seed: int = 0,
+    protocol: SklearnProtocol | SentEvalProtocol,
     max_train: int | None = None,
-    kfold: int = 10,
-    inner_kfold: int | None = None,
     mrpc_features: str = "senteval",
 ) -> dict:
-    inner = kfold if inner_kfold is None else inner_kfold
+    """One task under ``protocol``; ``max_train`` subsamples the training data (seed: the protocol's)."""
+
+    def prepare(split: Split, subsample: bool) -> Split:
+        if subsample:
+            split = _subsample(split, max_train, protocol.seed)
+        return senteval_order(split) if protocol.senteval_order else split
+
     if task in CV_TASKS:
-        data = read_binary(folder, task)
+        data = read_binary(folder, task, keep_empty=protocol.keep_empty)
         full = len(data)
-        data = _subsample(data, max_train, seed)
-        out = run_inner_kfold(_embed(encode, data.texts), data.labels, kfold, inner, seed)
+        data = prepare(data, subsample=True)
+        out = protocol.cv(_embed(encode, data.texts), data.labels, 2)
         return {**out, "n": len(data), "n_full": full}
-    if task == "SST2":
-        splits = read_sst2(folder)
-        full = len(splits["train"])
-        splits["train"] = _subsample(splits["train"], max_train, seed)
-        X = {k: _embed(encode, s.texts) for k, s in splits.items()}
-        out = run_split(X, {k: s.labels for k, s in splits.items()}, seed)
-        return {
-            **out,
-            "n_train": len(splits["train"]),
-            "n_train_full": full,
-            "n_dev": len(splits["dev"]),
-            "n_test": len(splits["test"]),
-        }
-    if task == "TREC":
-        splits = read_trec(folder)
-        full = len(splits["train"])
-        train = _subsample(splits["train"], max_train, seed)
-        test = splits["test"]
-        out = run_kfold_test(
-            _embed(encode, train.texts), train.labels, _embed(encode, test.texts), test.labels, kfold, seed
-        )
-        return {**out, "n_train": len(train), "n_train_full": full, "n_test": len(test)}
-    if task == "MRPC":
-        splits = read_mrpc(folder)
-        full = len(splits["train"])
-        train = _subsample(splits["train"], max_train, seed)
-        test = splits["test"]
-        feats = {
+    splits = {"SST2": read_sst2, "TREC": read_trec, "MRPC": read_mrpc, "SICKE": read_sick_entailment}.get(task)
+    if splits is None:
+        raise ValueError(f"unknown transfer task '{task}'; choose from {ALL_TASKS}")
+    splits = splits(folder)
+    full = len(splits["train"])
+    splits = {name: prepare(split, subsample=name == "train") for name, split in splits.items()}
+    if task in PAIR_TASKS:
+        X = {
             name: pair_features(_embed(encode, s.texts), _embed(encode, s.texts_b), mrpc_features)
-            for name, s in (("train", train), ("test", test))
+            for name, s in splits.items()
         }
-        out = run_kfold_test(feats["train"], train.labels, feats["test"], test.labels, kfold, seed, f1=True)
-        return {**out, "features": mrpc_features, "n_train": len(train), "n_train_full": full, "n_test": len(test)}
-    raise ValueError(f"unknown transfer task '{task}'; choose from {TASKS}")
+    else:
+        X = {name: _embed(encode, s.texts) for name, s in splits.items()}
+    y = {name: s.labels for name, s in splits.items()}
+    sizes = {"n_train": len(splits["train"]), "n_train_full": full, "n_test": len(splits["test"])}
+    if task in ("SST2", "SICKE"):
+        out = protocol.split(X, y, 2 if task == "SST2" else len(SICK_LABELS))
+        sizes["n_dev"] = len(splits["dev"])
+    else:
+        n_classes = len(TREC_CLASSES) if task == "TREC" else 2
+        out = protocol.kfold_test(X["train"], y["train"], X["test"], y["test"], n_classes, f1=task == "MRPC")
+    if task in PAIR_TASKS:
+        out["features"] = mrpc_features
+    return {**out, **sizes}
 
 
 def evaluate_transfer(
     encode: Encode,
     data_dir: str | Path,
     tasks: Sequence[str] = TASKS,
-    seed: int = 0,
+    seed: int | None = None,
     max_train: int | None = None,
-    kfold: int = 10,
+    kfold: int | None = None,
     inner_kfold: int | None = None,
     mrpc_features: str = "senteval",
+    protocol: str = "senteval",
+    setting: str = "default",
+    classifier: dict | None = None,
+    jobs: int = 1,
+    toolkit_classifier: str | None = None,
+    batch_size: int = 128,
 ) -> dict:
-    """Run the transfer tasks with ``encode`` (list of texts -> [n, d] array).
+    """Run the transfer tasks with ``encode`` (list of texts -> [n, d] array) under ``protocol``.
 
     ``data_dir`` is SentEval's ``data/downstream`` folder. A task whose folder is absent is
     skipped with a warning and reported as ``{"skipped": reason}``. Accuracies are in %.
-    ``inner_kfold=None`` uses ``kfold`` (SentEval); 0 fixes C = 1 for MR/CR/SUBJ/MPQA.
+
+    - ``protocol="senteval"``: ``setting`` ``default``/``prototyping``, ``classifier`` overrides
+      of its keys (e.g. ``{"optim": "adam", "max_epoch": 50}``), ``kfold`` overrides the
+      setting's k; ``seed`` defaults to SentEval's 1111; ``jobs`` processes share the folds
+      (the numbers do not depend on it).
+    - ``protocol="sklearn"``: ``kfold`` default 10, ``inner_kfold`` default ``kfold`` (0: C = 1),
+      ``seed`` default 0.
+    - ``protocol="senteval-toolkit"``: ``evaluation.senteval_toolkit.run_toolkit`` (``setting``,
+      ``seed``, ``kfold``, ``classifier``, ``toolkit_classifier``, ``batch_size``).
     """
     data_dir = Path(data_dir)
-    unknown = [t for t in tasks if t not in TASKS]
+    unknown = [t for t in tasks if t not in ALL_TASKS]
     if unknown:
-        raise ValueError(f"unknown transfer task(s) {unknown}; choose from {TASKS}")
+        raise TransferOptionsError(f"unknown transfer task(s) {unknown}; choose from {ALL_TASKS}")
     if mrpc_features not in MRPC_FEATURES:
-        raise ValueError(f"mrpc_features must be one of {MRPC_FEATURES}, got '{mrpc_features}'")
+        raise TransferOptionsError(f"mrpc_features must be one of {MRPC_FEATURES}, got '{mrpc_features}'")
+    _check_max_train(max_train)
+    if protocol == "senteval-toolkit":
+        from evaluation.senteval_toolkit import run_toolkit
+
+        if max_train is not None or inner_kfold is not None or mrpc_features != "senteval":
+            raise TransferOptionsError(
+                "protocol=senteval-toolkit reads and splits the data itself: max_train, inner_kfold and "
+                "mrpc_features cannot be applied to it."
+            )
+        return run_toolkit(encode, data_dir, tasks, setting, seed, kfold, classifier, toolkit_classifier, batch_size)
+    if toolkit_classifier is not None:
+        raise TransferOptionsError("toolkit_classifier is an option of protocol=senteval-toolkit only.")
+    proto = make_protocol(protocol, seed, kfold, inner_kfold, setting, classifier, jobs)
     results: dict[str, dict] = {}
     for task in tasks:
         folder = data_dir / TASK_FOLDERS[task]
@@ -389,7 +657,7 @@ def evaluate_transfer(
         with warnings.catch_warnings(record=True) as caught:
             # counted, not printed: a 10x10 CV would print hundreds of identical lines
             warnings.simplefilter("always", ConvergenceWarning)
-            results[task] = evaluate_task(task, encode, folder, seed, max_train, kfold, inner_kfold, mrpc_features)
+            results[task] = evaluate_task(task, encode, folder, proto, max_train, mrpc_features)
         for w in caught:
             if not issubclass(w.category, ConvergenceWarning):
                 warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
@@ -398,57 +666,84 @@ def evaluate_transfer(
             results[task]["unconverged_fits"] = unconverged
             log.warning("%s: %d logistic-regression fits hit max_iter", task, unconverged)
         results[task]["seconds"] = round(time.perf_counter() - start, 1)
-        log.info("%s: acc %.2f (%.1f s)", task, results[task]["acc"], results[task]["seconds"])
+        log.info("%s: acc %.2f (%.1f s, protocol %s)", task, results[task]["acc"], results[task]["seconds"], protocol)
+    return _summarise(results, tasks, protocol, proto.describe(), proto.settings(), max_train, mrpc_features, data_dir)
+
+
+def _summarise(results, tasks, protocol, description, settings, max_train, mrpc_features, data_dir) -> dict:
     done = [t for t in tasks if "acc" in results[t]]
     return {
         "tasks": results,
         "avg": float(np.mean([results[t]["acc"] for t in done])) if done else None,
         "avg_over": done,
+        "protocol": protocol,
+        "protocol_name": PROTOCOL_NAMES[protocol],
+        "protocol_description": description,
         "settings": {
-            "seed": seed,
+            **settings,
+            "protocol": protocol,
             "max_train": max_train,
-            "kfold": kfold,
-            "inner_kfold": kfold if inner_kfold is None else inner_kfold,
-            "c_grid_cv_and_split": list(C_GRID_SPLIT),
-            "c_grid_kfold": list(C_GRID_KFOLD),
             "mrpc_features": mrpc_features,
             "data_dir": str(data_dir),
         },
     }
 
 
+def protocol_heading(result: dict) -> str:
+    """One line naming the protocol of a transfer result (older results: scikit-learn)."""
+    protocol = result.get("protocol", "sklearn")
+    description = result.get("protocol_description", "")
+    return f"Protocol: **{protocol}**, {PROTOCOL_NAMES[protocol]}." + (f" {description}" if description else "")
+
+
+def _regulariser(r: dict) -> str:
+    for key, name in (("l2", "L2"), ("C", "C")):
+        if key in r and r[key] is not None:
+            values = r[key] if isinstance(r[key], list) else [r[key]]
+            return f"{name} " + "/".join(f"{v:g}" for v in sorted(set(values)))
+    return ""
+
+
 def to_markdown(result: dict, title: str = "SentEval transfer") -> str:
     s = result["settings"]
+    subsampled = f"training sets subsampled to at most {s['max_train']} (not comparable to published numbers)"
     lines = [
         f"# {title}",
         "",
-        f"Logistic regression on frozen embeddings; seed {s['seed']}, {s['kfold']}-fold CV, inner "
-        f"{s['inner_kfold']}-fold, max_train {s['max_train']}, MRPC features {s['mrpc_features']}.",
+        protocol_heading(result),
         "",
-        "| task | acc | F1 | dev acc | train | test | protocol | seconds |",
-        "|---|---|---|---|---|---|---|---|",
+        f"Data: {subsampled if s.get('max_train') else 'full training sets'}; MRPC/SICK-E features "
+        f"{s.get('mrpc_features', 'senteval')}.",
+        "",
+        "| task | acc | F1 | dev acc | regulariser | train | test | validation | seconds |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for task, r in result["tasks"].items():
         if "skipped" in r:
-            lines.append(f"| {task} | skipped: {r['skipped']} | | | | | | |")
+            lines.append(f"| {task} | skipped: {r['skipped']} | | | | | | | |")
             continue
         train = r.get("n_train", r.get("n"))
         full = r.get("n_train_full", r.get("n_full"))
-        train_txt = f"{train}" + (f" of {full}" if full != train else "")
+        train_txt = f"{train}" + (f" of {full}" if full is not None and full != train else "")
         test_txt = r.get("n_test", "CV")
         f1 = f"{r['f1']:.2f}" if "f1" in r else ""
-        dev = "" if r["devacc"] is None else f"{r['devacc']:.2f}"
+        dev = "" if r.get("devacc") is None else f"{r['devacc']:.2f}"
         lines.append(
-            f"| {task} | {r['acc']:.2f} | {f1} | {dev} | {train_txt} | {test_txt} | {r['protocol']} | {r['seconds']} |"
+            f"| {task} | {r['acc']:.2f} | {f1} | {dev} | {_regulariser(r)} | {train_txt} | {test_txt} | "
+            f"{r['protocol']} | {r.get('seconds', '')} |"
         )
     if result["avg"] is not None:
-        lines += ["", f"Average accuracy over {', '.join(result['avg_over'])}: {result['avg']:.2f}"]
+        protocol = result.get("protocol", "sklearn")
+        lines += ["", f"Average accuracy over {', '.join(result['avg_over'])}: {result['avg']:.2f} ({protocol})"]
     return "\n".join(lines) + "\n"
 
 
+@exit_on_user_error
 def main(argv: Sequence[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(
-        description="SentEval transfer tasks with logistic regression on frozen embeddings."
+        prog="python -m evaluation.transfer",
+        description="SentEval transfer tasks on frozen embeddings under a named protocol (default: SentEval's "
+        "PyTorch logistic regression, as the papers report).",
     )
     parser.add_argument("--model", required=True, help="minilm, tiny, a Hub name or a local model folder")
     parser.add_argument("--pooling", default="mean", choices=("mean", "cls", "cls_before_pooler"))
@@ -456,18 +751,45 @@ def main(argv: Sequence[str] | None = None) -> dict:
         "--data-dir", default="../shared/data/senteval/downstream", help="SentEval data/downstream folder"
     )
     parser.add_argument("--out", default="outputs/transfer", help="folder for transfer.md and transfer.json")
-    parser.add_argument("--tasks", nargs="+", default=list(TASKS), choices=TASKS)
+    parser.add_argument("--tasks", nargs="+", default=list(TASKS), choices=ALL_TASKS)
+    parser.add_argument(
+        "--protocol",
+        default="senteval",
+        choices=PROTOCOLS,
+        help="senteval: SentEval's PyTorch logistic regression (our code, the papers' protocol); sklearn: "
+        "scikit-learn logistic regression; senteval-toolkit: the installed SentEval package",
+    )
+    parser.add_argument(
+        "--setting",
+        default="default",
+        choices=sorted(senteval_classifier.SETTINGS),
+        help="SentEval classifier setting (senteval, senteval-toolkit)",
+    )
     parser.add_argument("--max-train", type=int, default=None, help="subsample training sets (CV pools) to this size")
     parser.add_argument(
         "--max-length", type=int, default=128, help="token limit when embedding (SentEval does not truncate)"
     )
     parser.add_argument("--batch-size", type=int, default=128)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--kfold", type=int, default=10)
-    parser.add_argument("--inner-kfold", type=int, default=None, help="default: same as --kfold; 0 = C fixed to 1")
+    parser.add_argument("--seed", type=int, default=None, help="default: 1111 (senteval, toolkit), 0 (sklearn)")
+    parser.add_argument("--kfold", type=int, default=None, help="default: the setting's (senteval), 10 (sklearn)")
+    parser.add_argument(
+        "--inner-kfold", type=int, default=None, help="sklearn only; default: same as --kfold; 0 = C fixed to 1"
+    )
     parser.add_argument("--mrpc-features", default="senteval", choices=MRPC_FEATURES)
+    parser.add_argument(
+        "--jobs", type=int, default=1, help="processes for the senteval protocol's folds (results do not change)"
+    )
+    parser.add_argument(
+        "--toolkit-classifier",
+        default=None,
+        choices=("pytorch", "sklearn"),
+        help="senteval-toolkit: SentEval's usepytorch (default: pytorch when CUDA is available; its PyTorch "
+        "classifier needs CUDA)",
+    )
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads for embedding (default: torch's)")
     args = parser.parse_args(argv)
+    if args.toolkit_classifier and args.protocol != "senteval-toolkit":
+        parser.error("--toolkit-classifier applies to --protocol senteval-toolkit only")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
 
     import torch
@@ -476,12 +798,26 @@ def main(argv: Sequence[str] | None = None) -> dict:
         torch.set_num_threads(args.threads)
     from lightning_modules.encoder import TextEncoder
 
+    options = dict(
+        tasks=args.tasks,
+        seed=args.seed,
+        max_train=args.max_train,
+        kfold=args.kfold,
+        inner_kfold=args.inner_kfold,
+        mrpc_features=args.mrpc_features,
+        protocol=args.protocol,
+        setting=args.setting,
+        jobs=args.jobs,
+        toolkit_classifier=args.toolkit_classifier,
+        batch_size=args.batch_size,
+    )
+    if args.protocol != "senteval-toolkit":
+        del options["toolkit_classifier"], options["batch_size"]
+    check_transfer_options(options)  # before loading the model
     start = time.perf_counter()
     encoder = TextEncoder.from_name(args.model, pooling=args.pooling, max_length=args.max_length)
     encode = lambda texts: encoder.encode(texts, batch_size=args.batch_size).numpy()  # noqa: E731
-    result = evaluate_transfer(
-        encode, args.data_dir, args.tasks, args.seed, args.max_train, args.kfold, args.inner_kfold, args.mrpc_features
-    )
+    result = evaluate_transfer(encode, args.data_dir, **options)
     result["settings"].update(
         model=args.model, pooling=args.pooling, max_length=args.max_length, torch_threads=torch.get_num_threads()
     )

@@ -22,7 +22,7 @@ from evaluation.transfer import (
     read_trec,
 )
 
-FAST = {"kfold": 2, "inner_kfold": 2}  # SentEval uses 10; 2 keeps unit tests fast
+FAST = {"protocol": "sklearn", "kfold": 2, "inner_kfold": 2}  # SentEval uses 10; 2 keeps unit tests fast
 TREC_CLASSES = ("ABBR", "DESC", "ENTY", "HUM", "LOC", "NUM")
 
 
@@ -229,6 +229,8 @@ def test_cli_writes_markdown_and_json(tmp_path, monkeypatch):
                 "3",
                 "--inner-kfold",
                 "0",
+                "--protocol",
+                "sklearn",
             ]
         )
     result = json.loads((out / "transfer.json").read_text())
@@ -242,26 +244,15 @@ def test_cli_writes_markdown_and_json(tmp_path, monkeypatch):
 
 @pytest.mark.slow
 def test_cli_with_tiny_model(tmp_path):
-    root = make_senteval(tmp_path / "data", n=12, tasks=("MR",))
-    result = main(
-        [
-            "--model",
-            "tiny",
-            "--data-dir",
-            str(root),
-            "--out",
-            str(tmp_path / "out"),
-            "--tasks",
-            "MR",
-            "--kfold",
-            "2",
-            "--inner-kfold",
-            "0",
-            "--max-length",
-            "16",
-        ]
-    )
-    assert 0 <= result["tasks"]["MR"]["acc"] <= 100 and (tmp_path / "out" / "transfer.md").is_file()
+    """The real encoder path under both protocols; CR holds an empty line, which SentEval keeps."""
+    root = make_senteval(tmp_path / "data", n=12, tasks=("CR",))
+    common = ["--model", "tiny", "--data-dir", str(root), "--tasks", "CR", "--kfold", "2", "--max-length", "16"]
+    senteval = main(common + ["--out", str(tmp_path / "a"), "--setting", "prototyping"])
+    sklearn = main(common + ["--out", str(tmp_path / "b"), "--protocol", "sklearn", "--inner-kfold", "0"])
+    assert 0 <= senteval["tasks"]["CR"]["acc"] <= 100 and 0 <= sklearn["tasks"]["CR"]["acc"] <= 100
+    assert (senteval["tasks"]["CR"]["n"], sklearn["tasks"]["CR"]["n"]) == (26, 24)  # 2 empty lines kept / dropped
+    assert "Protocol: **senteval**" in (tmp_path / "a" / "transfer.md").read_text()
+    assert "Protocol: **sklearn**" in (tmp_path / "b" / "transfer.md").read_text()
 
 
 def test_unconverged_fits_are_counted(tmp_path, monkeypatch):
@@ -271,5 +262,5 @@ def test_unconverged_fits_are_counted(tmp_path, monkeypatch):
 
     monkeypatch.setattr(transfer, "_logreg", lambda C, seed: LogisticRegression(C=C, max_iter=1))
     root = make_senteval(tmp_path, n=10, tasks=("MR",))
-    result = evaluate_transfer(random_encoder, root, tasks=["MR"], kfold=2, inner_kfold=0)
+    result = evaluate_transfer(random_encoder, root, tasks=["MR"], kfold=2, inner_kfold=0, protocol="sklearn")
     assert result["tasks"]["MR"]["unconverged_fits"] == 2
