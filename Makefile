@@ -33,8 +33,9 @@ test-all: install
 run: install
 	$(PYTHON) run.py
 
+# all parts, or some: make bench BENCH_ARGS="--only train" (parts: train, eval, e2e, inrun, memory)
 bench: install
-	$(PYTHON) scripts/bench.py
+	$(PYTHON) scripts/bench.py $(BENCH_ARGS)
 
 lint: install
 	$(BIN)/ruff check .

@@ -5,10 +5,15 @@ missing file, an undecodable byte, a checkpoint of another method, ...) derives 
 ``UserError``. Entry points (``run.py`` and every ``python -m ...`` CLI) print such an error as
 one line on stderr, without a traceback, and exit with status 2; anything else is a bug and keeps
 its traceback. New error kinds subclass ``UserError``; no entry point keeps a list of them.
+An ``OSError`` that only reflects the machine's state (disk full, read-only file system,
+permission denied on a named file) is reported the same way wherever it was raised.
 """
 from __future__ import annotations
 
+import contextlib
+import errno
 import functools
+import os
 import sys
 from typing import Callable, TypeVar
 
@@ -25,11 +30,17 @@ def find_user_error(err: BaseException | None) -> UserError | None:
     """``err`` itself or the first ``UserError`` in its cause/context chain (Hydra and Lightning
     wrap errors raised while instantiating configs or inside hooks)."""
     seen = set()
+    chain = []
     while err is not None and id(err) not in seen:
         if isinstance(err, UserError):
             return err
         seen.add(id(err))
+        chain.append(err)
         err = err.__cause__ or err.__context__
+    for link in chain:  # disk full & co.: not a bug, but raised by code that cannot name the key
+        converted = _environment_error(link)
+        if converted is not None:
+            return converted
     return None
 
 
@@ -57,3 +68,54 @@ def exit_on_user_error(main: F) -> F:
 
 class MissingFileError(UserError, FileNotFoundError):
     """A file or folder the run needs does not exist; the message says which key points at it."""
+
+
+class ConfigError(UserError, ValueError):
+    """A configuration value that cannot work; the message names the key, the value and the fix."""
+
+
+class OutputWriteError(UserError, OSError):
+    """An output file could not be written (folder not writable, disk full, ...)."""
+
+
+# OS errors that are the machine's state, never a bug of ours: reported as one line wherever raised
+_ENVIRONMENT_ERRNOS = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is exceeded",
+                       errno.EROFS: "the file system is read-only", errno.EACCES: "permission denied"}
+
+
+def output_error(err: OSError, path: str | os.PathLike | None = None) -> OutputWriteError:
+    """A one-line ``OutputWriteError`` for an OS error raised while writing ``path``."""
+    target = path or err.filename
+    reason = _ENVIRONMENT_ERRNOS.get(err.errno, err.strerror or str(err))
+    where = f"'{target}'" if target else "an output file"
+    return OutputWriteError(
+        f"cannot write {where}: {reason} ({err.strerror or err}). Free disk space or make the folder writable, "
+        "or write elsewhere (run.py: `hydra.run.dir=<folder>` or `paths.log_dir=<folder>`; CLIs: `--out <folder>`)."
+    )
+
+
+@contextlib.contextmanager
+def writing(path: str | os.PathLike):
+    """Turns an ``OSError`` raised while writing ``path`` into an ``OutputWriteError`` naming it."""
+    try:
+        yield
+    except UserError:
+        raise
+    except OSError as err:
+        raise output_error(err, path) from err
+
+
+def _environment_error(err: BaseException) -> OutputWriteError | None:
+    if isinstance(err, OSError) and not isinstance(err, UserError) and err.errno in _ENVIRONMENT_ERRNOS:
+        if err.errno == errno.EACCES and not err.filename:
+            return None
+        return output_error(err)
+    return None
+
+
+class SetupError(UserError, RuntimeError):
+    """A part the configuration needs is missing at run time (e.g. a phase callback was removed)."""
+
+
+class WrongMethodError(UserError, TypeError):
+    """A callback used with a method it does not drive; the message says which method it is for."""

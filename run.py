@@ -9,7 +9,6 @@ import logging
 import os
 import sys
 import time
-import warnings
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
@@ -20,7 +19,16 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import hydra  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
-from errors import USER_ERROR_EXIT_CODE, find_user_error, report_user_error  # noqa: E402
+import console  # noqa: E402
+import validation  # noqa: E402
+from callbacks.hydra_callbacks import record_sweep_failure  # noqa: E402
+from callbacks.run_control import RunControl  # noqa: E402
+from errors import USER_ERROR_EXIT_CODE, ConfigError, find_user_error, report_user_error, writing  # noqa: E402
+from evaluation import objective  # noqa: E402
+from evaluation.wandb_dashboard import log_results, wandb_group_settings  # noqa: E402
+from lightning_modules.precision import register_precision_resolver  # noqa: E402
+
+register_precision_resolver()  # ${gpu_precision:} in conf/trainer/gpu.yaml
 
 log = logging.getLogger("run")
 
@@ -41,6 +49,8 @@ def build_loggers(cfg: DictConfig) -> list:
             if offline:
                 log.info("W&B: no API key found, logging offline; upload later with `wandb sync`.")
             logger_cfg = OmegaConf.merge(logger_cfg, {"offline": offline})
+        if name == "wandb":  # the jobs of one multirun share a group
+            logger_cfg = OmegaConf.merge(logger_cfg, wandb_group_settings(logger_cfg, cfg.paths.get("log_dir")))
         loggers.append(hydra.utils.instantiate(logger_cfg))
     return loggers
 
@@ -56,7 +66,7 @@ def instantiate_method(cfg: DictConfig, datamodule=None):
         method_cfg.pop(key, None)
     if "num_clusters" in method_cfg and method_cfg["num_clusters"] is None and datamodule is not None:
         if not hasattr(datamodule, "num_clusters"):
-            raise ValueError(
+            raise ConfigError(
                 f"method.num_clusters is null but the dataset '{cfg.dataset.name}' has no classes to count; "
                 "set method.num_clusters=<K>."
             )
@@ -89,22 +99,28 @@ def train(cfg: DictConfig) -> dict:
     import lightning as L
     import torch
 
-    output_dir = Path(cfg.paths.output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
+    validation.validate(cfg)  # settings, then files, then data: each problem is one message before any work
+    output_dir = validation.check_output_dir(cfg) or Path(cfg.paths.output_dir)
+    control = RunControl(cfg, output_dir)  # resume point, eval_only, signals, partial results.json
+    checkpoint_hparams = validation.check_checkpoint(cfg)
     L.seed_everything(cfg.seed, workers=True)
-    (output_dir / "config_resolved.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    with writing(output_dir / "config_resolved.yaml"):
+        (output_dir / "config_resolved.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
 
     datamodule = instantiate_datamodule(cfg)
     datamodule.setup("fit")
+    validation.check_data(cfg, datamodule, checkpoint_hparams)
     model = instantiate_method(cfg, datamodule)
     callbacks = instantiate_callbacks(cfg)
+    objective.check_sources(cfg.get("objective"), [getattr(cb, "results_key", "") for cb in callbacks])
     loggers = build_loggers(cfg)
-    trainer = hydra.utils.instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False)
+    trainer = hydra.utils.instantiate(cfg.trainer, callbacks=callbacks + control.callbacks(), logger=loggers or False,
+                                      **control.trainer_kwargs(cfg.trainer))
     for logger in loggers:
         logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
 
     start = time.perf_counter()
-    trainer.fit(model, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
+    control.fit(trainer, model, datamodule)  # SIGTERM/SIGINT, NaN loss, failed final evaluation: see its docstring
     wall = time.perf_counter() - start
 
     results = {
@@ -118,6 +134,7 @@ def train(cfg: DictConfig) -> dict:
         "torch_threads": torch.get_num_threads(),
         "output_dir": str(output_dir),
         "checkpoint": str(output_dir / "checkpoints" / "last.ckpt"),
+        **control.results_fields(),
     }
     for callback in callbacks:
         if hasattr(callback, "summary"):
@@ -126,8 +143,12 @@ def train(cfg: DictConfig) -> dict:
     if clustering:  # the headline numbers at the top level
         for key in ("final", "best", "best_step", "best_selected_with_labels"):
             results[key] = clustering[key]
+    results["objective"] = objective.objective_entry(cfg.get("objective"), cfg.method.name, results,
+                                                    trainer.is_global_zero)
     if trainer.is_global_zero:
-        (output_dir / "results.json").write_text(json.dumps(results, indent=2, default=float))
+        with writing(output_dir / "results.json"):
+            (output_dir / "results.json").write_text(json.dumps(results, indent=2, default=float))
+        log_results(loggers, results)  # W&B: run summary and tables
         if cfg.get("print_table", True):
             print_summary(results)
     for logger in loggers:
@@ -156,17 +177,18 @@ def print_summary(results: dict) -> None:
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
 def main(cfg: DictConfig) -> float | None:
-    warnings.filterwarnings("ignore", message=".*does not have many workers.*")
+    console.configure()  # Lightning's log lines once, on stderr; no adverts
     try:
         results = train(cfg)
+        return objective.raise_if_error(results["objective"])  # the `objective` key's number, for sweepers
     except Exception as err:  # noqa: BLE001 - re-raised unless it is (or wraps) a user error
         user_error = find_user_error(err)
         if user_error is None:
             raise
         report_user_error(user_error)
+        if record_sweep_failure(cfg, user_error):  # multirun: the other jobs go on; the sweep's table lists it
+            return None
         sys.exit(USER_ERROR_EXIT_CODE)
-    final = results.get("final") or {}
-    return final.get("kmeans_acc")  # objective value for Hydra sweepers
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ import torch
 
 from callbacks.eval_outputs import cached_eval_outputs
 from callbacks.periodic import PeriodicEvaluation
+from errors import WrongMethodError
 
 
 def off_class_attention(s: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
@@ -69,7 +70,7 @@ class AttentionNS(PeriodicEvaluation):
 
     def setup(self, trainer, pl_module, stage: str) -> None:
         if not callable(getattr(pl_module, "attention", None)):
-            raise TypeError(
+            raise WrongMethodError(
                 f"AttentionNS needs a sample-level `attention` module on {type(pl_module).__name__} "
                 "(lightning_modules.aecl.AECL has one); remove the callback for other methods."
             )

@@ -6,15 +6,17 @@ import torch
 from lightning.pytorch.callbacks import Callback
 
 from callbacks.eval_outputs import cached_eval_outputs
-from evaluation.metrics import kmeans_fit
+from errors import ConfigError
+from evaluation.metrics import kmeans_fit, resolve_kmeans_backend
 
 
 def kmeans_init(
-    embeddings: torch.Tensor | np.ndarray, num_clusters: int, seed: int = 0, n_init: int = 10
+    embeddings: torch.Tensor | np.ndarray, num_clusters: int, seed: int = 0, n_init: int = 10,
+    backend: str | None = None,
 ) -> torch.Tensor:
-    """KMeans centres [K, d] of ``embeddings`` [N, d], deterministic for a given seed."""
+    """KMeans centres [K, d] of ``embeddings`` [N, d], deterministic for a given seed (``kmeans_fit``'s backend)."""
     data = embeddings.numpy() if isinstance(embeddings, torch.Tensor) else np.asarray(embeddings)
-    centres = kmeans_fit(data, num_clusters, seed=seed, n_init=n_init).cluster_centers_
+    centres = kmeans_fit(data, num_clusters, seed=seed, n_init=n_init, backend=backend).cluster_centers_
     return torch.as_tensor(centres, dtype=torch.float32)
 
 
@@ -27,16 +29,17 @@ class KMeansCentroidInit(Callback):
     resumed run keeps the centroids it saved. Under DDP the centres of rank 0 are broadcast.
     """
 
-    def __init__(self, seed: int = 0, n_init: int = 10):
+    def __init__(self, seed: int = 0, n_init: int = 10, kmeans_backend: str | None = None):
         if n_init < 1:
-            raise ValueError(f"n_init must be >= 1, got {n_init}")
+            raise ConfigError(f"method.callbacks.centroid_init.n_init must be >= 1, got {n_init}")
         self.seed = seed
         self.n_init = n_init
+        self.kmeans_backend = resolve_kmeans_backend(kmeans_backend)
 
     def on_train_start(self, trainer, pl_module) -> None:
         if not getattr(pl_module, "needs_centroid_init", False):
             return
         embeddings = cached_eval_outputs(trainer, pl_module)["embeddings"]
-        centres = kmeans_init(embeddings, pl_module.num_clusters, self.seed, self.n_init)
+        centres = kmeans_init(embeddings, pl_module.num_clusters, self.seed, self.n_init, self.kmeans_backend)
         centres = trainer.strategy.broadcast(centres, src=0)
         pl_module.set_centroids(centres)

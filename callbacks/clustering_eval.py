@@ -7,17 +7,25 @@ from pathlib import Path
 
 from callbacks.eval_outputs import cached_eval_outputs
 from callbacks.periodic import PeriodicEvaluation
-from evaluation.metrics import clustering_scores, kmeans_fit
+from errors import writing
+from evaluation.metrics import clustering_scores, kmeans_fit, resolve_kmeans_backend
 
 
-def evaluate_outputs(outputs: dict, labels, num_clusters: int, seed: int = 0, n_init: int = 10) -> tuple[dict, dict]:
+def evaluate_outputs(
+    outputs: dict, labels, num_clusters: int, seed: int = 0, n_init: int = 10, kmeans=None,
+    kmeans_backend: str | None = None,
+) -> tuple[dict, dict]:
     """Scores and predictions from evaluation outputs.
 
     ``outputs`` has ``embeddings`` [N, d] and optionally ``head_pred`` [N]. Returns
     (metrics, predictions): metrics ``kmeans_acc``/``kmeans_nmi``/... and ``head_...`` when labels
     are known (empty otherwise); predictions ``kmeans`` and ``head`` as integer arrays.
+    ``kmeans``: a KMeans already fitted on these embeddings (its ``labels_`` are used), else one is
+    fitted with ``kmeans_backend`` (``evaluation.metrics.kmeans_fit``; None: the default backend).
     """
-    predictions = {"kmeans": kmeans_fit(outputs["embeddings"].numpy(), num_clusters, seed, n_init).labels_}
+    if kmeans is None:
+        kmeans = kmeans_fit(outputs["embeddings"].numpy(), num_clusters, seed, n_init, kmeans_backend)
+    predictions = {"kmeans": kmeans.labels_}
     if "head_pred" in outputs:
         predictions["head"] = outputs["head_pred"].long().numpy()
     metrics = {}
@@ -47,13 +55,18 @@ class ClusteringEvaluator(PeriodicEvaluation):
         kmeans_n_init: int = 10,
         evaluate_before: bool = True,
         output_dir: str | None = None,
+        kmeans_backend: str | None = None,
     ):
         super().__init__(every_n_steps=every_n_steps, evaluate_before=evaluate_before)
         self.monitor = monitor
         self.kmeans_seed = kmeans_seed
         self.kmeans_n_init = kmeans_n_init
+        self.kmeans_backend = resolve_kmeans_backend(kmeans_backend)
         self.output_dir = Path(output_dir) if output_dir else None
         self.predictions: dict | None = None
+        self.before_predictions: dict | None = None  # KMeans of the embeddings before training
+        self.outputs: dict | None = None  # evaluation outputs behind ``predictions``
+        self.kmeans_centers = None  # [K, d] centres of the KMeans behind ``predictions["kmeans"]``
 
     # -- hooks (schedule and persistence in PeriodicEvaluation) ------------------------------------------
     def on_train_end(self, trainer, pl_module) -> None:
@@ -66,14 +79,19 @@ class ClusteringEvaluator(PeriodicEvaluation):
         start = time.perf_counter()
         outputs = cached_eval_outputs(trainer, pl_module)
         dm = trainer.datamodule
-        metrics, predictions = evaluate_outputs(
-            outputs, dm.labels, dm.num_clusters, self.kmeans_seed, self.kmeans_n_init
+        kmeans = kmeans_fit(
+            outputs["embeddings"].numpy(), dm.num_clusters, self.kmeans_seed, self.kmeans_n_init, self.kmeans_backend
         )
+        metrics, predictions = evaluate_outputs(outputs, dm.labels, dm.num_clusters, kmeans=kmeans)
         entry = {"step": trainer.global_step, "epoch": trainer.current_epoch, **metrics}
         entry["eval_seconds"] = round(time.perf_counter() - start, 3)
         if record:
             self.history.append(entry)
             self.predictions = predictions
+            # for the end-of-run report (callbacks.run_report): the embeddings and KMeans behind them
+            self.outputs, self.kmeans_centers = outputs, kmeans.cluster_centers_
+        else:
+            self.before_predictions = predictions
         if trainer.is_global_zero and metrics:
             for logger in trainer.loggers:
                 logger.log_metrics({f"val/{k}": v for k, v in metrics.items()}, step=trainer.global_step)
@@ -98,17 +116,22 @@ class ClusteringEvaluator(PeriodicEvaluation):
     def write_predictions(self, datamodule, path: Path) -> None:
         if self.predictions is None:
             return
-        path.parent.mkdir(parents=True, exist_ok=True)
         labels = datamodule.labels
-        columns = ["row", "text", "kmeans_cluster"] + (["head_cluster"] if "head" in self.predictions else [])
+        # `line`: the file line of the text (rows without text are dropped when the data is read, so `row`,
+        # the position among the texts trained on, is not the position in the file)
+        lines = getattr(datamodule, "lines", None)
+        columns = ["row"] + (["line"] if lines is not None else []) + ["text", "kmeans_cluster"]
+        columns += ["head_cluster"] if "head" in self.predictions else []
         columns += ["label"] if labels is not None else []
-        with open(path, "w", newline="") as handle:
-            writer = csv.writer(handle)
-            writer.writerow(columns)
-            for i, text in enumerate(datamodule.texts):
-                row = [i, text, int(self.predictions["kmeans"][i])]
-                if "head" in self.predictions:
-                    row.append(int(self.predictions["head"][i]))
-                if labels is not None:
-                    row.append(labels[i])
-                writer.writerow(row)
+        with writing(path):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(path, "w", newline="", encoding="utf-8") as handle:
+                writer = csv.writer(handle)
+                writer.writerow(columns)
+                for i, text in enumerate(datamodule.texts):
+                    row = [i] + ([lines[i]] if lines is not None else []) + [text, int(self.predictions["kmeans"][i])]
+                    if "head" in self.predictions:
+                        row.append(int(self.predictions["head"][i]))
+                    if labels is not None:
+                        row.append(labels[i])
+                    writer.writerow(row)

@@ -35,12 +35,21 @@ def collect_eval_outputs(pl_module, dataloader) -> dict[str, torch.Tensor]:
 
 
 def cached_eval_outputs(trainer, pl_module) -> dict[str, torch.Tensor]:
-    """Evaluation outputs for the current step, computed once even if several callbacks ask."""
-    key = (trainer.global_step, trainer.current_epoch)
+    """Evaluation outputs for the current step, computed once even if several callbacks ask.
+
+    Keyed by the trainer and its optimizer step (not the epoch): the weights change only with the
+    step, so the evaluator at the end of an epoch, AECL's stage switch at the start of the next and
+    the end-of-training callbacks (where Lightning may already count the next epoch) share one
+    encoder pass.
+    """
+    key = (id(trainer), trainer.global_step)
     cache = getattr(pl_module, "_eval_outputs_cache", None)
     if cache is None or cache[0] != key:
-        dataloader = trainer.datamodule.eval_dataloader()
-        pl_module._eval_outputs_cache = (key, collect_eval_outputs(pl_module, dataloader))
+        # the global RNG is left as it was (creating the loader's iterator draws from it): whether the
+        # outputs come from the cache must not change the dropout masks that follow (exact resume)
+        with torch.random.fork_rng(devices=[]):
+            dataloader = trainer.datamodule.eval_dataloader()
+            pl_module._eval_outputs_cache = (key, collect_eval_outputs(pl_module, dataloader))
     return pl_module._eval_outputs_cache[1]
 
 

@@ -29,7 +29,9 @@ class FinalEvaluation(Callback):
         clustering_datasets: conf/dataset names to cluster (default: the eight benchmarks;
             absent files are skipped with a note).
         seeds: KMeans seeds 0..seeds-1 per clustering dataset (PairSupCon: 10).
-        transfer_options: keyword arguments for ``evaluation.transfer.evaluate_transfer``.
+        transfer_options: keyword arguments for ``evaluation.transfer.evaluate_transfer``, e.g.
+            ``{protocol: senteval, setting: default}`` (SentEval's PyTorch logistic regression, the
+            papers' protocol and the default) or ``{protocol: sklearn}``; checked here, before training.
         output_dir: run directory for the Markdown/JSON files (none written when null).
     """
 
@@ -46,13 +48,21 @@ class FinalEvaluation(Callback):
         output_dir: str | None = None,
         batch_size: int = 128,
         print_table: bool = True,
+        kmeans_backend: str | None = None,
     ):
+        from evaluation.metrics import resolve_kmeans_backend
+
+        self.kmeans_backend = resolve_kmeans_backend(kmeans_backend)
         self.tasks = list(tasks)
         self.senteval_dir = senteval_dir
         self.short_text_dir = short_text_dir
         self.clustering_datasets = list(clustering_datasets) if clustering_datasets else list(BENCHMARKS)
         self.seeds = seeds
         self.transfer_options = dict(transfer_options or {})
+        if "transfer" in self.tasks:
+            from evaluation.transfer import check_transfer_options
+
+            check_transfer_options(self.transfer_options)  # a bad option fails now, not after training
         self.output_dir = Path(output_dir) if output_dir else None
         self.batch_size = batch_size
         self.print_table = print_table
@@ -75,6 +85,7 @@ class FinalEvaluation(Callback):
             clustering_names=self.clustering_datasets,
             transfer_options=self.transfer_options,
             batch_size=self.batch_size,
+            kmeans_backend=self.kmeans_backend,
             **kwargs,
         )
         self.result.update(step=trainer.global_step, wall_seconds=round(time.perf_counter() - start, 1))

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from lightning.pytorch.callbacks import Callback
 
+from errors import ConfigError
+
 
 class PeriodicEvaluation(Callback):
     """Runs ``_evaluate`` before the first step, every ``every_n_steps`` optimizer steps and once at
@@ -17,7 +19,7 @@ class PeriodicEvaluation(Callback):
 
     def __init__(self, every_n_steps: int = 100, evaluate_before: bool = True):
         if every_n_steps < 0:
-            raise ValueError(
+            raise ConfigError(
                 f"{type(self).__name__}: every_n_steps must be >= 0 (0: only before and after training), "
                 f"got {every_n_steps}"
             )

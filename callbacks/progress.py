@@ -1,13 +1,18 @@
-"""Rich progress bar that reads well for step-budgeted runs.
+"""Rich progress bar and model summary that read well in a run's console.
 
 Lightning's bar prints ``Epoch 12/-2`` when ``max_epochs=-1`` (training bounded by ``max_steps``),
 which is how every config here trains. This bar shows the global step against the step budget
-instead, and the epoch alone.
+instead, and the epoch alone. Both the bar and the summary draw on stderr, so stdout carries only
+the result table. The summary leaves out Lightning's FLOPs column, which reads 0 for every layer
+unless the module defines ``example_input_array`` (none here does).
 """
 
 from __future__ import annotations
 
-from lightning.pytorch.callbacks import RichProgressBar
+from typing import Any
+
+from lightning.pytorch.callbacks import RichModelSummary, RichProgressBar
+from lightning.pytorch.utilities.model_summary import get_formatted_model_size, get_human_readable_count
 
 
 def train_description(current_epoch: int, max_epochs: int | None, global_step: int, max_steps: int) -> str:
@@ -21,7 +26,10 @@ def train_description(current_epoch: int, max_epochs: int | None, global_step: i
 
 
 class StepProgressBar(RichProgressBar):
-    """``RichProgressBar`` whose description is ``Epoch E · step S/N`` for step-budgeted runs."""
+    """``RichProgressBar`` whose description is ``Epoch E · step S/N`` for step-budgeted runs, on stderr."""
+
+    def __init__(self, *args, console_kwargs: dict | None = None, **kwargs):
+        super().__init__(*args, console_kwargs={"stderr": True, **(console_kwargs or {})}, **kwargs)
 
     def _get_train_description(self, current_epoch: int) -> str:
         trainer = self.trainer
@@ -37,3 +45,44 @@ class StepProgressBar(RichProgressBar):
             text = self._get_train_description(trainer.current_epoch)
             style = self.theme.description
             self.progress.update(self.train_progress_bar_id, description=f"[{style}]{text}" if style else text)
+
+
+class CompactModelSummary(RichModelSummary):
+    """The layer table and parameter counts on stderr, without the all-zero FLOPs column.
+
+    Replaces Lightning's default summary: set ``trainer.enable_model_summary=false`` (the trainer
+    configs do) so that Lightning does not add its own next to this one.
+    """
+
+    @staticmethod
+    def summarize(
+        summary_data: list[tuple[str, list[str]]],
+        total_parameters: int,
+        trainable_parameters: int,
+        model_size: float,
+        total_training_modes: dict[str, int],
+        total_flops: int,
+        **summarize_kwargs: Any,
+    ) -> None:
+        from rich.console import Console
+        from rich.table import Table
+
+        console = Console(stderr=True)
+        columns = [(name, values) for name, values in summary_data if not (name == "FLOPs" and not total_flops)]
+        table = Table(header_style=summarize_kwargs.get("header_style", "bold magenta"))
+        table.add_column(" ", style="dim")
+        for name, _ in columns[1:]:
+            table.add_column(name, justify="right" if name in ("Params", "FLOPs") else "left", no_wrap=name == "Name")
+        for row in zip(*(values for _, values in columns)):
+            table.add_row(*row)
+        console.print(table)
+        frozen = total_parameters - trainable_parameters
+        lines = [
+            f"Trainable params: {get_human_readable_count(int(trainable_parameters)).strip()}",
+            f"Non-trainable params: {get_human_readable_count(int(frozen)).strip()}",
+            f"Total params: {get_human_readable_count(int(total_parameters)).strip()}",
+            f"Total estimated model params size (MB): {get_formatted_model_size(model_size)}",
+        ]
+        if total_flops:
+            lines.append(f"Total FLOPs: {get_human_readable_count(total_flops).strip()}")
+        console.print("\n".join(lines), highlight=False)

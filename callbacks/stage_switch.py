@@ -6,7 +6,8 @@ from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.utilities import rank_zero_warn
 
 from callbacks.eval_outputs import cached_eval_outputs
-from evaluation.metrics import kmeans_fit
+from errors import ConfigError, WrongMethodError
+from evaluation.metrics import kmeans_fit, resolve_kmeans_backend
 
 MODULE_NEEDS = ("stage", "set_stage", "set_pseudo_labels", "pseudo_label_epoch", "num_clusters", "eval_step")
 
@@ -27,7 +28,7 @@ def stage_for_epoch(epoch: int, e1: int, e2: int) -> int:
 def _check_epochs(e1, e2) -> None:
     for name, value in (("e1", e1), ("e2", e2)):
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
-            raise ValueError(f"AECLStageSwitch: {name} must be an integer >= 0 (epochs), got {value!r}")
+            raise ConfigError(f"AECLStageSwitch: {name} must be an integer >= 0 (epochs), got {value!r}")
 
 
 class AECLStageSwitch(Callback):
@@ -53,20 +54,24 @@ class AECLStageSwitch(Callback):
 
     drives_aecl_stages = True  # the module warns when no callback with this flag is present
 
-    def __init__(self, e1: int | None = None, e2: int | None = None, kmeans_seed: int = 0, kmeans_n_init: int = 10):
+    def __init__(
+        self, e1: int | None = None, e2: int | None = None, kmeans_seed: int = 0, kmeans_n_init: int = 10,
+        kmeans_backend: str | None = None,
+    ):
         _check_epochs(e1, e2)
         if kmeans_n_init < 1:
-            raise ValueError(f"AECLStageSwitch: kmeans_n_init must be >= 1, got {kmeans_n_init}")
+            raise ConfigError(f"AECLStageSwitch: kmeans_n_init must be >= 1, got {kmeans_n_init}")
         self.e1 = e1
         self.e2 = e2
         self.kmeans_seed = kmeans_seed
         self.kmeans_n_init = kmeans_n_init
+        self.kmeans_backend = resolve_kmeans_backend(kmeans_backend)
         self._saved_schedule: dict | None = None
 
     def setup(self, trainer, pl_module, stage: str) -> None:
         missing = [name for name in MODULE_NEEDS if not hasattr(pl_module, name)]
         if missing:
-            raise TypeError(
+            raise WrongMethodError(
                 f"AECLStageSwitch needs {missing} on the LightningModule ({type(pl_module).__name__}); "
                 "it drives lightning_modules.aecl.AECL: use it with method=aecl."
             )
@@ -105,6 +110,8 @@ class AECLStageSwitch(Callback):
     def kmeans_labels(self, trainer, pl_module) -> torch.Tensor:
         """KMeans clusters [n] of the whole training set's embeddings, in row order."""
         embeddings = cached_eval_outputs(trainer, pl_module)["embeddings"]  # [n, d]
-        labels = kmeans_fit(embeddings.numpy(), pl_module.num_clusters, self.kmeans_seed, self.kmeans_n_init).labels_
+        labels = kmeans_fit(
+            embeddings.numpy(), pl_module.num_clusters, self.kmeans_seed, self.kmeans_n_init, self.kmeans_backend
+        ).labels_
         labels = torch.as_tensor(labels, dtype=torch.long)  # [n]
         return trainer.strategy.broadcast(labels, src=0)

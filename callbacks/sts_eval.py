@@ -12,7 +12,7 @@ import torch
 from lightning.pytorch.callbacks import Callback
 
 from callbacks.sts_selection import StsSelection
-from errors import MissingFileError
+from errors import ConfigError, MissingFileError
 from evaluation.sts import SEVEN, encoder_encode_fn, evaluate_sts, markdown_table
 
 WEIGHTS = ("best", "final")
@@ -58,7 +58,7 @@ class FinalStsEvaluation(Callback):
         print_table: bool = True,
     ):
         if weights not in WEIGHTS:
-            raise ValueError(f"weights must be one of {WEIGHTS}, got '{weights}'")
+            raise ConfigError(f"method.callbacks.sts_eval.weights must be one of {WEIGHTS}, got '{weights}'")
         self.data_dir = Path(data_dir)
         self.output_dir = Path(output_dir) if output_dir else None
         self.weights = weights
@@ -83,9 +83,14 @@ class FinalStsEvaluation(Callback):
         if not trainer.is_global_zero:
             return
         encoder, used, step = pl_module.encoder, "final", trainer.global_step
-        best = selection.best_checkpoint_path if selection is not None else None
-        if self.weights == "best" and best is not None and selection.best_step is not None and best.is_file():
-            encoder, used, step = encoder_with_checkpoint_weights(pl_module.encoder, best), "best", selection.best_step
+        best = selection.best_file if selection is not None else None  # also a resumed run's earlier best.ckpt
+        if self.weights == "best" and best is not None and selection.best_step is not None:
+            if best.is_file():
+                encoder, used = encoder_with_checkpoint_weights(pl_module.encoder, best), "best"
+                step = selection.best_step
+            else:
+                log.warning("best weights (step %s) not found at %s; evaluating the final weights",
+                            selection.best_step, best)
         pooling = self.pooling or getattr(pl_module, "eval_pooling", None) or encoder.pooling
         encode = encoder_encode_fn(encoder, pooling, self.batch_size, self.max_length)
         start = time.perf_counter()

@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 from lightning.pytorch.callbacks import Callback
 
-from errors import MissingFileError
+from errors import ConfigError, MissingFileError
 from evaluation.sts import encoder_encode_fn, stsb_dev_spearman
 
 
@@ -80,9 +80,11 @@ class StsSelection(Callback):
         save_weights_only: bool = True,
     ):
         if every_n_steps < 1:
-            raise ValueError(f"every_n_steps must be >= 1, got {every_n_steps}")
+            raise ConfigError(f"method.callbacks.sts_selection.every_n_steps must be >= 1, got {every_n_steps}")
         if patience is not None and patience < 0:
-            raise ValueError(f"patience must be >= 0 (0 disables early stopping), got {patience}")
+            raise ConfigError(
+                f"method.callbacks.sts_selection.patience must be >= 0 (0 disables early stopping), got {patience}"
+            )
         self.data_dir = Path(data_dir)
         self.every_n_steps = every_n_steps
         self.patience = patience
@@ -98,15 +100,19 @@ class StsSelection(Callback):
         self.bad_count = 0
         self.stopped_step: int | None = None
         self.history: list[dict] = []
+        # where the best weights are: this run's best.ckpt, or the one of the run it resumed from
+        self.best_file: Path | None = None
 
     @property
     def best_checkpoint_path(self) -> Path | None:
+        """Where this run writes a new best (``<output_dir>/checkpoints/best.ckpt``)."""
         return self.output_dir / "checkpoints" / "best.ckpt" if self.output_dir else None
 
     # -- persistence ----------------------------------------------------------------------------------
     def state_dict(self) -> dict:
         return {"best_score": self.best_score, "best_step": self.best_step, "bad_count": self.bad_count,
-                "stopped_step": self.stopped_step, "history": self.history}
+                "stopped_step": self.stopped_step, "history": self.history,
+                "best_file": str(self.best_file.resolve()) if self.best_file else None}
 
     def load_state_dict(self, state_dict: dict) -> None:
         self.best_score = state_dict.get("best_score")
@@ -114,6 +120,8 @@ class StsSelection(Callback):
         self.bad_count = int(state_dict.get("bad_count", 0))
         self.stopped_step = state_dict.get("stopped_step")
         self.history = list(state_dict.get("history", []))
+        best_file = state_dict.get("best_file")
+        self.best_file = Path(best_file) if best_file else None
 
     # -- hooks ----------------------------------------------------------------------------------------
     def on_fit_start(self, trainer, pl_module) -> None:
@@ -163,6 +171,7 @@ class StsSelection(Callback):
             trainer.should_stop = True
         if decision.improved and self.best_checkpoint_path is not None:
             # after the bookkeeping, so the saved callback state already knows this step is the best
+            self.best_file = self.best_checkpoint_path
             trainer.save_checkpoint(self.best_checkpoint_path, weights_only=self.save_weights_only)
         trainer.callback_metrics["val/stsb_spearman"] = torch.tensor(value)
         if trainer.is_global_zero:
@@ -171,7 +180,7 @@ class StsSelection(Callback):
         return entry
 
     def summary(self) -> dict:
-        best = self.best_checkpoint_path if self.best_step is not None else None
+        best = self.best_file if self.best_step is not None else None
         return {
             "metric": "STS-B dev Spearman (cosine)",
             "best": self.best_score,

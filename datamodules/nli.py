@@ -39,6 +39,8 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset, get_worker_info
 
+from datamodules import text_io
+from datamodules.resume import ResumableData, ResumableSampler, StreamSkip
 from datamodules.short_text import DataConfigError
 from datamodules.streaming import distributed_rank_world, shuffle_buffer
 from lightning_modules.encoder import load_tokenizer
@@ -91,15 +93,15 @@ def _senteval_files(path: Path) -> dict[str, Path] | None:
     return {part: path.with_name(f"{part}.{split}") for part in ("s1", "s2", "labels")}
 
 
-def _header(path: Path, delimiter: str) -> list[str]:
-    with open(path, newline="", encoding="utf-8-sig") as f:
+def _header(path: Path, delimiter: str, encoding: str | None = None) -> list[str]:
+    with text_io.decoding(path, encoding), open(path, newline="", encoding=text_io.reading_encoding(encoding)) as f:
         if delimiter == "\t":
             first = f.readline().rstrip("\r\n")
             return first.split("\t") if first else []
         return next(csv.reader(f), [])
 
 
-def detect_format(path: str | Path) -> str:
+def detect_format(path: str | Path, encoding: str | None = None) -> str:
     """Name of the layout of ``path`` (one of :data:`FORMATS`), from its name and header."""
     path = Path(path)
     if _senteval_files(path) is not None:
@@ -110,11 +112,11 @@ def detect_format(path: str | Path) -> str:
     if suffix in (".jsonl", ".json"):
         return "jsonl"
     if suffix in (".txt", ".tsv"):
-        columns = _header(path, "\t")
+        columns = _header(path, "\t", encoding)
         if {"gold_label", "sentence1", "sentence2"} <= set(columns):
             return "tsv"
     elif suffix == ".csv":
-        columns = _header(path, ",")
+        columns = _header(path, ",", encoding)
         if {"sent0", "sent1", "hard_neg"} <= set(columns):
             return "triplet_csv"
         if {"sentence1", "sentence2"} <= set(columns) and ({"label", "gold_label"} & set(columns)):
@@ -125,8 +127,8 @@ def detect_format(path: str | Path) -> str:
 
 
 # -- readers (lazy, one record at a time) --------------------------------------------------------
-def _read_jsonl(path: Path) -> Iterator[NLIPair]:
-    with open(path, encoding="utf-8-sig") as f:
+def _read_jsonl(path: Path, encoding: str | None = None) -> Iterator[NLIPair]:
+    with open(path, encoding=text_io.reading_encoding(encoding)) as f:
         for line_no, line in enumerate(f, start=1):
             if not line.strip():
                 continue
@@ -144,8 +146,8 @@ def _read_jsonl(path: Path) -> Iterator[NLIPair]:
                 yield s1, s2, y
 
 
-def _read_tsv(path: Path) -> Iterator[NLIPair]:
-    with open(path, encoding="utf-8-sig", newline="") as f:
+def _read_tsv(path: Path, encoding: str | None = None) -> Iterator[NLIPair]:
+    with open(path, encoding=text_io.reading_encoding(encoding), newline="") as f:
         columns = f.readline().rstrip("\r\n").split("\t")
         _check_columns(path, columns, [("gold_label",), ("sentence1",), ("sentence2",)])
         i_gold, i_s1, i_s2 = (columns.index(c) for c in ("gold_label", "sentence1", "sentence2"))
@@ -169,25 +171,25 @@ def _check_columns(path: Path, columns: list[str], groups: list[tuple[str, ...]]
         raise NLIFormatError(f"NLI file '{path}': header has columns {columns}; {_EXPECTED}.")
 
 
-def _csv_rows(path: Path, groups: list[tuple[str, ...]]) -> Iterator[tuple[int, dict]]:
-    with open(path, encoding="utf-8-sig", newline="") as f:
+def _csv_rows(path: Path, groups: list[tuple[str, ...]], encoding: str | None = None) -> Iterator[tuple[int, dict]]:
+    with open(path, encoding=text_io.reading_encoding(encoding), newline="") as f:
         reader = csv.DictReader(f)
         _check_columns(path, list(reader.fieldnames or []), groups)
         for row in reader:
             yield reader.line_num, row
 
 
-def _read_triplet_csv(path: Path) -> Iterator[NLIPair]:
-    for line_no, row in _csv_rows(path, [("sent0",), ("sent1",), ("hard_neg",)]):
+def _read_triplet_csv(path: Path, encoding: str | None = None) -> Iterator[NLIPair]:
+    for line_no, row in _csv_rows(path, [("sent0",), ("sent1",), ("hard_neg",)], encoding):
         if None in row.values():
             raise NLIFormatError(f"{path} line {line_no}: fewer fields than the header sent0,sent1,hard_neg.")
         yield row["sent0"], row["sent1"], ENTAILMENT
         yield row["sent0"], row["hard_neg"], CONTRADICTION
 
 
-def _read_pair_csv(path: Path) -> Iterator[NLIPair]:
+def _read_pair_csv(path: Path, encoding: str | None = None) -> Iterator[NLIPair]:
     label_column = None
-    for line_no, row in _csv_rows(path, [("sentence1",), ("sentence2",), ("label", "gold_label")]):
+    for line_no, row in _csv_rows(path, [("sentence1",), ("sentence2",), ("label", "gold_label")], encoding):
         if label_column is None:
             label_column = "label" if "label" in row else "gold_label"
         where = f"{path} line {line_no} column '{label_column}'"
@@ -198,12 +200,12 @@ def _read_pair_csv(path: Path) -> Iterator[NLIPair]:
             yield row["sentence1"], row["sentence2"], y
 
 
-def _read_senteval(path: Path) -> Iterator[NLIPair]:
+def _read_senteval(path: Path, encoding: str | None = None) -> Iterator[NLIPair]:
     files = _senteval_files(path)
     missing = [str(p) for p in files.values() if not p.exists()]
     if missing:
         raise NLIFormatError(f"SentEval NLI layout of '{path}' needs s1/s2/labels files; missing {missing}.")
-    handles = [open(files[k], encoding="utf-8") for k in ("s1", "s2", "labels")]
+    handles = [open(files[k], encoding=text_io.reading_encoding(encoding)) for k in ("s1", "s2", "labels")]
     try:
         line_no = 0
         while True:
@@ -224,7 +226,7 @@ def _read_senteval(path: Path) -> Iterator[NLIPair]:
             h.close()
 
 
-_READERS: dict[str, Callable[[Path], Iterator[NLIPair]]] = {
+_READERS: dict[str, Callable[[Path, str | None], Iterator[NLIPair]]] = {
     "jsonl": _read_jsonl,
     "tsv": _read_tsv,
     "triplet_csv": _read_triplet_csv,
@@ -233,21 +235,39 @@ _READERS: dict[str, Callable[[Path], Iterator[NLIPair]]] = {
 }
 
 
-def iter_pairs(path: str | Path, fmt: str | None = None) -> Iterator[NLIPair]:
-    """Lazily yield (sentence1, sentence2, y) from ``path``; neutral and unlabeled pairs dropped."""
+def iter_pairs(path: str | Path, fmt: str | None = None, encoding: str | None = None) -> Iterator[NLIPair]:
+    """Lazily yield (sentence1, sentence2, y) from ``path``; neutral and unlabeled pairs dropped.
+
+    A byte that is not valid in ``encoding`` (UTF-8 by default) raises
+    :class:`datamodules.text_io.TextDecodeError` naming the file and its line.
+    """
     path = Path(path)
-    fmt = fmt or detect_format(path)
+    fmt = fmt or detect_format(path, encoding)
     if fmt not in _READERS:
         raise NLIFormatError(f"NLI format '{fmt}' for '{path}' is not one of {FORMATS}.")
-    return _READERS[fmt](path)
+    return _decode_guard(_READERS[fmt](path, encoding), path, fmt, encoding)
 
 
-def read_pairs(path: str | Path, fmt: str | None = None) -> list[NLIPair]:
-    return list(iter_pairs(path, fmt))
+def _decode_guard(pairs: Iterator[NLIPair], path: Path, fmt: str, encoding: str | None) -> Iterator[NLIPair]:
+    try:
+        yield from pairs
+    except UnicodeDecodeError as err:
+        files = list(_senteval_files(path).values()) if fmt == "senteval" else [path]
+        bad = next((f for f in files if text_io.locate_decode_error(f, encoding) is not None), path)
+        raise text_io.decode_error(bad, encoding, "dataset.encoding", err) from None
 
 
-def count_pairs(path: str | Path, fmt: str | None = None) -> int:
-    return sum(1 for _ in iter_pairs(path, fmt))
+def read_pairs(path: str | Path, fmt: str | None = None, encoding: str | None = None) -> list[NLIPair]:
+    return list(iter_pairs(path, fmt, encoding))
+
+
+def count_pairs(path: str | Path, fmt: str | None = None, encoding: str | None = None) -> int:
+    return sum(1 for _ in iter_pairs(path, fmt, encoding))
+
+
+def has_pairs(path: str | Path, fmt: str | None = None, encoding: str | None = None) -> bool:
+    """Whether ``path`` holds at least one entailment or contradiction pair (stops at the first)."""
+    return next(iter(iter_pairs(path, fmt, encoding)), None) is not None
 
 
 # -- datasets ------------------------------------------------------------------------------------
@@ -292,12 +312,14 @@ class StreamingNLIDataset(IterableDataset):
         rank: int | None = None,
         world_size: int | None = None,
         num_pairs: int | None = None,
+        encoding: str | None = None,
     ):
         super().__init__()
         if buffer_size < 1:
-            raise DataConfigError(f"buffer_size must be >= 1, got {buffer_size}")
+            raise DataConfigError(f"dataset.buffer_size must be >= 1, got {buffer_size}")
         self.path = Path(path)
-        self.fmt = fmt or detect_format(self.path)  # fail on a bad file now, not inside a worker
+        self.encoding = encoding
+        self.fmt = fmt or detect_format(self.path, encoding)  # fail on a bad file now, not inside a worker
         self.shuffle = shuffle
         self.buffer_size = buffer_size
         self.seed = seed
@@ -324,7 +346,7 @@ class StreamingNLIDataset(IterableDataset):
 
     def _own_pairs(self, index: int, count: int) -> Iterator[NLIPair]:
         limit = None if self.num_pairs is None else (self.num_pairs // count) * count
-        for i, pair in enumerate(iter_pairs(self.path, self.fmt)):
+        for i, pair in enumerate(iter_pairs(self.path, self.fmt, self.encoding)):
             if limit is not None and i >= limit:
                 return
             if i % count == index:
@@ -332,11 +354,16 @@ class StreamingNLIDataset(IterableDataset):
 
     def __iter__(self) -> Iterator[NLIPair]:
         index, count = self.shard()
+        skip = getattr(self, "resume_skip", None)  # a resumed run continues where each stream stopped
+        if skip is not None:
+            info = get_worker_info()
+            workers, worker_id = (info.num_workers, info.id) if info is not None else (1, 0)
+            source = skip.source_worker(self.epoch, worker_id, workers)
+            index += source - worker_id
         pairs = self._own_pairs(index, count)
-        if not self.shuffle:
-            return pairs
-        rng = random.Random(f"{self.seed}-{self.epoch}-{index}")
-        return shuffle_buffer(pairs, self.buffer_size, rng)
+        if self.shuffle:
+            pairs = shuffle_buffer(pairs, self.buffer_size, random.Random(f"{self.seed}-{self.epoch}-{index}"))
+        return skip.apply(pairs, self.epoch, source, workers) if skip is not None else pairs
 
 
 class EpochAwareLoader(DataLoader):
@@ -392,7 +419,7 @@ class NLICollator:
         }
 
 
-class NLIDataModule(L.LightningDataModule):
+class NLIDataModule(ResumableData, L.LightningDataModule):
     """NLI pairs for PairSupCon training (SPEC §2).
 
     Args:
@@ -404,7 +431,8 @@ class NLIDataModule(L.LightningDataModule):
         buffer_size: pairs held by each shard's shuffle buffer when streaming.
         equalize_ranks: under DDP with streaming, count the pairs once at set-up and trim the
             stream so all ranks see the same number of pairs (see :class:`StreamingNLIDataset`).
-        seed: shuffling seed (map-style: DataLoader generator; streaming: buffer RNG with epoch).
+        seed: shuffling seed (map-style: a seed + epoch permutation; streaming: buffer RNG with epoch).
+        encoding: the file's text encoding (``dataset.encoding``; UTF-8 by default).
     """
 
     def __init__(
@@ -422,6 +450,7 @@ class NLIDataModule(L.LightningDataModule):
         seed: int = 0,
         drop_last: bool = False,
         equalize_ranks: bool = True,
+        encoding: str = text_io.DEFAULT_ENCODING,
     ):
         super().__init__()
         if path is None and file is None:
@@ -437,8 +466,10 @@ class NLIDataModule(L.LightningDataModule):
         self.seed = seed
         self.drop_last = drop_last
         self.equalize_ranks = equalize_ranks
+        self.encoding = text_io.check_encoding(encoding)
         self.train_set: Dataset | IterableDataset | None = None
         self._tokenizer = None
+        self._first_epoch: int | None = None
 
     @property
     def tokenizer(self):
@@ -454,40 +485,63 @@ class NLIDataModule(L.LightningDataModule):
         return distributed_rank_world()
 
     def _epoch(self) -> int:
+        if self._first_epoch is not None:  # the resumed epoch, for the loader's first iterator
+            epoch, self._first_epoch = self._first_epoch, None
+            return epoch
         trainer = getattr(self, "trainer", None)
         return trainer.current_epoch if trainer is not None else self.train_set.epoch
 
     def setup(self, stage: str | None = None) -> None:
         if self.train_set is not None:
             return
-        fmt = self.format or detect_format(self.path)
+        fmt = self.format or detect_format(self.path, self.encoding)
         if not self.streaming:
-            pairs = read_pairs(self.path, fmt)
+            pairs = read_pairs(self.path, fmt, self.encoding)
             if not pairs:
-                raise DataConfigError(f"'{self.path}' has no entailment or contradiction pairs.")
+                raise DataConfigError(self._no_pairs_message())
             self.train_set = NLIPairDataset(pairs)
             return
+        # a stream without a single usable pair would give empty epochs forever
+        if not has_pairs(self.path, fmt, self.encoding):
+            raise DataConfigError(self._no_pairs_message())
         _, world = self._rank_world()
-        num_pairs = count_pairs(self.path, fmt) if (self.equalize_ranks and world > 1) else None
+        num_pairs = count_pairs(self.path, fmt, self.encoding) if (self.equalize_ranks and world > 1) else None
         self.train_set = StreamingNLIDataset(
-            self.path, fmt, shuffle=True, buffer_size=self.buffer_size, seed=self.seed, num_pairs=num_pairs
+            self.path, fmt, shuffle=True, buffer_size=self.buffer_size, seed=self.seed, num_pairs=num_pairs,
+            encoding=self.encoding,
+        )
+
+    def _no_pairs_message(self) -> str:
+        return (
+            f"'{self.path}' has no entailment or contradiction pairs (neutral and unlabeled pairs are dropped), "
+            "so PairSupCon has nothing to train on; point `dataset.file` (or `data_dir`) at an NLI file with "
+            "entailment/contradiction labels."
         )
 
     def train_dataloader(self) -> DataLoader:
         self.setup()
         collate = NLICollator(self.tokenizer, self.max_length)
+        position = self.resume_position()  # (epoch, batches done) when resuming from a checkpoint
         if not self.streaming:
+            rank, world = self._rank_world()
+            sampler = ResumableSampler(len(self.train_set), self.seed, rank, world)  # seed + epoch permutation
+            if position is not None:
+                sampler.resume(position[0], position[1] * self.batch_size)
             return DataLoader(
                 self.train_set,
                 batch_size=self.batch_size,
-                shuffle=True,
-                generator=torch.Generator().manual_seed(self.seed),
+                sampler=sampler,
+                generator=torch.Generator().manual_seed(self.seed),  # no draw from the global RNG
                 drop_last=self.drop_last,
                 num_workers=self.num_workers,
                 collate_fn=collate,
             )
+        if position is not None:
+            self._first_epoch = position[0]
+            self.train_set.resume_skip = StreamSkip(position[0], position[1], self.batch_size)
         return EpochAwareLoader(
             self.train_set,
+            generator=torch.Generator().manual_seed(self.seed),  # its iterators must not draw from the global RNG
             batch_size=self.batch_size,
             drop_last=self.drop_last,
             num_workers=self.num_workers,

@@ -21,6 +21,8 @@ import pandas as pd
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
+from datamodules import text_io
+from datamodules.resume import ResumableData, ResumableSampler
 from errors import UserError
 from lightning_modules.encoder import load_tokenizer, token_lengths
 
@@ -33,32 +35,47 @@ class DataConfigError(UserError, ValueError):
 
 @dataclass
 class ShortTextCorpus:
-    """Texts of one corpus, with cleaned views and optional labels."""
+    """Texts of one corpus, with cleaned views and optional labels.
+
+    ``lines`` holds the file line (1-based, the header is line 1) each kept row starts on: rows
+    without any text are dropped, so the position in ``texts`` is not the position in the file.
+    """
 
     path: Path
     texts: list[str]
     augmentations: list[list[str]]  # one list per augmentation column
     labels: np.ndarray | None  # raw label values, or None when the file has no labels
     label_names: list | None = None
+    lines: list[int] | None = None
 
     def __len__(self) -> int:
         return len(self.texts)
 
 
-def read_table(path: Path) -> pd.DataFrame:
+def read_table(path: Path, encoding: str | None = None) -> pd.DataFrame:
     if not path.exists():
         raise DataConfigError(
             f"Data file '{path}' does not exist. Set `data_dir=<folder>` (and `dataset.file=<name>`) "
             "to where the file is, e.g. `data_dir=../shared/data/short_text`."
         )
-    sep = "\t" if path.suffix.lower() in (".tsv", ".tab") else ","
     try:
-        frame = pd.read_csv(path, sep=sep, dtype=str, keep_default_na=False, na_values=[""])
-    except pd.errors.EmptyDataError:
+        frame = text_io.read_table(path, encoding)
+    except text_io.EmptyTableError:
         raise DataConfigError(f"Data file '{path}' is empty: it needs a header row and at least one text.") from None
     if len(frame) == 0:
         raise DataConfigError(f"Data file '{path}' has a header but no rows: add texts to it.")
     return frame
+
+
+def _file_lines(path: Path, encoding: str | None, rows: int) -> list[int]:
+    """File line of each data row; row + 2 when the file cannot be re-read row by row."""
+    lines = text_io.row_start_lines(path, encoding)
+    return lines if lines is not None and len(lines) == rows else [i + 2 for i in range(rows)]
+
+
+def _line_list(lines: Sequence[int], limit: int = 10) -> str:
+    shown = ", ".join(str(n) for n in lines[:limit])
+    return shown + (f", ... ({len(lines) - limit} more)" if len(lines) > limit else "")
 
 
 def load_corpus(
@@ -66,10 +83,17 @@ def load_corpus(
     text_column: str = "text",
     label_column: str | None = "label",
     aug_columns: Sequence[str] = (),
+    encoding: str | None = None,
 ) -> ShortTextCorpus:
-    """Read and validate a corpus. Missing texts are replaced and reported in one warning."""
+    """Read and validate a corpus (in ``encoding``, UTF-8 by default).
+
+    Rows with no text in any used column (text and augmentation columns) are dropped and their
+    file lines reported in one warning: an empty string would otherwise be trained on and scored
+    as a text. In the other rows an empty text is replaced by its first augmentation and an empty
+    augmentation by the text, reported in one warning.
+    """
     path = Path(path)
-    frame = read_table(path)
+    frame = read_table(path, encoding)
     columns = list(frame.columns)
     for key, column in [("dataset.text_column", text_column)] + [
         (f"dataset.aug_columns[{i}]", c) for i, c in enumerate(aug_columns)
@@ -80,19 +104,46 @@ def load_corpus(
                 f"Set `{key.split('[')[0]}=...` to one of them"
                 + (", or use `dataset.augmentation=virtual` with `dataset.aug_columns=[]`." if "aug" in key else ".")
             )
+    file_lines = np.asarray(_file_lines(path, encoding, len(frame)))
+
+    def blank(values: pd.Series) -> pd.Series:
+        return values.isna() | (values.fillna("").str.strip() == "")
+
+    no_text = blank(frame[text_column])
+    for column in aug_columns:
+        no_text &= blank(frame[column])
+    if no_text.all():
+        raise DataConfigError(
+            f"'{path}' has no text in column '{text_column}'"
+            + (f" or {list(aug_columns)}" if aug_columns else "")
+            + ": every row is empty. Check `dataset.text_column` (the file has columns "
+            f"{columns})."
+        )
+    if no_text.any():
+        dropped = file_lines[no_text.to_numpy()].tolist()
+        warnings.warn(
+            f"{path}: dropped {len(dropped)} row(s) with no text in {[text_column, *aug_columns]} "
+            f"(file lines {_line_list(dropped)}); they are not trained on, scored or predicted.",
+            stacklevel=2,
+        )
+        keep = ~no_text.to_numpy()
+        frame = frame[keep].reset_index(drop=True)
+        file_lines = file_lines[keep]
     replaced: dict[str, int] = {}
     texts = frame[text_column]
-    missing = texts.isna() | (texts.str.strip() == "")
+    missing = blank(texts)
     if missing.any():
         replaced[text_column] = int(missing.sum())
-        # an empty original falls back to its first augmentation when there is one
-        fallback = frame[aug_columns[0]] if aug_columns else pd.Series([""] * len(frame))
-        texts = texts.where(~missing, fallback.fillna(""))
+        # an empty original falls back to its first non-empty augmentation
+        fallback = pd.Series([""] * len(frame))
+        for column in reversed(aug_columns):
+            fallback = frame[column].where(~blank(frame[column]), fallback)
+        texts = texts.where(~missing, fallback)
     texts = texts.fillna("").astype(str).tolist()
     augmentations = []
     for column in aug_columns:
         values = frame[column]
-        missing = values.isna() | (values.str.strip() == "")
+        missing = blank(values)
         if missing.any():
             replaced[column] = int(missing.sum())
         augmentations.append([t if not m else o for t, m, o in zip(values.fillna("").tolist(), missing, texts)])
@@ -106,9 +157,9 @@ def load_corpus(
     labels = None
     if label_column and label_column in frame.columns:
         if frame[label_column].isna().any():
-            rows = (frame.index[frame[label_column].isna()] + 2).tolist()[:5]
+            rows = file_lines[frame[label_column].isna().to_numpy()].tolist()
             raise DataConfigError(
-                f"'{path}' has rows without a label in column '{label_column}' (file lines {rows}...). "
+                f"'{path}' has rows without a label in column '{label_column}' (file lines {_line_list(rows, 5)}). "
                 "Fill them in, or set `dataset.label_column=null` to train without labels."
             )
         labels = frame[label_column].to_numpy()
@@ -118,7 +169,7 @@ def load_corpus(
             "predictions are written but no accuracy is reported.",
             stacklevel=2,
         )
-    return ShortTextCorpus(path, texts, augmentations, labels)
+    return ShortTextCorpus(path, texts, augmentations, labels, lines=[int(n) for n in file_lines])
 
 
 class ShortTextTrainSet(Dataset):
@@ -141,24 +192,9 @@ class ShortTextTrainSet(Dataset):
         return {"index": i, "text": text, "view1": views[0], "view2": views[1]}
 
 
-class EpochShuffleSampler(Sampler[int]):
-    """A permutation drawn from ``seed + epoch``: a run resumed at an epoch boundary sees the same
-    order as one that never stopped (Lightning calls ``set_epoch``)."""
-
-    def __init__(self, size: int, seed: int = 0):
-        self.size = size
-        self.seed = seed
-        self.epoch = 0
-
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = epoch
-
-    def __len__(self) -> int:
-        return self.size
-
-    def __iter__(self):
-        generator = torch.Generator().manual_seed(self.seed + self.epoch)
-        return iter(torch.randperm(self.size, generator=generator).tolist())
+# A permutation drawn from ``seed + epoch`` (and sharded over DDP ranks): a resumed run sees the
+# batches an uninterrupted one would (datamodules/resume.py).
+EpochShuffleSampler = ResumableSampler
 
 
 class TextCollator:
@@ -233,8 +269,13 @@ class LengthGroupedBatchSampler(Sampler[list[int]]):
         n = len(self.sampler)
         return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
 
+    def resume(self, epoch: int, skip_batches: int) -> None:
+        """Start at ``epoch`` and leave out its first ``skip_batches`` batches (a resumed run)."""
+        self.sampler.set_epoch(epoch)
+        self._skip = (int(epoch), int(skip_batches)) if skip_batches > 0 else None
+
     def __iter__(self):
-        order = list(self.sampler)
+        order = self.sampler.epoch_indices()
         window = self.group * self.batch_size
         batches = []
         for start in range(0, len(order), window):
@@ -244,7 +285,9 @@ class LengthGroupedBatchSampler(Sampler[list[int]]):
             # only the epoch's last window can hold a short batch
             batches = [b for b in batches if len(b) == self.batch_size]
         generator = torch.Generator().manual_seed(self.sampler.seed + self.sampler.epoch)
-        return iter([batches[i] for i in torch.randperm(len(batches), generator=generator).tolist()])
+        batches = [batches[i] for i in torch.randperm(len(batches), generator=generator).tolist()]
+        skip = getattr(self, "_skip", None)
+        return iter(batches[skip[1]:] if skip is not None and skip[0] == self.sampler.epoch else batches)
 
 
 def length_sorted_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
@@ -258,7 +301,7 @@ def length_sorted_batches(lengths: Sequence[int], batch_size: int) -> list[list[
     return [order[s : s + batch_size] for s in range(0, len(order), batch_size)]
 
 
-class ShortTextDataModule(L.LightningDataModule):
+class ShortTextDataModule(ResumableData, L.LightningDataModule):
     """Short-text clustering corpus for SCCL/AECL and the KMeans baselines.
 
     Args:
@@ -271,6 +314,7 @@ class ShortTextDataModule(L.LightningDataModule):
         length_grouping: 0 (default) draws training batches at random; G > 0 groups rows of similar
             token length within windows of G batches (:class:`LengthGroupedBatchSampler`):
             faster on CPU, but it changes which negatives share a batch. Single process only.
+        encoding: the file's text encoding (``dataset.encoding``; UTF-8 by default, a BOM is skipped).
     """
 
     def __init__(
@@ -293,6 +337,7 @@ class ShortTextDataModule(L.LightningDataModule):
         length_grouping: int = 0,
         drop_last: bool = False,
         seed: int = 0,
+        encoding: str = text_io.DEFAULT_ENCODING,
     ):
         super().__init__()
         if augmentation not in AUGMENTATIONS:
@@ -318,6 +363,7 @@ class ShortTextDataModule(L.LightningDataModule):
         self.eval_sort_by_length = eval_sort_by_length
         self.drop_last = drop_last
         self.seed = seed
+        self.encoding = text_io.check_encoding(encoding)
         self.corpus: ShortTextCorpus | None = None
         self._tokenizer = None
         if length_grouping < 0:
@@ -335,7 +381,7 @@ class ShortTextDataModule(L.LightningDataModule):
     def setup(self, stage: str | None = None) -> None:
         if self.corpus is not None:
             return
-        corpus = load_corpus(self.path, self.text_column, self.label_column, self.aug_columns)
+        corpus = load_corpus(self.path, self.text_column, self.label_column, self.aug_columns, self.encoding)
         k = self.num_clusters_for(corpus)
         distinct = len(set(corpus.texts))
         if k > distinct:
@@ -347,15 +393,24 @@ class ShortTextDataModule(L.LightningDataModule):
 
     def num_clusters_for(self, corpus: ShortTextCorpus) -> int:
         if self.requested_clusters is not None:
-            if int(self.requested_clusters) < 1:
-                raise DataConfigError(f"dataset.num_clusters must be >= 1, got {self.requested_clusters}")
+            if int(self.requested_clusters) < 2:
+                raise DataConfigError(
+                    f"dataset.num_clusters={self.requested_clusters}: clustering needs at least 2 clusters "
+                    "(with 1 the clustering loss is identically 0); set dataset.num_clusters=<K> with K >= 2."
+                )
             return int(self.requested_clusters)
         if corpus.labels is None:
             raise DataConfigError(
                 f"'{self.path}' has no label column, so the number of clusters cannot be inferred: "
                 "set dataset.num_clusters=<K>."
             )
-        return int(len(np.unique(corpus.labels)))
+        k = int(len(np.unique(corpus.labels)))
+        if k < 2:
+            raise DataConfigError(
+                f"'{self.path}' has a single label in column '{self.label_column}', so dataset.num_clusters=null "
+                "infers K=1; set dataset.num_clusters=<K> with K >= 2."
+            )
+        return k
 
     @property
     def num_clusters(self) -> int:
@@ -372,11 +427,22 @@ class ShortTextDataModule(L.LightningDataModule):
         self.setup()
         return self.corpus.labels
 
+    @property
+    def lines(self) -> list[int]:
+        """File line (1-based, header = 1) of each text, in the order of ``texts``."""
+        self.setup()
+        return self.corpus.lines
+
     # -- loaders ----------------------------------------------------------------
     def train_dataloader(self) -> DataLoader:
         self.setup()
         dataset = ShortTextTrainSet(self.corpus, self.augmentation)
-        sampler = EpochShuffleSampler(len(self.corpus), self.seed)
+        trainer = getattr(self, "trainer", None)
+        rank, world = (trainer.global_rank, trainer.world_size) if trainer is not None else (0, 1)
+        sampler = EpochShuffleSampler(len(self.corpus), self.seed, rank, world)
+        position = self.resume_position()  # (epoch, batches done) when resuming from a checkpoint
+        # its own generator: creating the iterator must not draw from the global RNG (exact resume)
+        generator = torch.Generator().manual_seed(self.seed)
         collate = TextCollator(self.tokenizer, self.max_length, self.pad_to_max)
         if self.length_grouping:
             trainer = getattr(self, "trainer", None)
@@ -390,7 +456,12 @@ class ShortTextDataModule(L.LightningDataModule):
                 token_lengths(self.tokenizer, [v["view2"] for v in views], self.max_length),
             )]
             batches = LengthGroupedBatchSampler(sampler, longest, self.batch_size, self.length_grouping, self.drop_last)
-            return DataLoader(dataset, batch_sampler=batches, num_workers=self.num_workers, collate_fn=collate)
+            if position is not None:
+                batches.resume(*position)
+            return DataLoader(dataset, batch_sampler=batches, num_workers=self.num_workers, collate_fn=collate,
+                              generator=generator)
+        if position is not None:
+            sampler.resume(position[0], position[1] * self.batch_size)
         return DataLoader(
             dataset,
             batch_size=self.batch_size,
@@ -398,6 +469,7 @@ class ShortTextDataModule(L.LightningDataModule):
             drop_last=self.drop_last,
             num_workers=self.num_workers,
             collate_fn=collate,
+            generator=generator,
         )
 
     def eval_dataloader(self, batch_size: int | None = None) -> DataLoader:

@@ -30,23 +30,33 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, IterableDataset, Sampler, get_worker_info
 
+from datamodules import text_io
+from datamodules.resume import ResumableData, StreamSkip
 from datamodules.streaming import distributed_rank_world, shuffle_buffer
-from errors import MissingFileError
+from errors import MissingFileError, UserError
 
 
-def check_text_file(path: str | Path) -> Path:
+class TextFileError(UserError, ValueError):
+    """The training text file cannot be used (a folder, or no sentence in it)."""
+
+
+def check_text_file(path: str | Path, encoding: str | None = None) -> Path:
     """The path as a ``Path`` after checking it is a readable file with at least one sentence."""
     path = Path(path)
     if not path.exists():
         raise MissingFileError(
-            f"Training text file {path} not found. Set data_dir (or the datamodule's path) so that it "
+            f"Training text file {path} not found. Set data_dir (or dataset.path) so that it "
             "points at a text file with one sentence per line, e.g. SimCSE's wiki1m_for_simcse.txt."
         )
     if not path.is_file():
-        raise IsADirectoryError(f"Training text path {path} is not a file; expected a text file, one sentence a line.")
-    with path.open(encoding="utf-8", errors="replace") as handle:
-        if not any(line.strip() for line in handle):
-            raise ValueError(f"Training text file {path} is empty (no non-empty line); expected one sentence per line.")
+        raise TextFileError(
+            f"Training text path {path} is a folder; set dataset.path to a text file, one sentence a line."
+        )
+    if not any(line.strip() for line in text_io.iter_lines(path, encoding)):
+        raise TextFileError(
+            f"Training text file {path} is empty (no non-empty line); set dataset.path to a text file with "
+            "one sentence per line."
+        )
     return path
 
 
@@ -66,11 +76,13 @@ class StreamingTextDataset(IterableDataset):
         rank: int | None = None,
         world_size: int | None = None,
         even_shards: bool = True,
+        encoding: str | None = None,
     ):
         super().__init__()
         if seed < 0:
-            raise ValueError(f"seed must be a non-negative integer, got {seed}")
-        self.path = check_text_file(path)
+            raise TextFileError(f"seed must be a non-negative integer, got {seed}")
+        self.encoding = encoding
+        self.path = check_text_file(path, encoding)
         self.buffer_size = int(buffer_size)
         self.seed = int(seed)
         self.rank, self.world_size = distributed_rank_world(rank, world_size)
@@ -111,17 +123,12 @@ class StreamingTextDataset(IterableDataset):
     # ----------------------------------------------------------------------------- iteration
 
     def _texts(self) -> Iterator[str]:
-        with self.path.open(encoding="utf-8") as handle:
-            line_no = 0
-            try:
-                for line_no, line in enumerate(handle, start=1):
-                    text = line.strip()
-                    if text:
-                        yield text
-            except UnicodeDecodeError as err:
-                raise ValueError(
-                    f"{self.path}: line {line_no + 1} is not valid UTF-8 ({err.reason}); re-encode the file as UTF-8."
-                ) from None
+        # a bad byte is reported at its own line (text files decode in chunks, so the line being read
+        # when the error surfaces is not the one that holds the byte)
+        for line in text_io.iter_lines(self.path, self.encoding):
+            text = line.strip()
+            if text:
+                yield text
 
     def _shard_texts(self, worker_id: int, num_workers: int) -> Iterator[str]:
         """This (rank, worker)'s texts in file order."""
@@ -144,10 +151,13 @@ class StreamingTextDataset(IterableDataset):
         """Shuffled texts of one worker; ``__iter__`` calls this with the real worker info."""
         if not 0 <= worker_id < num_workers:
             raise ValueError(f"need 0 <= worker_id < num_workers, got {worker_id}, {num_workers}")
+        skip = getattr(self, "resume_skip", None)  # a resumed run continues where each stream stopped
+        if skip is not None:
+            worker_id = skip.source_worker(self.epoch, worker_id, num_workers)
         stream = self._shard_texts(worker_id, num_workers)
-        if self.buffer_size <= 1:
-            return stream
-        return shuffle_buffer(stream, self.buffer_size, self._rng(worker_id))
+        if self.buffer_size > 1:
+            stream = shuffle_buffer(stream, self.buffer_size, self._rng(worker_id))
+        return skip.apply(stream, self.epoch, worker_id, num_workers) if skip is not None else stream
 
     def __iter__(self) -> Iterator[str]:
         info = get_worker_info()
@@ -214,13 +224,14 @@ class TextCollator:
         return batch
 
 
-class StreamingTextDataModule(L.LightningDataModule):
+class StreamingTextDataModule(ResumableData, L.LightningDataModule):
     """Training batches of sentences streamed from ``path`` (one sentence per line).
 
     Batch: ``{"input_ids", "attention_mask", ["token_type_ids"], "texts"}``. ``tokenizer`` (an
     object) wins over ``tokenizer_name`` (loaded with ``lightning_modules.encoder.load_tokenizer``:
     "minilm", "tiny", a Hub name or a folder). ``rank``/``world_size`` override the values read
     from torch.distributed (for tests). Memory: about ``buffer_size`` lines per worker.
+    ``encoding``: the file's text encoding (``dataset.encoding``, UTF-8 by default).
     """
 
     def __init__(
@@ -238,10 +249,12 @@ class StreamingTextDataModule(L.LightningDataModule):
         even_shards: bool = True,
         drop_last: bool = False,
         persistent_workers: bool = False,
+        encoding: str = text_io.DEFAULT_ENCODING,
     ):
         super().__init__()
         self.save_hyperparameters(ignore=["tokenizer"])
-        self.path = check_text_file(path)  # fail before any model is loaded
+        self.encoding = text_io.check_encoding(encoding)
+        self.path = check_text_file(path, self.encoding)  # fail before any model is loaded
         self.batch_size = batch_size
         self.max_length = max_length
         self.buffer_size = buffer_size
@@ -272,7 +285,7 @@ class StreamingTextDataModule(L.LightningDataModule):
             self.rank, self.world_size
         ):
             self.dataset = StreamingTextDataset(
-                self.path, self.buffer_size, self.seed, self.rank, self.world_size, self.even_shards
+                self.path, self.buffer_size, self.seed, self.rank, self.world_size, self.even_shards, self.encoding
             )
 
     def train_dataloader(self) -> EpochAwareDataLoader:
@@ -280,8 +293,14 @@ class StreamingTextDataModule(L.LightningDataModule):
         if self.num_workers > 0:
             # Tokenizer threads plus forked workers can deadlock; the library warns and we agree.
             os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        position = self.resume_position()  # (epoch, batches done) when resuming from a checkpoint
+        if position is not None:
+            # before the iterator exists: it draws the epoch's shuffle when it is created
+            self.dataset.set_epoch(position[0])
+            self.dataset.resume_skip = StreamSkip(position[0], position[1], self.batch_size)
         return EpochAwareDataLoader(
             self.dataset,
+            generator=torch.Generator().manual_seed(self.seed),  # its iterators must not draw from the global RNG
             batch_size=self.batch_size,
             collate_fn=TextCollator(self.tokenizer, self.max_length),
             num_workers=self.num_workers,

@@ -10,9 +10,13 @@
   dataset and their average. Each benchmark's file, text/label columns and number of clusters
   come from its Hydra config ``conf/dataset/<name>.yaml``; a dataset whose file is absent is
   skipped with a note.
-- sts: ``evaluation.sts`` (Spearman, STS12-16 'all' aggregation, STS-B and SICK-R test).
-- transfer: ``evaluation.transfer`` (SentEval logistic regression); slow on CPU, so not in the
-  default task list.
+- sts: ``evaluation.sts`` (Spearman of cosine similarity, no training: SimCSE's protocol; STS12-16
+  'all' aggregation, STS-B and SICK-R test splits scored by cosine, not SentEval's supervised
+  regressor).
+- transfer: ``evaluation.transfer`` under ``--transfer-protocol`` (default ``senteval``: SentEval's
+  PyTorch logistic regression, the papers' protocol; ``sklearn``: scikit-learn logistic
+  regression; ``senteval-toolkit``: the installed SentEval package); slow on CPU, so not in the
+  default task list. Tables and headline rows name the protocol.
 
 Writes ``<out>/<model slug>.md`` and ``.json``; ``--compare`` prints the headline numbers of
 several such JSON files side by side.
@@ -33,7 +37,8 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
-from errors import MissingFileError
+from errors import ConfigError, MissingFileError, exit_on_user_error
+from evaluation.metrics import DEFAULT_KMEANS_BACKEND, KMEANS_BACKENDS
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF_DATASETS = ROOT / "conf" / "dataset"
@@ -74,6 +79,7 @@ class ClusteringSet:
     text_column: str
     label_column: str
     num_clusters: int | None  # None: the number of distinct labels
+    encoding: str = "utf-8"  # the file's text encoding (dataset.encoding, or --encoding)
 
 
 def dataset_config(name: str, conf_dir: Path = CONF_DATASETS):
@@ -96,24 +102,28 @@ def dataset_config(name: str, conf_dir: Path = CONF_DATASETS):
     return OmegaConf.merge(merged, cfg)
 
 
-def clustering_set(name: str, data_dir: str | Path, conf_dir: Path = CONF_DATASETS) -> ClusteringSet:
+def clustering_set(
+    name: str, data_dir: str | Path, conf_dir: Path = CONF_DATASETS, encoding: str | None = None
+) -> ClusteringSet:
     cfg = dataset_config(name, conf_dir)
     for key in ("file", "text_column", "num_clusters"):
         if key not in cfg:
-            raise KeyError(f"{conf_dir / (name + '.yaml')}: missing key '{key}' needed for clustering evaluation.")
+            raise ConfigError(f"{conf_dir / (name + '.yaml')}: missing key '{key}' needed for clustering evaluation.")
     return ClusteringSet(
         name=name,
         path=Path(data_dir) / cfg.file,
         text_column=cfg.text_column,
         label_column=cfg.get("label_column") or "label",
         num_clusters=cfg.num_clusters,
+        encoding=encoding or cfg.get("encoding") or "utf-8",
     )
 
 
 def clustering_sets(
-    data_dir: str | Path, names: Iterable[str] = BENCHMARKS, conf_dir: Path = CONF_DATASETS
+    data_dir: str | Path, names: Iterable[str] = BENCHMARKS, conf_dir: Path = CONF_DATASETS,
+    encoding: str | None = None,
 ) -> list[ClusteringSet]:
-    return [clustering_set(name, data_dir, conf_dir) for name in names]
+    return [clustering_set(name, data_dir, conf_dir, encoding) for name in names]
 
 
 def evaluate_clustering(
@@ -121,16 +131,23 @@ def evaluate_clustering(
     sets: Sequence[ClusteringSet],
     seeds: Sequence[int] = tuple(range(10)),
     log: Callable[[str], None] | None = None,
+    kmeans_backend: str | None = None,
+    kmeans_n_init: int = 10,
 ) -> dict:
     """KMeans with each seed on each set's embeddings; mean and std of ACC/NMI/ARI/AMI (x1).
+
+    ``kmeans_backend`` (``evaluation.metrics.KMEANS_BACKENDS``; None: the default) and
+    ``kmeans_n_init`` (restarts per seed) go to ``evaluation.metrics.kmeans_fit``.
 
     Returns ``{"datasets": {name: {acc, acc_std, nmi, nmi_std, ari, ..., n, k, seconds}},
     "avg": {acc, nmi}, "avg_over": [...], "skipped": {name: reason}, "seeds": [...]}``.
     """
     from datamodules.short_text import load_corpus
-    from evaluation.metrics import kmeans_scores
+    from evaluation.metrics import kmeans_scores, resolve_kmeans_backend
 
-    out: dict = {"datasets": {}, "skipped": {}, "seeds": list(seeds)}
+    backend = resolve_kmeans_backend(kmeans_backend)
+    kmeans = {"backend": backend, "n_init": kmeans_n_init}
+    out: dict = {"datasets": {}, "skipped": {}, "seeds": list(seeds), "kmeans": kmeans}
     for entry in sets:
         if not entry.path.is_file():
             out["skipped"][entry.name] = f"{entry.path} not found"
@@ -138,19 +155,19 @@ def evaluate_clustering(
                 log(f"clustering: {entry.name} skipped ({entry.path} not found)")
             continue
         start = time.perf_counter()
-        corpus = load_corpus(entry.path, entry.text_column, entry.label_column)
+        corpus = load_corpus(entry.path, entry.text_column, entry.label_column, encoding=entry.encoding)
         if corpus.labels is None:
-            raise ValueError(
+            raise ConfigError(
                 f"{entry.path}: no label column '{entry.label_column}'; clustering evaluation needs labels."
             )
         k = entry.num_clusters or len(np.unique(corpus.labels))
-        embeddings = np.asarray(encode(corpus.texts), dtype=np.float64)  # [n, d]
+        embeddings = np.asarray(encode(corpus.texts), dtype=np.float32)  # [n, d]
         embed_seconds = time.perf_counter() - start
         if embeddings.shape[0] != len(corpus.texts):
             raise ValueError(
                 f"encode returned {embeddings.shape[0]} rows for {len(corpus.texts)} texts of {entry.path}"
             )
-        scores = kmeans_scores(embeddings, corpus.labels, k, seeds=seeds)
+        scores = kmeans_scores(embeddings, corpus.labels, k, seeds=seeds, backend=backend, n_init=kmeans_n_init)
         out["datasets"][entry.name] = {
             **scores,
             "n": len(corpus.texts),
@@ -176,7 +193,7 @@ def clustering_markdown(result: dict, label: str) -> str:
     avg_name = "Avg." if len(names) == len(BENCHMARKS) else f"Avg. ({len(names)} sets)"
     lines = [
         f"KMeans on embeddings, seeds {result['seeds'][0]}..{result['seeds'][-1]} ({len(result['seeds'])} runs, "
-        "sklearn n_init=10 each): mean (std) x100.",
+        f"{kmeans_description(result.get('kmeans'))} each): mean (std) x100.",
         "",
         "| Model | Metric | " + " | ".join(heads) + f" | {avg_name} |",
         "|" + "---|" * (len(names) + 3),
@@ -195,6 +212,13 @@ def clustering_markdown(result: dict, label: str) -> str:
     if result["skipped"]:
         lines += ["", "Skipped (data missing): " + ", ".join(f"{n} ({why})" for n, why in result["skipped"].items())]
     return "\n".join(lines) + "\n"
+
+
+def kmeans_description(kmeans: dict | None) -> str:
+    """'fast float32, 10 restarts' for a result's ``kmeans`` entry (written before issue 10: sklearn float64)."""
+    if not kmeans:
+        return "sklearn float64 n_init=10"
+    return f"{kmeans['backend']} float32, {kmeans['n_init']} restarts"
 
 
 @contextlib.contextmanager
@@ -225,8 +249,16 @@ def evaluate_encoder(
     batch_size: int = 128,
     log: Callable[[str], None] | None = None,
     conf_dir: Path = CONF_DATASETS,
+    encoding: str | None = None,
+    kmeans_backend: str | None = None,
+    kmeans_n_init: int = 10,
+    embedding_cache: str | Path | None = None,
 ) -> dict:
     """Run the requested evaluations of ``encoder`` (a ``TextEncoder``) with ``pooling``.
+
+    Every text is embedded once per token limit (``evaluation.embedding_cache.EmbeddingCache``;
+    ``embedding_cache``: a folder that keeps the embeddings for later runs of the same weights).
+    KMeans: ``kmeans_backend`` and ``kmeans_n_init`` (see ``evaluate_clustering``).
 
     Token limits: 32 for clustering (the papers' training length), the backbone's limit for STS
     (as ``evaluation.sts``: SimCSE does not truncate) and 128 for transfer (as
@@ -234,18 +266,24 @@ def evaluate_encoder(
     """
     unknown = [t for t in tasks if t not in TASKS]
     if unknown:
-        raise ValueError(f"unknown task(s) {unknown}; choose from {TASKS}")
+        raise ConfigError(f"unknown task(s) {unknown}; choose from {TASKS}")
+
+    from evaluation.embedding_cache import EmbeddingCache
+
+    cache = EmbeddingCache(encoder, embedding_cache, batch_size)
 
     def encode(texts: list[str]) -> np.ndarray:
-        return encoder.encode(list(texts), batch_size=batch_size, pooling=pooling).numpy()
+        return cache.encode(texts, pooling)
 
     result: dict = {"pooling": pooling, "notes": [], "seconds": {}}
     for task in tasks:
         start = time.perf_counter()
         if task == "clustering":
-            sets = clustering_sets(short_text_dir, clustering_names, conf_dir)
+            sets = clustering_sets(short_text_dir, clustering_names, conf_dir, encoding)
             with max_length(encoder, clustering_max_length):
-                result["clustering"] = evaluate_clustering(encode, sets, tuple(range(seeds)), log)
+                result["clustering"] = evaluate_clustering(
+                    encode, sets, tuple(range(seeds)), log, kmeans_backend, kmeans_n_init
+                )
             result["clustering"]["max_length"] = clustering_max_length
             result["notes"] += [f"clustering: {n} skipped ({w})" for n, w in result["clustering"]["skipped"].items()]
         elif task == "sts":
@@ -282,9 +320,10 @@ def to_markdown(result: dict, label: str) -> str:
     if "clustering" in result:
         parts += ["## Clustering (PairSupCon protocol)", "", clustering_markdown(result["clustering"], label)]
     if "sts" in result:
-        parts += ["## STS", "", sts_markdown(result["sts"], label)]
+        parts += ["## STS (cosine similarity, SimCSE's protocol)", "", sts_markdown(result["sts"], label)]
     if "transfer" in result:
-        parts += [transfer_markdown(result["transfer"], "Transfer (SentEval)").replace("# Transfer", "## Transfer", 1)]
+        title = f"Transfer (SentEval tasks, protocol {result['transfer'].get('protocol', 'sklearn')})"
+        parts += [transfer_markdown(result["transfer"], title).replace("# Transfer", "## Transfer", 1)]
     if result.get("notes"):
         parts += ["## Notes", ""] + [f"- {n}" for n in result["notes"]] + [""]
     parts += ["Wall time per task (s): " + ", ".join(f"{t} {s}" for t, s in result["seconds"].items()), ""]
@@ -327,11 +366,12 @@ def headline_rows(result: dict) -> dict[str, float | None]:
         rows[f"STS avg ({len(sts['avg_over'])} tasks)"] = 100 * sts["avg"]
     transfer = result.get("transfer")
     if transfer:
+        protocol = transfer.get("protocol", "sklearn")  # results written before protocols were named: sklearn
         for task, r in transfer["tasks"].items():
             if "acc" in r:
-                rows[f"transfer {task}"] = r["acc"]
+                rows[f"transfer {task} ({protocol})"] = r["acc"]
         if transfer.get("avg") is not None:
-            rows[f"transfer avg ({len(transfer['avg_over'])} tasks)"] = transfer["avg"]
+            rows[f"transfer avg ({len(transfer['avg_over'])} tasks, {protocol})"] = transfer["avg"]
     return rows
 
 
@@ -364,6 +404,7 @@ def write_outputs(result: dict, out_dir: str | Path, stem: str, label: str) -> t
     return md_path, json_path
 
 
+@exit_on_user_error
 def main(argv: Sequence[str] | None = None) -> dict | str:
     parser = argparse.ArgumentParser(prog="python -m evaluation.evaluate_model", description=__doc__.split("\n")[0])
     parser.add_argument("--model", help="run dir, .ckpt, sentence-transformers/HF folder, Hub name, minilm or tiny")
@@ -380,14 +421,38 @@ def main(argv: Sequence[str] | None = None) -> dict | str:
     parser.add_argument("--out", type=Path, default=Path("outputs/evaluation"), help="folder for <model>.md/.json")
     parser.add_argument("--name", default=None, help="label and file stem (default: derived from --model)")
     parser.add_argument("--seeds", type=int, default=10, help="KMeans seeds 0..N-1 (PairSupCon: 10)")
+    parser.add_argument(
+        "--kmeans-backend", default=None, choices=KMEANS_BACKENDS,
+        help=f"KMeans implementation (default {DEFAULT_KMEANS_BACKEND}; both float32, seeded)",
+    )
+    parser.add_argument("--kmeans-n-init", type=int, default=10, help="KMeans restarts per seed")
+    parser.add_argument(
+        "--embedding-cache", type=Path, default=None,
+        help="folder keeping the embeddings (keyed by a hash of the weights) for later runs of the same model",
+    )
     parser.add_argument("--datasets", default=",".join(BENCHMARKS), help="clustering benchmarks (conf/dataset names)")
     parser.add_argument("--short-text-dir", type=Path, default=SHARED / "short_text")
+    parser.add_argument("--encoding", default=None,
+                        help="text encoding of the clustering CSVs (default: each dataset config's, utf-8)")
     parser.add_argument("--senteval-dir", type=Path, default=SHARED / "senteval" / "downstream")
     parser.add_argument("--batch-size", type=int, default=128)
     parser.add_argument(
         "--transfer-max-train", type=int, default=None, help="subsample transfer training sets (quick runs)"
     )
-    parser.add_argument("--transfer-kfold", type=int, default=10)
+    parser.add_argument(
+        "--transfer-kfold", type=int, default=None, help="default: the protocol's (senteval: its setting's, sklearn 10)"
+    )
+    parser.add_argument(
+        "--transfer-protocol",
+        default="senteval",
+        choices=("senteval", "sklearn", "senteval-toolkit"),
+        help="senteval: SentEval's PyTorch logistic regression (the papers'); sklearn: scikit-learn logistic "
+        "regression; senteval-toolkit: the installed SentEval package",
+    )
+    parser.add_argument(
+        "--transfer-setting", default="default", choices=("default", "prototyping"), help="SentEval classifier setting"
+    )
+    parser.add_argument("--transfer-jobs", type=int, default=1, help="processes for the senteval protocol's folds")
     args = parser.parse_args(argv)
 
     if args.compare:
@@ -397,6 +462,17 @@ def main(argv: Sequence[str] | None = None) -> dict | str:
     if not args.model:
         parser.error("--model is required (or use --compare)")
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
+    transfer_options = {
+        "max_train": args.transfer_max_train,
+        "kfold": args.transfer_kfold,
+        "protocol": args.transfer_protocol,
+        "setting": args.transfer_setting,
+        "jobs": args.transfer_jobs,
+    }
+    if "transfer" in tasks:
+        from evaluation.transfer import check_transfer_options
+
+        check_transfer_options(transfer_options)  # before the model is loaded
 
     from evaluation.load import load_encoder
 
@@ -411,12 +487,16 @@ def main(argv: Sequence[str] | None = None) -> dict | str:
         pooling,
         tasks,
         short_text_dir=args.short_text_dir,
+        encoding=args.encoding,
         senteval_dir=args.senteval_dir,
         seeds=args.seeds,
         clustering_names=[d.strip() for d in args.datasets.split(",") if d.strip()],
-        transfer_options={"max_train": args.transfer_max_train, "kfold": args.transfer_kfold},
+        transfer_options=transfer_options,
         batch_size=args.batch_size,
         log=log,
+        kmeans_backend=args.kmeans_backend,
+        kmeans_n_init=args.kmeans_n_init,
+        embedding_cache=args.embedding_cache,
     )
     import torch
 

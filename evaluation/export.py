@@ -12,6 +12,8 @@ writes
   The sequence limit is the encoder's ``max_length`` (32 for the papers' training) unless
   ``--max-seq-length`` says otherwise. No Normalize module is added: embeddings are the same
   vectors the project evaluates.
+- from a clustering run (and without ``--pooling``): the run's ``kmeans_centroids.npy``, its ``.json``
+  and ``clusters.json`` inside ``DIR/sentence-transformers``, for ``python -m evaluation.predict``.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from pathlib import Path
 from typing import Sequence
 
 from torch import nn
+
+from errors import ConfigError, exit_on_user_error
 
 ST_POOLING = {"mean": "mean", "cls_before_pooler": "cls", "cls": "cls"}
 
@@ -34,9 +38,9 @@ def export_encoder(
     from sentence_transformers.sentence_transformer.modules import Dense, Pooling, Transformer
 
     if pooling not in ST_POOLING:
-        raise ValueError(f"pooling must be one of {sorted(ST_POOLING)}, got '{pooling}'")
+        raise ConfigError(f"--pooling must be one of {sorted(ST_POOLING)}, got '{pooling}'")
     if pooling == "cls" and encoder.mlp is None:
-        raise ValueError("pooling 'cls' needs the encoder's MLP, but this encoder was not trained with cls pooling")
+        raise ConfigError("--pooling cls needs the encoder's MLP, but this encoder was not trained with cls pooling")
     out_dir = Path(out_dir)
     hf_dir, st_dir = out_dir / "hf", out_dir / "sentence-transformers"
     hf_dir.mkdir(parents=True, exist_ok=True)
@@ -81,9 +85,34 @@ def export(
     from evaluation.load import load_encoder
 
     encoder, eval_pooling = load_encoder(model_ref, pooling)
-    return export_encoder(encoder, eval_pooling, out_dir, max_seq_length, source=str(model_ref))
+    info = export_encoder(encoder, eval_pooling, out_dir, max_seq_length, source=str(model_ref))
+    if pooling is None:  # the centroids live in the space of the run's own evaluation pooling
+        copied = copy_cluster_files(model_ref, Path(info["sentence_transformers"]))
+        if copied:
+            info["cluster_files"] = copied
+            (Path(out_dir) / "export.json").write_text(json.dumps(info, indent=2))
+    return info
 
 
+def copy_cluster_files(model_ref: str | Path, st_dir: Path) -> list[str]:
+    """A run's final KMeans centroids and cluster descriptions (``callbacks.run_report``), copied into the
+    sentence-transformers folder so that ``evaluation.predict --run <that folder>`` can assign new texts."""
+    import shutil
+
+    from evaluation import run_files
+
+    ref = Path(model_ref)
+    run_dir = ref.parent.parent if ref.suffix == ".ckpt" else ref
+    names = [run_files.CENTROIDS, run_files.CENTROIDS_META, run_files.CLUSTERS_JSON]
+    copied = []
+    for name in names if (run_dir / run_files.CENTROIDS).is_file() else []:
+        if (run_dir / name).is_file():
+            shutil.copyfile(run_dir / name, st_dir / name)
+            copied.append(str(st_dir / name))
+    return copied
+
+
+@exit_on_user_error
 def main(argv: Sequence[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(prog="python -m evaluation.export", description=__doc__.split("\n")[0])
     parser.add_argument("--run", required=True, help="run dir, .ckpt, or any model reference load_encoder accepts")

@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 
 from errors import UserError
-from lightning_modules.encoder import POOLINGS, TextEncoder
+from lightning_modules.encoder import POOLINGS, BackboneUnavailableError, TextEncoder
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +74,9 @@ def load_checkpoint_encoder(ckpt: str | Path, pooling: str | None = None) -> tup
     ckpt = Path(ckpt)
     if not ckpt.is_file():
         raise ModelLoadError(f"Checkpoint '{ckpt}' does not exist.")
+    from validation import read_checkpoint
+
+    read_checkpoint(ckpt, key="checkpoint")  # a truncated or foreign file: one message, not torch's traceback
     cfg = _run_config(ckpt)
     target = cfg.method.get("_target_") if cfg is not None and "method" in cfg else None
     if target:
@@ -189,6 +192,35 @@ def load_encoder(model_ref: str | Path, pooling: str | None = None) -> tuple[Tex
             f"'{ref}' is a folder but neither a run directory (config_resolved.yaml, checkpoints/), a "
             "sentence-transformers folder (modules.json) nor a Hugging Face model folder (config.json)."
         )
-    encoder = TextEncoder.from_name(ref, pooling=pooling or "mean")
+    if not path.exists() and looks_like_path(ref):
+        raise ModelLoadError(
+            f"model '{ref}' does not exist (no such file or folder). Give a run folder, a .ckpt file, a "
+            f"model folder, a Hub name such as sentence-transformers/all-MiniLM-L6-v2, or {' / '.join(ALIASES)}."
+        )
+    try:
+        encoder = TextEncoder.from_name(ref, pooling=pooling or "mean")
+    except BackboneUnavailableError as err:
+        raise ModelLoadError(
+            f"model '{ref}' is not a local file or folder, and loading it from the Hugging Face Hub failed (no "
+            f"network, a wrong name, or no access). Give a run folder, a .ckpt file, a local model folder, or "
+            f"{' / '.join(ALIASES)} (offline)."
+        ) from err
     encoder.eval()
     return encoder, pooling or "mean"
+
+
+ALIASES = ("minilm", "tiny")
+
+
+def looks_like_path(ref: str) -> bool:
+    """A reference that can only be a local path: absolute, relative with ./ ../ ~, a file name with an
+    extension, or deeper than a Hub ``org/name``."""
+    if ref in ALIASES or ref.startswith("package:"):
+        return False
+    return (
+        Path(ref).is_absolute()
+        or ref.startswith((".", "~"))
+        or ref.count("/") > 1
+        or "\\" in ref
+        or Path(ref).suffix.lower() in (".ckpt", ".pt", ".bin", ".safetensors", ".json")
+    )

@@ -14,7 +14,10 @@ numbers compare with SimCSE / ClusterNS tables:
   SentEval's batcher hands ``' '.join(tokens)`` to the model.
 
 Score: Spearman correlation between the cosine similarity of the two sentence embeddings and the
-gold score. STS12–16 have several subsets, aggregated as ``all`` (every subset pooled into one
+gold score, with no training (SimCSE's protocol). STS-B and SICK-R are scored the same way on their
+test splits, as SimCSE reports them, not with SentEval's supervised regressor (its
+``STSBenchmark``/``SICKRelatedness`` tasks train a classifier on the train split).
+STS12–16 have several subsets, aggregated as ``all`` (every subset pooled into one
 correlation; SimCSE's and ClusterNS's 'test' numbers), ``mean`` (mean of per-subset correlations)
 or ``wmean`` (that mean weighted by subset size). Correlations are returned as fractions in
 [-1, 1]; the Markdown table shows them x100.
@@ -37,7 +40,8 @@ from typing import Callable, Sequence
 import numpy as np
 from scipy.stats import spearmanr
 
-from errors import MissingFileError
+from datamodules.text_io import decoding
+from errors import ConfigError, MissingFileError, UserError, exit_on_user_error
 
 STS_YEARS: dict[str, tuple[str, ...]] = {
     "STS12": ("MSRpar", "MSRvid", "SMTeuroparl", "surprise.OnWN", "surprise.SMTnews"),
@@ -52,6 +56,10 @@ AGGREGATIONS = ("all", "mean", "wmean")
 _ALIASES = {"STSBenchmark": "STSB", "SICKRelatedness": "SICKR", "STS-B": "STSB", "SICK-R": "SICKR"}
 
 Encode = Callable[[list[str]], "np.ndarray"]
+
+
+class StsDataError(UserError, ValueError):
+    """An STS file that is not in SentEval's layout; the message names the file and line."""
 
 
 class StsDataMissingWarning(UserWarning):
@@ -84,7 +92,7 @@ def _parse_score(text: str, path: Path, line_no: int) -> float:
     try:
         return float(text)
     except ValueError:
-        raise ValueError(
+        raise StsDataError(
             f"{path}, line {line_no}: gold score {text!r} is not a number; "
             "the file is corrupt or not in SentEval's layout."
         ) from None
@@ -104,10 +112,12 @@ def read_sts_subset(folder: Path, subset: str) -> PairSet:
                 "incomplete. Re-create the SentEval downstream folder or point --data-dir at a full copy."
             )
     # SentEval reads both files with read().splitlines(); the line counts must then agree.
-    input_lines = input_path.read_text(encoding="utf-8").splitlines()
-    gold_lines = gold_path.read_text(encoding="utf-8").splitlines()
+    with decoding(input_path, "utf-8", option=None):
+        input_lines = input_path.read_text(encoding="utf-8").splitlines()
+    with decoding(gold_path, "utf-8", option=None):
+        gold_lines = gold_path.read_text(encoding="utf-8").splitlines()
     if len(input_lines) != len(gold_lines):
-        raise ValueError(
+        raise StsDataError(
             f"{input_path} has {len(input_lines)} lines but {gold_path} has {len(gold_lines)}; "
             "each sentence pair needs one gold line (empty when unscored)."
         )
@@ -117,7 +127,7 @@ def read_sts_subset(folder: Path, subset: str) -> PairSet:
             continue
         parts = pair.split("\t")
         if len(parts) != 2:
-            raise ValueError(
+            raise StsDataError(
                 f"{input_path}, line {line_no}: expected 2 tab-separated sentences, found {len(parts)} fields."
             )
         sent1.append(_senteval_text(parts[0]))
@@ -131,13 +141,13 @@ def _read_columns(path: Path, a: int, b: int, score: int, skip_header: bool, nam
     if not path.is_file():
         raise _TaskMissing(str(path))
     sent1, sent2, gold = [], [], []
-    with path.open(encoding="utf-8") as handle:
+    with decoding(path, "utf-8", option=None), path.open(encoding="utf-8") as handle:
         for line_no, line in enumerate(handle, start=1):
             if skip_header and line_no == 1:
                 continue
             fields = line.strip().split("\t")
             if len(fields) <= max(a, b, score):
-                raise ValueError(
+                raise StsDataError(
                     f"{path}, line {line_no}: expected at least {max(a, b, score) + 1} tab-separated "
                     f"columns, found {len(fields)}."
                 )
@@ -169,7 +179,7 @@ def load_task(data_dir: str | Path, task: str) -> list[PairSet]:
         return [read_stsb(data_dir, "test")]
     if task == "SICKR":
         return [read_sickr(data_dir)]
-    raise ValueError(f"unknown STS task '{task}'; choose from {SEVEN}")
+    raise ConfigError(f"unknown STS task '{task}'; choose from {SEVEN}")
 
 
 # --------------------------------------------------------------------------------------- scoring
@@ -231,7 +241,7 @@ def evaluate_task(encode: Encode, sets: Sequence[PairSet], aggregation: str = "a
 def _canonical(task: str) -> str:
     task = _ALIASES.get(task, task)
     if task not in SEVEN:
-        raise ValueError(f"unknown STS task '{task}'; choose from {SEVEN} (or {sorted(_ALIASES)})")
+        raise ConfigError(f"unknown STS task '{task}'; choose from {SEVEN} (or {sorted(_ALIASES)})")
     return task
 
 
@@ -251,7 +261,7 @@ def evaluate_sts(
     ``avg`` is then the mean over ``avg_over`` only.
     """
     if aggregation not in AGGREGATIONS:
-        raise ValueError(f"aggregation must be one of {AGGREGATIONS}, got '{aggregation}'")
+        raise ConfigError(f"aggregation must be one of {AGGREGATIONS}, got '{aggregation}'")
     data_dir = Path(data_dir)
     if not data_dir.is_dir():
         raise MissingFileError(
@@ -305,6 +315,9 @@ def markdown_table(results: dict, label: str) -> str:
     row = f"| {label} | " + " | ".join(f"{100 * results['tasks'][t]['spearman']:.2f}" for t in names)
     row += f" | {100 * results['avg']:.2f} |"
     lines = [
+        "Protocol: cosine similarity of the two embeddings, no training (SimCSE's evaluation); STS-B and SICK-R "
+        "scored the same way on their test splits, not with SentEval's supervised regressor.",
+        "",
         f"Spearman correlation x100 of cosine similarity; STS12–16 aggregation: `{results['aggregation']}`"
         " (all = subsets pooled, mean = mean of subsets, wmean = size-weighted mean); STS-B and SICK-R: test set.",
         "",
@@ -378,10 +391,17 @@ def encoder_from_checkpoint(path: str | Path):
         raise MissingFileError(
             f"checkpoint {path} not found; pass a Lightning .ckpt (e.g. <run>/checkpoints/best.ckpt)"
         )
-    checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    try:
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # noqa: BLE001 - a truncated or foreign file: one message, not torch's traceback
+        from validation import read_checkpoint
+
+        read_checkpoint(path, key="--checkpoint")  # names the problem if the file is unreadable at all
+        raise StsDataError(f"--checkpoint {path} cannot be loaded safely ({type(err).__name__}); pass a checkpoint "
+                           "written by run.py.") from err
     hparams = checkpoint.get("hyper_parameters") or {}
     if "backbone" not in hparams or "state_dict" not in checkpoint:
-        raise ValueError(
+        raise StsDataError(
             f"{path}: no 'backbone' hyper-parameter or no state_dict; the checkpoint was not written by one of "
             "this project's LightningModules (they call save_hyperparameters). Use --model for a model folder."
         )
@@ -395,6 +415,7 @@ def encoder_from_checkpoint(path: str | Path):
     return encoder, eval_pooling, hparams
 
 
+@exit_on_user_error
 def main(argv: Sequence[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(prog="python -m evaluation.sts", description=__doc__.split("\n")[0])
     source = parser.add_mutually_exclusive_group(required=True)

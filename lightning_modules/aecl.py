@@ -5,10 +5,12 @@ import torch
 from lightning.pytorch.utilities import rank_zero_warn
 from torch import nn
 
+from errors import ConfigError, SetupError
 from lightning_modules.attention import SampleAttention
 from lightning_modules.base import TextRepresentationModule
 from lightning_modules.heads import ContrastHead
 from lightning_modules.losses_aecl import (
+    INSTANCE_LOSS_FORMS,
     cluster_contrastive_loss,
     marginal_entropy_term,
     pseudo_label_loss,
@@ -47,9 +49,17 @@ class AECL(TextRepresentationModule):
     - stage 3: L_C + λ1·L_I + λ2·L_P(argmax p⁰ where max p⁰ > ``confidence_threshold``)
       + λ3·(-row entropy of P⁰) + λ4·(marginal-entropy term), both entropies maximised.
 
-    ``reference=True`` switches every loss to the reference code's variant (see
-    ``losses_aecl``): stacked-matrix L_I, L_C with the positive in its denominator, stage-3 L_P
-    averaged over the whole batch, and the marginal term Σ_v (log M - H(q^v)).
+    ``reference=True`` trains what the reference code's train.py optimises (see
+    ``losses_aecl``): stacked-matrix L_I with its 2N×2N broadcast of the two-view ratio, L_C with
+    the positive in its denominator, stage-3 pseudo-labels where max p⁰ >= the threshold (the
+    paper: >), stage-3 L_P averaged over the whole batch, and the marginal term Σ_v (log M - H(q^v)).
+    ``instance_loss`` picks the L_I form on its own (``paper`` | ``reference`` | ``rowwise``);
+    left None it follows ``reference``.
+
+    Logged every step, in every stage: ``train/confident_share`` (share of the batch whose
+    max p⁰ passes the stage-3 threshold: the pseudo-label share stage 3 would use) and
+    ``train/confidence_mean`` (mean max p⁰), so the budget at which stage 3 gets confident
+    pseudo-labels can be read off a run.
 
     Batches follow ``ShortTextDataModule``: X⁰ is ``batch["original"]`` when present, else
     ``batch["view1"]`` (with one augmentation column view1 is the original); X¹ is
@@ -68,6 +78,8 @@ class AECL(TextRepresentationModule):
         tau_instance: τ_I (1.0; reference code 0.5). tau_cluster: τ_C (0.5; reference 1.0).
         lambda1..lambda4: weights of L_I, L_P, row entropy, marginal entropy (10, 5, 0.01, 10).
         confidence_threshold: stage-3 pseudo-label threshold (0.95).
+        reference: the reference code's variant of every loss (see above).
+        instance_loss: L_I form, ``paper`` | ``reference`` | ``rowwise``; None follows ``reference``.
         e1, e2: stage lengths in epochs; read by the stage callback.
         dropout: dropout of the clustering network (0.5).
     """
@@ -89,20 +101,28 @@ class AECL(TextRepresentationModule):
         e1: int = 10,
         e2: int = 1,
         reference: bool = False,
+        instance_loss: str | None = None,
         dropout: float = 0.5,
         lr: float = 5e-6,
         head_lr_multiplier: float = 100.0,
         optimizer=None,
+        chunk_tokens: int = 1024,
+        concat_views: bool = True,
     ):
         if num_clusters is None or int(num_clusters) < 2:
-            raise ValueError(f"method.num_clusters must be >= 2 for AECL, got {num_clusters}")
+            raise ConfigError(f"method.num_clusters must be >= 2 for AECL, got {num_clusters}")
         if tau_instance <= 0 or tau_cluster <= 0:
-            raise ValueError("method.tau_instance and method.tau_cluster must be positive")
+            raise ConfigError("method.tau_instance and method.tau_cluster must be positive")
         if not 0.0 <= confidence_threshold < 1.0:
-            raise ValueError(f"method.confidence_threshold must be in [0, 1), got {confidence_threshold}")
+            raise ConfigError(f"method.confidence_threshold must be in [0, 1), got {confidence_threshold}")
         if int(e1) < 0 or int(e2) < 0:
-            raise ValueError(f"method.e1 and method.e2 must be >= 0 epochs, got {e1} and {e2}")
-        super().__init__(backbone, pooling, None, max_length, lr, head_lr_multiplier, optimizer)
+            raise ConfigError(f"method.e1 and method.e2 must be >= 0 epochs, got {e1} and {e2}")
+        if instance_loss is not None and instance_loss not in INSTANCE_LOSS_FORMS:
+            raise ConfigError(
+                f"method.instance_loss must be one of {INSTANCE_LOSS_FORMS} or null, got '{instance_loss}'"
+            )
+        super().__init__(backbone, pooling, None, max_length, lr, head_lr_multiplier, optimizer,
+                         chunk_tokens=chunk_tokens, concat_views=concat_views)
         self.save_hyperparameters(ignore=["optimizer"])
         dim = self.encoder.dim
         self.projector = ContrastHead(dim, projection_dim, normalize=False)  # G_z
@@ -115,11 +135,19 @@ class AECL(TextRepresentationModule):
         self.confidence_threshold = confidence_threshold
         self.e1, self.e2 = int(e1), int(e2)
         self.reference = reference
+        self.instance_loss = instance_loss
         self.register_buffer("training_stage", torch.tensor(1, dtype=torch.long))
         self.register_buffer("pseudo_labels", torch.empty(0, dtype=torch.long))
         self.register_buffer("pseudo_label_epoch", torch.tensor(-1, dtype=torch.long))
         # the pseudo-label buffer is sized by the training set, known only when a callback fills it
         self.register_load_state_dict_pre_hook(_resize_pseudo_labels)
+
+    @property
+    def instance_loss_form(self) -> str:
+        """The L_I form in use: ``instance_loss`` when set, else the one ``reference`` implies."""
+        if self.instance_loss is not None:
+            return self.instance_loss
+        return "reference" if self.reference else "paper"
 
     # -- state used by the stage callback -----------------------------------------------------------
     @property
@@ -143,7 +171,10 @@ class AECL(TextRepresentationModule):
     # -- forward pieces ---------------------------------------------------------------------------------
     def forward_view(self, tokens: dict[str, torch.Tensor], pooling: str | None = None) -> dict[str, torch.Tensor]:
         """One view through every network: V [N, d], Z [N, D], H [N, D], S [N, N], logits [N, M]."""
-        v = self.embed(tokens, pooling=pooling)  # [N, d]
+        return self.view_heads(self.embed(tokens, pooling=pooling))
+
+    def view_heads(self, v: torch.Tensor) -> dict[str, torch.Tensor]:
+        """One view's encoder embeddings V [N, d] through G_z, the attention and G_p (see ``forward_view``)."""
         z = self.projector(v)  # [N, D]
         h, s = self.attention(z)  # [N, D], [N, N]
         return {"v": v, "z": z, "h": h, "s": s, "logits": self.cluster_head(h)}
@@ -163,8 +194,8 @@ class AECL(TextRepresentationModule):
             return None
         stage = self.stage
         x0 = batch["original"] if "original" in batch else batch["view1"]
-        out0 = self.forward_view(x0)
-        out1 = self.forward_view(batch["view2"])
+        v0, v1 = self.embed_views([x0, batch["view2"]])  # [N, d] each
+        out0, out1 = self.view_heads(v0), self.view_heads(v1)
         p0 = torch.softmax(out0["logits"], dim=1)  # [N, M]
         p1 = torch.softmax(out1["logits"], dim=1)  # [N, M]
         clusters = p0.detach().argmax(dim=1)  # [N] Λ_i: same predicted cluster
@@ -172,9 +203,12 @@ class AECL(TextRepresentationModule):
         losses = {
             "instance_loss": similarity_guided_loss(
                 out0["z"], out1["z"], out0["h"], out1["h"], out0["s"], out1["s"], clusters,
-                self.tau_instance, reference=self.reference,
+                self.tau_instance, form=self.instance_loss_form,
             )
         }
+        confidence = p0.detach().max(dim=1).values  # [N] max p⁰
+        losses["confident_share"] = self._is_confident(confidence).float().mean()
+        losses["confidence_mean"] = confidence.mean()
         total = lambda1 * losses["instance_loss"]
         if stage >= 2:
             targets = self._pseudo_targets(batch["index"], p0) if stage == 2 else self._confident_targets(p0)
@@ -195,7 +229,7 @@ class AECL(TextRepresentationModule):
 
     def _pseudo_targets(self, index: torch.Tensor, p0: torch.Tensor) -> torch.Tensor:
         if self.pseudo_labels.numel() == 0 or int(self.pseudo_label_epoch) < 0:
-            raise RuntimeError(
+            raise SetupError(
                 "AECL is in stage 2 but has no KMeans pseudo-labels: add "
                 "callbacks.stage_switch.AECLStageSwitch (method.callbacks.stage_switch), which computes them."
             )
@@ -206,9 +240,15 @@ class AECL(TextRepresentationModule):
             )
         return self.pseudo_labels[index]  # [N]
 
+    def _is_confident(self, confidence: torch.Tensor) -> torch.Tensor:
+        """[N] bool: max p⁰ passes the threshold, >= in the reference code, > in the paper (SPEC §4)."""
+        if self.reference:
+            return confidence >= self.confidence_threshold
+        return confidence > self.confidence_threshold
+
     def _confident_targets(self, p0: torch.Tensor) -> torch.Tensor:
         confidence, predicted = p0.detach().max(dim=1)  # [N], [N]
-        return torch.where(confidence > self.confidence_threshold, predicted, torch.full_like(predicted, -1))  # [N]
+        return torch.where(self._is_confident(confidence), predicted, torch.full_like(predicted, -1))  # [N]
 
     # -- evaluation ---------------------------------------------------------------------------------------------
     @torch.no_grad()

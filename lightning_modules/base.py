@@ -18,6 +18,11 @@ class TextRepresentationModule(L.LightningModule):
         pooling: pooler used in training; ``eval_pooling`` the one used for evaluation.
         lr: backbone learning rate; heads use ``lr * head_lr_multiplier`` (SPEC §0: x100).
         optimizer: a partial optimiser (Hydra ``_partial_: true``); Adam when omitted.
+        chunk_tokens, concat_views: encoder speed settings (``TextEncoder``; config keys
+            ``encoder_chunk_tokens`` and ``encoder_concat_views``): length-sorted chunks of at most
+            ``chunk_tokens`` padded tokens (0: off), and the views of a step in one encoder call.
+            With dropout off they change speed, not results (up to float rounding); in training
+            they change which dropout mask each text draws, so a run differs as with another seed.
     """
 
     def __init__(
@@ -29,9 +34,13 @@ class TextRepresentationModule(L.LightningModule):
         lr: float = 5e-6,
         head_lr_multiplier: float = 100.0,
         optimizer: Callable[..., torch.optim.Optimizer] | None = None,
+        chunk_tokens: int = 1024,
+        concat_views: bool = True,
     ):
         super().__init__()
-        self.encoder = TextEncoder.from_name(backbone, pooling=pooling, max_length=max_length)
+        self.encoder = TextEncoder.from_name(
+            backbone, pooling=pooling, max_length=max_length, chunk_tokens=chunk_tokens, concat_views=concat_views
+        )
         self.eval_pooling = eval_pooling or pooling
         self.lr = lr
         self.head_lr_multiplier = head_lr_multiplier
@@ -51,8 +60,18 @@ class TextRepresentationModule(L.LightningModule):
         factory = self.optimizer_factory or torch.optim.Adam
         return factory(groups)
 
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        # lets tools (validation of ckpt_path, evaluation.sts --checkpoint) tell which module wrote the file
+        checkpoint["module_class"] = f"{type(self).__module__}.{type(self).__qualname__}"
+
     def embed(self, tokens: dict[str, torch.Tensor], pooling: str | None = None) -> torch.Tensor:
+        """Embeddings [N, d] of one token batch (the encoder chunks it by length when set to)."""
         return self.encoder(**tokens, pooling=pooling)
+
+    def embed_views(self, views: list[dict[str, torch.Tensor]], pooling: str | None = None) -> list[torch.Tensor]:
+        """Embeddings of each view of a training step ([N_v, d] each), through one encoder path
+        for every method: one call for all views when ``concat_views``, else one per view."""
+        return self.encoder.forward_views(views, pooling=pooling)
 
     @torch.no_grad()
     def eval_step(self, batch: dict) -> dict[str, torch.Tensor]:

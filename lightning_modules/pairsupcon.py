@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from errors import ConfigError
 from lightning_modules.base import TextRepresentationModule
 from lightning_modules.heads import ContrastHead
 from lightning_modules.losses_pairsupcon import WEIGHTINGS, pairsupcon_objective
@@ -40,16 +41,19 @@ class PairSupCon(TextRepresentationModule):
         lr: float = 5e-6,
         head_lr_multiplier: float = 100.0,
         optimizer=None,
+        chunk_tokens: int = 1024,
+        concat_views: bool = True,
     ):
         if mode not in MODES:
-            raise ValueError(f"method.mode must be one of {MODES}, got '{mode}'")
+            raise ConfigError(f"method.mode must be one of {MODES}, got '{mode}'")
         if weighting not in WEIGHTINGS:
-            raise ValueError(f"method.weighting must be one of {WEIGHTINGS}, got '{weighting}'")
+            raise ConfigError(f"method.weighting must be one of {WEIGHTINGS}, got '{weighting}'")
         if temperature <= 0:
-            raise ValueError(f"method.temperature must be positive, got {temperature}")
+            raise ConfigError(f"method.temperature must be positive, got {temperature}")
         if beta < 0:
-            raise ValueError(f"method.beta must be >= 0, got {beta}")
-        super().__init__(backbone, pooling, None, max_length, lr, head_lr_multiplier, optimizer)
+            raise ConfigError(f"method.beta must be >= 0, got {beta}")
+        super().__init__(backbone, pooling, None, max_length, lr, head_lr_multiplier, optimizer,
+                         chunk_tokens=chunk_tokens, concat_views=concat_views)
         self.save_hyperparameters(ignore=["optimizer"])
         dim = self.encoder.dim
         # heads exist only when their loss is used: DDP rejects parameters that never get a gradient
@@ -80,8 +84,7 @@ class PairSupCon(TextRepresentationModule):
                 "use dataset=nli (datamodules.nli.NLIDataModule)."
             )
         labels = batch["labels"]  # [M]
-        u1 = self.embed(batch["s1"])  # [M, d]
-        u2 = self.embed(batch["s2"])  # [M, d]
+        u1, u2 = self.embed_views([batch["s1"], batch["s2"]])  # [M, d] each
         losses, total, backward = self.compute_losses(u1, u2, labels)
         batch_size = labels.shape[0]
         self.log("train/loss", total, prog_bar=True, batch_size=batch_size)

@@ -4,19 +4,49 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from errors import ConfigError, SetupError
 from lightning_modules.base import TextRepresentationModule
 from lightning_modules.distributed import ddp_loss_scale, gather_with_grad
 from lightning_modules.heads import ContrastHead
 from lightning_modules.losses import cluster_kl_loss, nt_xent, student_t_assignment, target_distribution
 
 OBJECTIVES = ("joint", "instance", "cluster")
+LOSS_WEIGHTS = ("reference", "paper")
+# (instance_weight, cluster_weight) per setting and augmentation mode (SPEC §1): the reference code
+# uses η = 1 on L_instance in both modes and 0.5·L_cluster when the views are dropout-only; the
+# paper's text writes L_instance + η·L_cluster with η = 10.
+WEIGHTS = {
+    ("reference", "explicit"): (1.0, 1.0),
+    ("reference", "virtual"): (1.0, 0.5),
+    ("paper", "explicit"): (1.0, 10.0),
+    ("paper", "virtual"): (1.0, 10.0),
+}
+
+
+def resolve_loss_weights(
+    loss_weights: str, augmentation: str, instance_weight: float | None = None, cluster_weight: float | None = None
+) -> tuple[float, float]:
+    """(instance_weight, cluster_weight) for a setting (``reference`` | ``paper``) and an augmentation
+    mode (``explicit`` | ``virtual``); a weight given as a number overrides the table."""
+    if loss_weights not in LOSS_WEIGHTS:
+        raise ConfigError(f"method.loss_weights must be one of {LOSS_WEIGHTS}, got '{loss_weights}'")
+    if augmentation not in ("explicit", "virtual"):
+        raise ConfigError(f"method.augmentation must be 'explicit' or 'virtual', got '{augmentation}'")
+    default_instance, default_cluster = WEIGHTS[(loss_weights, augmentation)]
+    return (
+        float(default_instance if instance_weight is None else instance_weight),
+        float(default_cluster if cluster_weight is None else cluster_weight),
+    )
 
 
 class SCCL(TextRepresentationModule):
     """Instance-CL on two augmented views + DEC-style clustering of the original text.
 
-    Loss = instance_weight · L_instance + cluster_weight · L_cluster. The defaults (1, 1) are the
-    reference code's explicit-augmentation weights; the paper writes L_instance + 10·L_cluster.
+    Loss = instance_weight · L_instance + cluster_weight · L_cluster. Weights left None come from
+    ``loss_weights`` and the datamodule's ``augmentation`` mode (``WEIGHTS``): ``reference`` (default)
+    is what the authors' code runs, (1, 1) with explicit views and (1, 0.5) with virtual
+    (dropout-only) views; ``paper`` is the paper's text, L_instance + 10·L_cluster. A number given
+    for either weight overrides it. The resolved weights are stored in ``hparams``.
     ``objective`` selects the paper's ablations: ``instance`` (Instance-CL only) or ``cluster``
     (clustering only).
 
@@ -33,20 +63,28 @@ class SCCL(TextRepresentationModule):
         max_length: int = 32,
         temperature: float = 0.5,
         alpha: float = 1.0,
-        instance_weight: float = 1.0,
-        cluster_weight: float = 1.0,
+        instance_weight: float | None = None,
+        cluster_weight: float | None = None,
+        loss_weights: str = "reference",
+        augmentation: str = "explicit",
         objective: str = "joint",
         projection_dim: int = 128,
         lr: float = 5e-6,
         head_lr_multiplier: float = 100.0,
         optimizer=None,
+        chunk_tokens: int = 1024,
+        concat_views: bool = True,
     ):
         if objective not in OBJECTIVES:
-            raise ValueError(f"method.objective must be one of {OBJECTIVES}, got '{objective}'")
+            raise ConfigError(f"method.objective must be one of {OBJECTIVES}, got '{objective}'")
         if temperature <= 0 or alpha <= 0:
-            raise ValueError("method.temperature and method.alpha must be positive")
-        super().__init__(backbone, pooling, None, max_length, lr, head_lr_multiplier, optimizer)
+            raise ConfigError("method.temperature and method.alpha must be positive")
+        super().__init__(backbone, pooling, None, max_length, lr, head_lr_multiplier, optimizer,
+                         chunk_tokens=chunk_tokens, concat_views=concat_views)
+        instance_weight, cluster_weight = resolve_loss_weights(loss_weights, augmentation, instance_weight,
+                                                               cluster_weight)
         self.save_hyperparameters(ignore=["optimizer"])
+        self.hparams.instance_weight, self.hparams.cluster_weight = instance_weight, cluster_weight
         dim = self.encoder.dim
         self.contrast_head = ContrastHead(dim, projection_dim)
         self.centroids = nn.Parameter(torch.zeros(num_clusters, dim))
@@ -56,7 +94,18 @@ class SCCL(TextRepresentationModule):
         self.alpha = alpha
         self.instance_weight = instance_weight
         self.cluster_weight = cluster_weight
+        self.augmentation = augmentation
         self.objective = objective
+
+    def on_fit_start(self) -> None:
+        super().on_fit_start()
+        made = getattr(getattr(self.trainer, "datamodule", None), "augmentation", None)
+        if made is not None and made != self.augmentation:
+            raise ConfigError(
+                f"SCCL's loss weights were set for augmentation='{self.augmentation}' but the datamodule makes "
+                f"'{made}' views; set method.augmentation={made} (conf/method/sccl.yaml takes it from "
+                "dataset.augmentation)."
+            )
 
     # -- state used by callbacks ---------------------------------------------------------------
     @property
@@ -73,10 +122,11 @@ class SCCL(TextRepresentationModule):
 
     # -- training ------------------------------------------------------------------------------------
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
-        e1 = self.embed(batch["view1"])  # [N, d]
-        e2 = self.embed(batch["view2"])  # [N, d]
         # with one augmentation column (or virtual views) the first view *is* the original text
-        e0 = self.embed(batch["original"]) if "original" in batch else e1  # [N, d]
+        views = [batch["view1"], batch["view2"]] + ([batch["original"]] if "original" in batch else [])
+        embedded = self.embed_views(views)  # [N, d] each
+        e1, e2 = embedded[0], embedded[1]
+        e0 = embedded[2] if len(embedded) == 3 else e1  # [N, d]
         losses = {}
         total = e1.new_zeros(())
         backward = e1.new_zeros(())
@@ -88,7 +138,7 @@ class SCCL(TextRepresentationModule):
             backward = backward + self.instance_weight * losses["instance_loss"] * ddp_loss_scale()
         if self.objective in ("joint", "cluster"):
             if self.needs_centroid_init:
-                raise RuntimeError(
+                raise SetupError(
                     "SCCL's centroids were never initialised: add callbacks.KMeansCentroidInit "
                     "(config group callbacks=sccl) so KMeans fills them before the first step."
                 )

@@ -11,6 +11,7 @@ import warnings
 
 import torch
 
+from errors import ConfigError
 from lightning_modules.base import TextRepresentationModule
 from lightning_modules.distributed import ddp_loss_scale, gather_with_grad
 from lightning_modules.losses_clusterns import cosine_matrix, infonce_with_hard_negatives
@@ -62,24 +63,26 @@ class SimCSE(TextRepresentationModule):
         head_lr_multiplier: float = 1.0,
         lr_schedule: str = "linear",
         optimizer=None,
+        chunk_tokens: int = 1024,
+        concat_views: bool = True,
     ):
         if temperature <= 0:
-            raise ValueError(f"method.temperature must be positive, got {temperature}")
+            raise ConfigError(f"method.temperature must be positive, got {temperature}")
         if lr_schedule not in LR_SCHEDULES:
-            raise ValueError(f"method.lr_schedule must be one of {LR_SCHEDULES}, got '{lr_schedule}'")
-        super().__init__(backbone, pooling, eval_pooling, max_length, lr, head_lr_multiplier, optimizer)
+            raise ConfigError(f"method.lr_schedule must be one of {LR_SCHEDULES}, got '{lr_schedule}'")
+        super().__init__(backbone, pooling, eval_pooling, max_length, lr, head_lr_multiplier, optimizer,
+                         chunk_tokens=chunk_tokens, concat_views=concat_views)
         self.save_hyperparameters(ignore=["optimizer"])
         self.temperature = temperature
         self.lr_schedule = lr_schedule
 
     # -- encoding -------------------------------------------------------------------------------------
     def two_views(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
-        """z1, z2: [n, d] each; one forward pass of the batch stacked twice (independent dropout)."""
+        """z1, z2: [n, d] each; the batch embedded twice (independent dropout), one forward pass
+        of the batch stacked twice when the encoder concatenates views (the default)."""
         tokens = text_tokens(batch)
-        n = tokens["input_ids"].shape[0]
-        doubled = {key: torch.cat([value, value]) for key, value in tokens.items()}  # each [2n, T]
-        z = self.embed(doubled)  # [2n, d]
-        return z[:n], z[n:]
+        z1, z2 = self.embed_views([tokens, tokens])  # [n, d] each
+        return z1, z2
 
     def contrastive_inputs(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
         """Both views gathered over processes: [N, d] each, N = n x world size."""
@@ -116,7 +119,3 @@ class SimCSE(TextRepresentationModule):
             return optimizer
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: max(0.0, 1.0 - step / total))
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
-
-    def on_save_checkpoint(self, checkpoint: dict) -> None:
-        # lets tools (evaluation.sts --checkpoint) tell which module wrote the file
-        checkpoint["module_class"] = f"{type(self).__module__}.{type(self).__qualname__}"

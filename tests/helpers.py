@@ -36,4 +36,5 @@ def toy_overrides(csv: Path, steps: int = 4) -> list[str]:
         "dataset.callbacks.clustering_eval.kmeans_n_init=2",
         "method.callbacks.centroid_init.n_init=2",
         "print_table=false",
+        "callbacks.report.plots=false",  # pictures cost ~2 s a run; tests/test_run_report.py covers them
     ]

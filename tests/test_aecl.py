@@ -146,6 +146,52 @@ def test_training_objective_per_stage(tiny_aecl, reference):
     module.confidence_threshold = 0.95
 
 
+def test_stage_three_threshold_is_strict_for_the_paper_and_inclusive_for_the_reference(tiny_aecl):
+    module, _ = tiny_aecl
+    p0 = torch.tensor([[0.5, 0.25, 0.25], [0.25, 0.5, 0.25], [0.2, 0.2, 0.6], [0.4, 0.3, 0.3]])
+    saved = module.reference, module.confidence_threshold
+    module.confidence_threshold = 0.5  # exactly representable: rows 0 and 1 sit on the threshold
+    try:
+        module.reference = False  # paper: max p⁰ > threshold
+        assert module._confident_targets(p0).tolist() == [-1, -1, 2, -1]
+        module.reference = True  # reference code: max p⁰ >= threshold
+        assert module._confident_targets(p0).tolist() == [0, 1, 2, -1]
+    finally:
+        module.reference, module.confidence_threshold = saved
+
+
+@pytest.mark.parametrize(
+    "reference,instance_loss,form",
+    [(False, None, "paper"), (True, None, "reference"), (True, "rowwise", "rowwise"),
+     (False, "reference", "reference")],
+)
+def test_instance_loss_form_follows_reference_unless_named(reference, instance_loss, form):
+    from lightning_modules.aecl import AECL
+    from lightning_modules.losses_aecl import similarity_guided_loss
+
+    torch.manual_seed(0)
+    module = AECL(num_clusters=3, backbone="tiny", reference=reference, instance_loss=instance_loss, lambda1=1.0)
+    assert module.instance_loss_form == form
+    module.eval()  # no dropout: the step and the check below see the same outputs
+    tokens = module.encoder.tokenize(["pasta sauce bake", "planet orbit star", "python bug loop", "bread oven"])
+    other = module.encoder.tokenize(["bake sauce", "star orbit", "loop bug", "oven bread soup"])
+    _, logged = logged_step(module, {"index": torch.arange(4), "view1": tokens, "view2": other})
+    with torch.no_grad():
+        out0, out1 = module.forward_view(tokens), module.forward_view(other)
+        clusters = out0["logits"].argmax(dim=1)
+        expected = similarity_guided_loss(out0["z"], out1["z"], out0["h"], out1["h"], out0["s"], out1["s"], clusters,
+                                          module.tau_instance, form=form)
+    assert logged["train/instance_loss"] == pytest.approx(expected.item(), rel=1e-5)
+    assert 0.0 <= logged["train/confident_share"] <= 1.0 and 1 / 3 <= logged["train/confidence_mean"] <= 1.0
+
+
+def test_unknown_instance_loss_form_is_a_clear_error():
+    from lightning_modules.aecl import AECL
+
+    with pytest.raises(ValueError, match="instance_loss"):
+        AECL(num_clusters=3, backbone="tiny", instance_loss="code")
+
+
 def test_stage_two_without_pseudo_labels_says_which_callback_is_missing():
     from lightning_modules.aecl import AECL
 

@@ -48,52 +48,98 @@ def naive_paper_li(z0, z1, h0, h1, s0, s1, clusters, tau):
     return total / (2 * n)
 
 
-def naive_reference_li(z0, z1, h0, h1, s0, s1, clusters, tau):
-    """The reference code's stacked-matrix variant, as SPEC §4 describes it, as loops."""
+def naive_stacked_pieces(z0, z1, h0, h1, s0, s1, clusters, tau):
+    """The reference code's per-anchor pieces (SPEC §4), as loops over the 2N stacked anchors:
+    num[r] and den[r] of the two-view ratio on [Z⁰; Z¹], and soft1[v][r], the guided ratio on
+    [Z^v; H^v] (S-weighted same-cluster positives, stacked diagonal weight 0, + 1e-5)."""
     n = len(z0)
 
     def e(a, b):
         return math.exp(cos(a, b) / tau)
 
+    def partner(r):
+        return r + n if r < n else r - n
+
     zs = list(z0) + list(z1)
-    losses = []
+    num = [e(zs[r], zs[partner(r)]) for r in range(2 * n)]
+    den = [sum(e(zs[r], zs[c]) for c in range(2 * n) if c not in (r, partner(r))) for r in range(2 * n)]
+    soft1 = []
     for zv, h, s in ((z0, h0, s0), (z1, h1, s1)):
         x = list(zv) + list(h)
-        loss = 0.0
+        ratios = []
         for r in range(2 * n):
-            partner = r + n if r < n else r - n
-            rest = [c for c in range(2 * n) if c not in (r, partner)]
-            two_view = e(zs[r], zs[partner]) / sum(e(zs[r], zs[c]) for c in rest)
-            num = 0.0
+            positive = 0.0
             for c in range(2 * n):
                 if clusters[r % n] == clusters[c % n]:
                     weight = (0.0 if r == c else float(s[r % n, c % n])) + 1e-5
-                    num += weight * e(x[r], x[c])
-            guided = num / sum(e(x[r], x[c]) for c in rest)
-            loss += -math.log(two_view + guided)
-        losses.append(loss / (2 * n))
+                    positive += weight * e(x[r], x[c])
+            ratios.append(positive / sum(e(x[r], x[c]) for c in range(2 * n) if c not in (r, partner(r))))
+        soft1.append(ratios)
+    return num, den, soft1
+
+
+def naive_reference_li(*args):
+    """What the reference train.py optimises: soft0[i, j] = num_i / den_j (2N × 2N), soft1 broadcast
+    along the last axis, L_v = -mean over all 4N² (i, j) of log(soft1[j] + soft0[i, j])."""
+    num, den, soft1 = naive_stacked_pieces(*args)
+    m = len(num)
+    losses = []
+    for v in (0, 1):
+        total = 0.0
+        for i in range(m):
+            for j in range(m):
+                soft0_ij = num[i] / den[j]
+                total += -math.log(soft1[v][j] + soft0_ij)
+        losses.append(total / (m * m))
     return sum(losses) / 2
 
 
+def naive_rowwise_li(*args):
+    """The same pieces added row by row (neither paper nor code)."""
+    num, den, soft1 = naive_stacked_pieces(*args)
+    m = len(num)
+    losses = [sum(-math.log(num[r] / den[r] + soft1[v][r]) for r in range(m)) / m for v in (0, 1)]
+    return sum(losses) / 2
+
+
+NAIVE_LI = {"paper": naive_paper_li, "reference": naive_reference_li, "rowwise": naive_rowwise_li}
+
+
 @pytest.mark.parametrize("tau", [1.0, 0.5])
-@pytest.mark.parametrize("reference", [False, True])
-def test_similarity_guided_loss_matches_loops(tau, reference):
+@pytest.mark.parametrize("form", ["paper", "reference", "rowwise"])
+def test_similarity_guided_loss_matches_loops(tau, form):
     args = batch()
-    naive = (naive_reference_li if reference else naive_paper_li)(*args, tau)
-    assert similarity_guided_loss(*args, temperature=tau, reference=reference).item() == pytest.approx(naive, rel=1e-9)
+    naive = NAIVE_LI[form](*args, tau)
+    assert similarity_guided_loss(*args, temperature=tau, form=form).item() == pytest.approx(naive, rel=1e-9, abs=1e-6)
 
 
-def test_paper_and_reference_forms_differ():
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_reference_broadcast_matches_loops_on_random_batches(seed):
+    """Random batch sizes and cluster layouts, float32 as in training, to 1e-6."""
+    g = torch.Generator().manual_seed(seed)
+    n = int(torch.randint(3, 8, (1,), generator=g))
+    z0, z1, h0, h1 = (torch.randn(n, 6, generator=g) for _ in range(4))
+    s0, s1 = (torch.softmax(torch.randn(n, n, generator=g), dim=1) for _ in range(2))
+    clusters = torch.randint(0, 3, (n,), generator=g)
+    args = (z0, z1, h0, h1, s0, s1, clusters)
+    naive = naive_reference_li(*(t.double() for t in args[:6]), clusters, 0.5)
+    assert similarity_guided_loss(*args, temperature=0.5, form="reference").item() == pytest.approx(naive, abs=1e-6)
+
+
+def test_the_three_forms_differ():
     args = batch()
-    assert abs(similarity_guided_loss(*args).item() - similarity_guided_loss(*args, reference=True).item()) > 1e-3
+    values = {form: similarity_guided_loss(*args, form=form).item() for form in NAIVE_LI}
+    assert abs(values["paper"] - values["reference"]) > 1e-3
+    assert abs(values["reference"] - values["rowwise"]) > 1e-3
+    assert abs(values["paper"] - values["rowwise"]) > 1e-3
 
 
-@pytest.mark.parametrize("reference", [False, True])
-def test_similarity_guided_loss_gradients_are_finite_even_with_zero_attention(reference):
+@pytest.mark.parametrize("form", ["paper", "reference", "rowwise"])
+def test_similarity_guided_loss_gradients_are_finite_even_with_zero_attention(form):
     z0, z1, h0, h1, s0, s1, clusters = batch()
     s0 = torch.eye(5, dtype=torch.float64)  # exact zeros off the diagonal
     tensors = [t.clone().requires_grad_(True) for t in (z0, z1, h0, h1, s0, s1)]
-    loss = similarity_guided_loss(*tensors, clusters, temperature=0.05, reference=reference)
+    loss = similarity_guided_loss(*tensors, clusters, temperature=0.05, form=form)
     loss.backward()
     assert torch.isfinite(loss)
     for t in tensors:
@@ -108,6 +154,8 @@ def test_similarity_guided_loss_rejects_single_sample_and_bad_shapes():
         similarity_guided_loss(z0[:1], z1[:1], h0[:1], h1[:1], s0[:1, :1], s1[:1, :1], clusters[:1])
     with pytest.raises(ValueError, match="clusters has 4 rows"):
         similarity_guided_loss(z0, z1, h0, h1, s0, s1, clusters[:4])
+    with pytest.raises(ValueError, match="rowwise"):
+        similarity_guided_loss(z0, z1, h0, h1, s0, s1, clusters, form="code")
 
 
 def naive_cluster_loss(p0, p1, tau, positive_in_denominator):

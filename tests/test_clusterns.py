@@ -250,7 +250,8 @@ def test_warmup_then_init_then_clustered_loss(recwarn):
     assert torch.equal(module.centroids, z1[naive_greedy(sim, 3, first[0])])
     assert loss.item() == pytest.approx(infonce_with_hard_negatives(z1, z2, 0.05).item())
 
-    # next step: assign with the old centroids, momentum update, second-nearest hard negatives, BML
+    # next step (default update_order=before_loss): assign with the old centroids, momentum update,
+    # assign again to the updated centroids, second-nearest updated centroid as hard negative, BML
     old = module.centroids.clone()
     z1b = torch.randn(6, D, generator=g, requires_grad=True)
     z2b = z1b.detach() + 0.1 * torch.randn(6, D, generator=g)
@@ -258,6 +259,7 @@ def test_warmup_then_init_then_clustered_loss(recwarn):
     labels, _ = assign(z1b.detach(), old)
     updated = momentum_update(old, z1b.detach(), labels, 0.1, "mean")
     assert torch.allclose(module.centroids, updated)
+    labels, _ = assign(z1b.detach(), updated)
     _, hard, _ = hard_negative_select(z1b.detach(), updated, "second")
     sim_b = F.normalize(z1b, dim=1) @ F.normalize(z2b, dim=1).T
     expected = infonce_with_hard_negatives(z1b, z2b, 0.05, hard, 1.0) + 0.5 * naive_bml(
@@ -265,6 +267,68 @@ def test_warmup_then_init_then_clustered_loss(recwarn):
     assert loss.item() == pytest.approx(expected.item(), rel=1e-5)
     loss.backward()
     assert torch.isfinite(z1b.grad).all()
+
+
+def _order_batch():
+    """Three anchors in the first two of D dimensions and two centroids on the axes. With γ = 1 and
+    mean updates the new centroids are the members' means: c0' = mean(s, t) = (0.6, -0.05) and
+    c1' = u = (0.1, 1). Sample s = (1, 0.9) is nearer c0 before the update (cos 0.743 vs 0.669) and
+    nearer c1' after it (0.740 vs 0.685): it changes cluster."""
+
+    def vec(a, b):
+        v = torch.zeros(D)
+        v[0], v[1] = a, b
+        return v
+
+    z1 = torch.stack([vec(1.0, 0.9), vec(0.2, -1.0), vec(0.1, 1.0)])  # s, t, u
+    g = torch.Generator().manual_seed(3)
+    z2 = z1 + 0.05 * torch.randn(3, D, generator=g)
+    old = torch.stack([vec(1.0, 0.0), vec(0.0, 1.0)])
+    new = torch.stack([vec(0.6, -0.05), vec(0.1, 1.0)])
+    return z1, z2, old, new
+
+
+# hand-derived: assignment to old centroids [0, 0, 1], to updated ones [1, 0, 1]; with K = 2 the
+# second-nearest centroid is the other one
+ORDER_CASES = {
+    "before_loss": ([1, 0, 1], "new", [0, 1, 0]),
+    "after_loss": ([0, 0, 1], "old", [1, 1, 0]),
+    "between": ([0, 0, 1], "new", [0, 1, 0]),
+}
+
+
+@pytest.mark.parametrize("order", sorted(ORDER_CASES))
+def test_update_order_on_a_sample_that_changes_cluster(order):
+    z1, z2, old, new = _order_batch()
+    labels, which, hard_rows = ORDER_CASES[order]
+    assert assign(z1, old)[0].tolist() == [0, 0, 1] and assign(z1, new)[0].tolist() == [1, 0, 1]
+    module = make_module(num_clusters=2, momentum=1.0, update_order=order, bml_alpha=0.0, bml_beta=0.05)
+    module.centroids.copy_(old)
+    module.clustering_started.fill_(True)
+    assignment, hard, seen = module.cluster_step(z1, step=5)
+    assert torch.allclose(module.centroids, new)  # the centroids move once, whatever the order
+    assert assignment.tolist() == labels
+    centroids = {"old": old, "new": new}[which]
+    assert torch.allclose(seen, centroids) and torch.allclose(hard, centroids[hard_rows])
+
+    module.centroids.copy_(old)  # the same step through training_step: the loss uses that mask and those negatives
+    loss = feed(module, z1, z2)
+    sim = F.normalize(z1, dim=1) @ F.normalize(z2, dim=1).T
+    expected = infonce_with_hard_negatives(z1, z2, 0.05, centroids[hard_rows], 1.0) + 0.5 * naive_bml(
+        sim, same_cluster_mask(torch.tensor(labels)), 0.0, 0.05, "members")
+    assert loss.item() == pytest.approx(expected.item(), rel=1e-5)
+
+
+def test_the_three_update_orders_give_three_losses():
+    z1, z2, old, _ = _order_batch()
+    losses = {}
+    for order in ORDER_CASES:
+        module = make_module(num_clusters=2, momentum=1.0, update_order=order, bml_alpha=0.0, bml_beta=0.05)
+        module.centroids.copy_(old)
+        module.clustering_started.fill_(True)
+        losses[order] = feed(module, z1, z2).item()
+    values = sorted(losses.values())
+    assert values[1] - values[0] > 1e-4 and values[2] - values[1] > 1e-4, losses
 
 
 @pytest.mark.parametrize("switch,value", [("hard_negatives", "none"), ("false_negatives", "none"),
@@ -296,6 +360,8 @@ def test_bad_switch_values_are_clear_errors():
         make_module(hard_negatives="third")
     with pytest.raises(ValueError, match="num_clusters"):
         make_module(num_clusters=1)
+    with pytest.raises(ValueError, match="update_order"):
+        make_module(update_order="during_loss")
 
 
 def test_small_batch_waits_for_a_full_one():

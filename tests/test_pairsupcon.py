@@ -268,7 +268,7 @@ NLI_PAIRS = [
 
 
 def write_tiny_sts(folder):
-    """A minimal SentEval STS-B test file (the other six STS tasks are absent and skipped)."""
+    """Minimal SentEval STS-B test and dev files (the other six STS tasks are absent and skipped)."""
     stsb = folder / "STS" / "STSBenchmark"
     stsb.mkdir(parents=True)
     rows = [
@@ -281,6 +281,7 @@ def write_tiny_sts(folder):
     ]
     lines = [f"main-captions\tMSRvid\t2012test\t{i:04d}\t{s}\t{a}\t{b}" for i, (a, b, s) in enumerate(rows)]
     (stsb / "sts-test.csv").write_text("\n".join(lines) + "\n")
+    (stsb / "sts-dev.csv").write_text("\n".join(lines[::-1]) + "\n")  # callbacks.sts_dev (the objective)
     return folder
 
 
@@ -329,6 +330,9 @@ def test_pairsupcon_trains_and_evaluates_at_the_end(tiny_nli, tmp_path):
     assert results["method"] == "pairsupcon" and results["steps"] == 3
     assert results["sts"]["weights"] == "final" and results["sts"]["avg_over"] == ["STSB"]
     assert -1 <= results["sts"]["avg"] <= 1
+    assert results["sts_dev"]["step"] == 3 and -1 <= results["sts_dev"]["spearman"] <= 1
+    assert results["objective"]["name"] == "sts_dev.spearman"
+    assert results["objective"]["value"] == results["sts_dev"]["spearman"]
     sts = json.loads((out / "sts.json").read_text())
     assert list(sts["tasks"]) == ["STSB"] and sts["tasks"]["STSB"]["n"] == 6
     final = results["final_evaluation"]

@@ -25,7 +25,7 @@ def test_sccl_runs_and_writes_outputs(toy_corpus, tmp_path):
     assert saved["clustering"]["before"]["step"] == 0
     with open(out / "predictions.csv") as handle:
         rows = list(csv.DictReader(handle))
-    assert len(rows) == 36 and set(rows[0]) == {"row", "text", "kmeans_cluster", "head_cluster", "label"}
+    assert len(rows) == 36 and set(rows[0]) == {"row", "line", "text", "kmeans_cluster", "head_cluster", "label"}
     assert (out / "checkpoints" / "last.ckpt").exists() and (out / "config_resolved.yaml").exists()
     metrics = (out / "csv" / "metrics.csv").read_text()
     assert "train/loss" in metrics and "val/kmeans_acc" in metrics

@@ -14,6 +14,7 @@ from datamodules.streaming_text import (
     StreamingTextDataModule,
     StreamingTextDataset,
 )
+from errors import UserError
 
 
 def write_lines(path: Path, lines: list[str], newline: str = "\n") -> Path:
@@ -152,7 +153,7 @@ def test_missing_and_empty_files_are_clear_errors(tmp_path):
     for path in (empty, blank):
         with pytest.raises(ValueError, match=f"{path.name} is empty"):
             StreamingTextDataModule(path, tokenizer=object())
-    with pytest.raises(IsADirectoryError):
+    with pytest.raises(UserError, match="is a folder; set dataset.path"):
         StreamingTextDataset(tmp_path)
     with pytest.raises(ValueError, match="rank"):
         StreamingTextDataset(write_lines(tmp_path / "ok.txt", ["a"]), rank=2, world_size=2)

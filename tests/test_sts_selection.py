@@ -157,10 +157,11 @@ def test_cli_evaluates_a_lightning_checkpoint_with_its_eval_pooling(tmp_path):
     assert "(cls_before_pooler)" in (tmp_path / "o" / "sts.md").read_text()
 
 
-def test_cli_rejects_a_checkpoint_without_hyper_parameters(tmp_path):
+def test_cli_rejects_a_checkpoint_without_hyper_parameters(tmp_path, capsys):
     from evaluation.sts import main
 
     path = tmp_path / "bad.ckpt"
     torch.save({"state_dict": {}}, path)
-    with pytest.raises(ValueError, match="backbone"):
+    with pytest.raises(SystemExit) as stopped:  # a user error: one line on stderr, exit 2
         main(["--checkpoint", str(path), "--data-dir", str(tmp_path)])
+    assert stopped.value.code == 2 and "'backbone' hyper-parameter" in capsys.readouterr().err

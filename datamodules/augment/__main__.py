@@ -23,7 +23,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Sequence
 
-from errors import UserError
+from errors import USER_ERROR_EXIT_CODE, UserError, find_user_error, report_user_error
 
 DEFAULT_PREFIX = {"eda": "eda", "contextual": "ctx"}
 TEXT_COLUMN_FALLBACKS = ("text0", "text")
@@ -47,9 +47,12 @@ def separator_for(path: Path, default: str = ",") -> str:
     return default
 
 
-def read_table(path: Path, sep: str | None = None):
-    """The file as strings exactly as written (no NaN for empty cells or the text "NA")."""
+def read_table(path: Path, sep: str | None = None, encoding: str | None = None):
+    """The file as strings exactly as written (no NaN for empty cells or the text "NA"), decoded with
+    ``encoding`` (UTF-8 by default); an undecodable byte is reported with its file line."""
     import pandas as pd
+
+    from datamodules.text_io import decoding, reading_encoding
 
     if not path.exists():
         raise AugmentError(f"input file '{path}' does not exist")
@@ -59,8 +62,10 @@ def read_table(path: Path, sep: str | None = None):
         raise AugmentError(f"input file '{path}' is empty; it needs a header line and data rows")
     sep = sep or separator_for(path)
     try:
-        frame = pd.read_csv(path, sep=sep, dtype=str, keep_default_na=False, na_filter=False)
-    except (pd.errors.ParserError, UnicodeDecodeError) as err:
+        with decoding(path, encoding, "--encoding"):
+            frame = pd.read_csv(path, sep=sep, dtype=str, keep_default_na=False, na_filter=False,
+                                encoding=reading_encoding(encoding))
+    except pd.errors.ParserError as err:
         raise AugmentError(
             f"could not parse '{path}' as {'TSV' if sep == chr(9) else 'CSV'} ({err}); "
             "pass --sep if the separator is not guessed right from the extension"
@@ -160,6 +165,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--prefix", default=None,
                         help="new columns are PREFIX_1..PREFIX_COPIES (default eda / ctx)")
     parser.add_argument("--sep", default=None, help="input separator (default from extension)")
+    parser.add_argument("--encoding", default="utf-8",
+                        help="input text encoding (default utf-8, e.g. latin-1, cp1252); the output is UTF-8")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     eda = parser.add_argument_group("eda")
     eda.add_argument("--alpha", type=float, default=None,
@@ -267,7 +274,7 @@ def run_contextual(args, texts: list[str], progress: bool) -> tuple[list[list[st
 
 def augment_file(args: argparse.Namespace, argv: Sequence[str]) -> dict:
     source, target = check_arguments(args)
-    frame = read_table(source, args.sep)
+    frame = read_table(source, args.sep, args.encoding)
     text_column = resolve_text_column(list(frame.columns), source, args.text_column)
     prefix = args.prefix or DEFAULT_PREFIX[args.method]
     columns = [f"{prefix}_{k}" for k in range(1, args.copies + 1)]
@@ -324,9 +331,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         augment_file(args, argv)
-    except AugmentError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    except Exception as err:  # noqa: BLE001 - re-raised unless it is (or wraps) a user error
+        user_error = find_user_error(err)
+        if user_error is None:
+            raise
+        report_user_error(user_error)
+        return USER_ERROR_EXIT_CODE
     return 0
 
 

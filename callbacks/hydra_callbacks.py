@@ -1,0 +1,189 @@
+"""Hydra callbacks (``hydra.callbacks`` in conf/hydra/default.yaml), not Lightning ones.
+
+``SweepCallback`` does the bookkeeping of a multirun (``python run.py -m ...``) whatever the
+launcher (basic, joblib, submitit_local, submitit_slurm) or sweeper (basic grid, Optuna):
+
+- **job start** (every run, in the job's own process): sets torch's thread count, so jobs that
+  run side by side do not each start one thread per core (``threads_per_job``; with
+  ``hydra/launcher=joblib`` and ``threads_per_job: null``: usable cores // ``n_jobs``);
+- **job end**: the job's W&B run is finished (the next job of the process gets its own); a job
+  that raised writes ``failed.json`` (type and message) into its folder (run.py does the same
+  for a user error, and lets the other jobs go on);
+- **multirun end** (in the launching process): ``evaluation.aggregate`` tables of every job
+  (``aggregate.md/.csv/.json``) and, for an Optuna sweep, ``trials.md/.csv`` (one row per trial:
+  the searched parameters and the objective) in the sweep folder, the table printed, and the
+  aggregate logged to W&B when the sweep logs there. If a job failed the multirun exits with
+  status 2 after writing them (``fail_on_job_errors``). When the sweeper itself stops on a failed
+  job (Hydra's basic sweeper raises once its batch is done), the tables are still written as the
+  process exits.
+"""
+from __future__ import annotations
+
+import atexit
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig
+
+from errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (SLURM/cgroup affinity), not the machine's count."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
+
+
+def threads_for_job(setting, launcher: DictConfig | dict | None, cores: int) -> int | None:
+    """torch threads for one job: ``setting`` if given; with the joblib launcher cores // n_jobs
+    (joblib's n_jobs: -1 = all cores, -2 = all but one, ...); otherwise None (torch's default)."""
+    if setting is not None:
+        threads = int(setting)
+        if threads < 1:
+            raise ConfigError(f"threads_per_job must be >= 1 or null, got {setting}")
+        return threads
+    target = str((launcher or {}).get("_target_", ""))
+    if "joblib" not in target.lower():
+        return None
+    n_jobs = int((launcher or {}).get("n_jobs", -1) or -1)
+    if n_jobs < 0:
+        n_jobs = max(1, cores + 1 + n_jobs)
+    return max(1, cores // n_jobs)
+
+
+def _hydra_cfg():
+    from hydra.core.hydra_config import HydraConfig
+
+    return HydraConfig.get() if HydraConfig.initialized() else None
+
+
+def is_multirun() -> bool:
+    hydra_cfg = _hydra_cfg()
+    return hydra_cfg is not None and str(hydra_cfg.mode).endswith("MULTIRUN")
+
+
+def write_failure(output_dir: str | Path, err: BaseException) -> Path:
+    path = Path(output_dir) / "failed.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"error": f"{type(err).__name__}: {err}", "type": type(err).__name__}, indent=2))
+    return path
+
+
+def record_sweep_failure(cfg: DictConfig, err: BaseException) -> bool:
+    """In a multirun: write the job's ``failed.json`` and return True (the caller returns instead
+    of exiting, so the other jobs run). In a single run: False (the caller exits with status 2)."""
+    if not is_multirun():
+        return False
+    write_failure(cfg.paths.output_dir, err)
+    return True
+
+
+def finish_wandb_run(failed: bool = False) -> None:
+    """Close the job's W&B run: Lightning's WandbLogger leaves it open, and the next job of a
+    multirun in the same process (basic and joblib launchers) would otherwise log into it."""
+    wandb = sys.modules.get("wandb")
+    if wandb is not None and getattr(wandb, "run", None) is not None:
+        wandb.finish(exit_code=1 if failed else 0)
+
+
+class SweepCallback(Callback):
+    """Thread division at job start, failure records at job end, tables when a multirun ends.
+
+    Args:
+        aggregate: write the aggregate (and trials) tables into the sweep folder.
+        fail_on_job_errors: exit with status 2 after the tables when a job failed.
+        print_table: print the aggregate Markdown table to the console.
+    """
+
+    def __init__(self, aggregate: bool = True, fail_on_job_errors: bool = True, print_table: bool = True):
+        self.aggregate = aggregate
+        self.fail_on_job_errors = fail_on_job_errors
+        self.print_table = print_table
+        self._pending: DictConfig | None = None
+
+    # -- every job ----------------------------------------------------------------------------------------
+    def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        hydra_cfg = _hydra_cfg()
+        if hydra_cfg is not None and hydra_cfg.runtime.output_dir:  # a requeued job's earlier failure is stale
+            (Path(hydra_cfg.runtime.output_dir) / "failed.json").unlink(missing_ok=True)
+        launcher = config.hydra.launcher if is_multirun() else None
+        threads = threads_for_job(config.get("threads_per_job"), launcher, usable_cores())
+        if threads is not None:
+            import torch
+
+            torch.set_num_threads(threads)
+            log.info("torch threads for this job: %d", threads)
+
+    def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
+        from hydra.core.utils import JobStatus
+
+        failed = job_return.status == JobStatus.FAILED
+        output_dir = Path(_hydra_cfg().runtime.output_dir)
+        finish_wandb_run(failed or (output_dir / "failed.json").exists())  # run.py's user errors return
+        if not failed or not is_multirun():
+            return
+        try:
+            job_return.return_value  # raises the job's exception
+        except Exception as err:  # noqa: BLE001 - recorded, Hydra reports it
+            if not (output_dir / "failed.json").exists():
+                write_failure(output_dir, err)
+
+    # -- the launching process --------------------------------------------------------------------------
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        if self.aggregate:
+            self._pending = config
+            atexit.register(self._write_if_pending)  # the sweeper may raise before on_multirun_end
+
+    def _write_if_pending(self) -> None:
+        if self._pending is not None:
+            config, self._pending = self._pending, None
+            try:
+                self.write_tables(config)
+            except Exception as err:  # noqa: BLE001 - at exit, report and go
+                print(f"aggregate table not written: {err}", file=sys.stderr)
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        self._pending = None
+        if not self.aggregate:
+            return
+        failed = self.write_tables(config)
+        if failed and self.fail_on_job_errors:
+            from errors import USER_ERROR_EXIT_CODE
+
+            first = failed[0]
+            print(f"error: {len(failed)} job(s) of the multirun failed, e.g. {first['run']}: {first['reason']} "
+                  f"(all listed in {Path(str(config.hydra.sweep.dir)) / 'aggregate.md'})", file=sys.stderr)
+            sys.exit(USER_ERROR_EXIT_CODE)
+
+    def write_tables(self, config: DictConfig) -> list[dict]:
+        """Aggregate (and trials) tables into the sweep folder; returns the failed jobs."""
+        from evaluation.aggregate import aggregate_folders, markdown, trials, write_outputs, write_trials
+
+        sweep_dir = Path(str(config.hydra.sweep.dir))
+        if not sweep_dir.is_dir():
+            return []
+        agg, runs = aggregate_folders([sweep_dir])
+        title = f"Multirun {sweep_dir}"
+        paths = write_outputs(agg, sweep_dir, title)
+        if self.print_table:
+            print(markdown(agg, title), flush=True)
+        sweeper = config.hydra.get("sweeper") or {}
+        if "optuna" in str(sweeper.get("_target_", "")).lower():
+            params = [str(k) for k in (sweeper.get("params") or {})]
+            direction = str(sweeper.get("direction", "maximize")).split(".")[-1]
+            paths += write_trials(trials(runs, params), params, sweep_dir, direction)
+        log.info("multirun tables: %s", ", ".join(str(p) for p in paths))
+        if "wandb" in (config.get("logger") or {}):
+            from evaluation.wandb_dashboard import log_aggregate
+
+            log_aggregate(agg, config, sweep_dir)
+        return agg["failed"]

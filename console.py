@@ -1,0 +1,80 @@
+"""What a run prints: each log line once, on stderr, without third-party adverts or stale warnings.
+
+``run.py`` calls :func:`configure` at the start of its Hydra ``main``, after Hydra has set up
+logging (``conf/hydra/default.yaml``: console handler on stderr plus ``<run>/run.log``). Without it:
+
+- every Lightning INFO line appears twice: ``import lightning`` attaches its own stderr handler to
+  the ``lightning`` logger and leaves propagation on, so the record is printed by that handler
+  and again by Hydra's root handlers;
+- Lightning advertises other products ("Tip: ... try installing litlogger / litmodels") on every
+  ``Trainer`` built without them;
+- transformers draws a "Loading weights" progress bar for every backbone it loads;
+- faiss logs at INFO, on import, each CPU extension it could not load;
+- Lightning 2.6 with torch >= 2.10 emits torch's FutureWarning about ``LeafSpec`` from its own
+  batch-flattening code, once per run, which nothing in this project can act on.
+
+The result table is printed on stdout by ``run.py``; logs, progress bars, warnings and errors go
+to stderr, so ``python run.py ... > table.txt`` captures only the table.
+"""
+from __future__ import annotations
+
+import logging
+import warnings
+
+# messages Lightning logs to advertise its commercial products (see its logger/callback connectors)
+ADVERT_PREFIXES = ("💡 Tip:",)
+_LIGHTNING_LOGGERS = ("lightning", "lightning.pytorch", "lightning.fabric", "pytorch_lightning", "lightning_fabric")
+_RANK_ZERO_LOGGERS = ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero")
+
+
+class DropAdverts(logging.Filter):
+    """Drops log records that advertise other products."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not message.lstrip().startswith(ADVERT_PREFIXES)
+
+
+def quiet_warnings() -> None:
+    """Warnings that are noise in this project's runs (each with the reason it is safe to hide)."""
+    # our loaders are sized for the 2-core default; Lightning suggests more workers on every run
+    warnings.filterwarnings("ignore", message=".*does not have many workers.*")
+    # the streaming loaders compute their exact length per worker (EpochAwareDataLoader.__len__), which is
+    # the case this Lightning warning is about
+    warnings.filterwarnings("ignore", message=r".*Your `IterableDataset` has `__len__` defined.*")
+    # torch deprecates LeafSpec; Lightning's own pytree helper still uses it (not our code)
+    warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\).*", category=FutureWarning)
+
+
+def configure(root_handlers_present: bool | None = None) -> None:
+    """Route Lightning's logs through the root (Hydra) handlers once, drop adverts, hide noise.
+
+    ``root_handlers_present`` defaults to whether the root logger has handlers (Hydra's); without
+    them Lightning's own handler is the only output and is kept.
+    """
+    import lightning  # noqa: F401 - attaches its handlers on import; they are removed below
+
+    if root_handlers_present is None:
+        root_handlers_present = bool(logging.getLogger().handlers)
+    for name in _LIGHTNING_LOGGERS:
+        logger = logging.getLogger(name)
+        if root_handlers_present:
+            for handler in list(logger.handlers):
+                if type(handler) is logging.StreamHandler:  # not file handlers someone added on purpose
+                    logger.removeHandler(handler)
+            logger.propagate = True
+    advert_filter = DropAdverts()
+    for name in _RANK_ZERO_LOGGERS + _LIGHTNING_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, DropAdverts) for f in logger.filters):
+            logger.addFilter(advert_filter)
+    quiet_warnings()
+    # faiss (the KMeans backend) logs at INFO which CPU extensions it could not load, on every import
+    logging.getLogger("faiss.loader").setLevel(logging.WARNING)
+    try:
+        from huggingface_hub.utils import enable_progress_bars
+        from transformers.utils import logging as hf_logging
+    except ImportError:  # pragma: no cover - both are dependencies
+        return
+    hf_logging.disable_progress_bar()  # transformers' own bars ("Loading weights")
+    enable_progress_bars()  # ... but a first download of a Hub backbone keeps its progress bar

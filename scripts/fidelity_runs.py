@@ -1,0 +1,250 @@
+"""Issue 13's measurements: the papers' directions on a CPU budget, three seeds each.
+
+Meant to run on an otherwise idle machine, one group after the other (each run uses both cores):
+
+    .venv/bin/python scripts/fidelity_runs.py --list              # groups, runs and estimated CPU time
+    .venv/bin/python scripts/fidelity_runs.py --dry-run           # print the commands, run nothing
+    .venv/bin/python scripts/fidelity_runs.py                     # every group, in the order listed
+    .venv/bin/python scripts/fidelity_runs.py --groups sccl_ablation aecl_forms
+    .venv/bin/python scripts/fidelity_runs.py --smoke --out /tmp/fidelity_smoke   # 2-3 steps of each, tiny backbone
+
+Each group is ONE Hydra multirun (``run.py -m``) whose runs go to ``<out>/<group>/`` (default
+``logs/fidelity``), so ``python -m evaluation.aggregate <out>/<group>`` makes the group's table
+(mean ± std over the seeds per setting); the driver calls it after each group when that module
+exists. Every group writes ``<out>/<group>/command.txt`` (the exact command) and the driver adds
+the group's wall time to ``<out>/timings.json``. A group whose multirun fails stops the driver
+(exit status of run.py) unless ``--keep-going``.
+
+Settings are the paper defaults of each method (conf/method/*.yaml, conf/experiment/*.yaml) on
+the offline MiniLM at batch 64; only the budget differs from the papers. Nothing here is tuned on
+the results.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import itertools
+import json
+import shlex
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SEEDS = "1,2,3"
+
+# AECL budget: "epochs" of AECL_BATCHES batches of 64; stage 1 for AECL_E1 epochs, stage 2 for AECL_E2,
+# stage 3 for the rest of AECL_EPOCHS. Chosen so that stage 3 has confident pseudo-labels (max p⁰ over
+# 0.95): in a frozen-encoder probe of these stages on SearchSnippets (heads at 5e-4, batch 64, seed 1),
+# E1=3/E2=1 gave none until ~550 steps into stage 3 (then a sudden jump to ~60 %), while E1=3/E2=5
+# left the head fitted to the KMeans labels and stage 3 started with 45-50 % confident samples. The
+# paper's E1=10/E2=1 epochs of 31 batches of 400 cannot be matched at batch 64 on a CPU budget.
+# Check train/confident_share in each run's csv/metrics.csv: it must be > 0 in stage 3.
+AECL_BATCHES = 100
+AECL_E1 = 3
+AECL_E2 = 5
+AECL_EPOCHS = 10
+AECL_STEPS = AECL_BATCHES * AECL_EPOCHS
+
+# every run: no progress bar in the logs, and no end-of-run cluster report (its t-SNE plot of up to
+# 3000 texts took minutes per run and the tables need only results.json)
+QUIET = {"trainer.enable_progress_bar": "false", "~callbacks.progress": None, "~callbacks.report": None}
+
+
+@dataclass
+class Group:
+    """One table of issue 13: a multirun over ``sweep`` (comma lists), on top of ``fixed``."""
+
+    name: str
+    question: str
+    fixed: dict[str, str | None]  # must compose without the sweep too: a multirun composes that first
+    sweep: dict[str, str]
+    smoke: dict[str, str | None]  # replaces/extends ``fixed`` for --smoke (tiny backbone, a few steps)
+    minutes_per_run: float  # estimated wall minutes of one run on the idle 2-core machine
+    sweep_smoke: dict[str, str] = field(default_factory=lambda: {"seed": "1"})
+
+    def runs(self, smoke: bool = False) -> int:
+        sweep = {**self.sweep, **(self.sweep_smoke if smoke else {})}
+        return len(list(itertools.product(*(v.split(",") for v in sweep.values()))))
+
+    def overrides(self, out: Path, smoke: bool = False) -> list[str]:
+        sweep = {**self.sweep, **(self.sweep_smoke if smoke else {})}
+        merged = {**self.fixed, **(self.smoke if smoke else {}), **QUIET, **sweep,
+                  "hydra.sweep.dir": str(out / self.name)}
+        return [key if value is None else f"{key}={value}" for key, value in merged.items()]
+
+    def command(self, out: Path, smoke: bool = False) -> list[str]:
+        return [sys.executable, str(ROOT / "run.py"), "-m", *self.overrides(out, smoke)]
+
+
+TINY_SHORT_TEXT = {
+    "backbone": "tiny",
+    "dataset.callbacks.clustering_eval.kmeans_n_init": "1",
+}
+
+GROUPS: dict[str, Group] = {
+    g.name: g
+    for g in [
+        Group(
+            name="sccl_ablation",
+            question="SCCL Table 3 on SearchSnippets: joint training vs Instance-CL only vs clustering only "
+            "(paper: both ablations clearly worse than joint). KMeans on the final embeddings; head too.",
+            fixed={
+                "experiment": "sccl_searchsnippets",
+                "backbone": "minilm",
+                "batch_size": "64",
+                "trainer.max_steps": "300",
+                "dataset.callbacks.clustering_eval.every_n_steps": "100",
+            },
+            sweep={"method.objective": "joint,instance,cluster", "seed": SEEDS},
+            smoke={**TINY_SHORT_TEXT, "trainer.max_steps": "2", "dataset.callbacks.clustering_eval.every_n_steps": "2",
+                   "method.callbacks.centroid_init.n_init": "1"},
+            # RESULTS.md: 1,023 s for the 300-step SearchSnippets run with 4 evaluations (idle)
+            minutes_per_run=17.0,
+        ),
+        Group(
+            name="clusterns_vs_simcse",
+            question="ClusterNS vs SimCSE on the Wikipedia sample, 150 steps: both at 3e-5 and both at 5e-5 "
+            "(same rate), and each at its paper rate (SimCSE 3e-5, ClusterNS 5e-5). STS-B dev (best of "
+            "the 3 evaluations) and the seven-task average on the best weights (paper: ClusterNS +1.3).",
+            fixed={},
+            sweep={"experiment": "simcse_minilm_cpu,clusterns_minilm_cpu", "method.lr": "3e-5,5e-5", "seed": SEEDS},
+            # ++: a multirun first composes without the swept experiment (method=sccl has no sts_selection)
+            smoke={"backbone": "tiny", "trainer.max_steps": "3", "++method.callbacks.sts_selection.every_n_steps": "2"},
+            # idle check in RESULTS.md: 160 s for 30 steps + 2 dev evaluations + the final STS
+            minutes_per_run=7.0,
+        ),
+        Group(
+            name="pairsupcon_modes",
+            question="PairSupCon both objectives vs classification only vs instance discrimination only, 200 "
+            "steps on the NLI sample: STS average and KMeans clustering (10 seeds) on AgNews, "
+            "SearchSnippets and Tweet (paper: both > each alone, instance-only far better than "
+            "classification-only for clustering).",
+            fixed={
+                "method": "pairsupcon",
+                "dataset": "nli",
+                "backbone": "minilm",
+                "batch_size": "64",
+                "trainer.max_steps": "200",
+                "method.callbacks.final_eval.tasks": "[clustering]",
+                "method.callbacks.final_eval.clustering_datasets": "[agnews,searchsnippets,tweet]",
+            },
+            sweep={"method.mode": "both,classification,instance", "seed": SEEDS},
+            smoke={"backbone": "tiny", "trainer.max_steps": "2", "method.callbacks.final_eval.seeds": "1"},
+            # 200 steps (~4 min) + STS (~1 min idle) + clustering of 3 sets x 10 seeds (~4 min)
+            minutes_per_run=10.0,
+        ),
+        Group(
+            name="aecl_forms",
+            question=f"AECL paper losses vs reference=true (the authors' train.py) on SearchSnippets, "
+            f"{AECL_STEPS} steps = {AECL_EPOCHS} epochs of {AECL_BATCHES} batches: stage 1 for {AECL_E1}, "
+            f"stage 2 for {AECL_E2}, stage 3 for the rest. Head (prediction) and KMeans ACC/NMI; "
+            "train/confident_share says whether stage 3 had confident pseudo-labels.",
+            fixed={
+                "experiment": "aecl_searchsnippets",
+                "backbone": "minilm",
+                "batch_size": "64",
+                "method.e1": str(AECL_E1),
+                "method.e2": str(AECL_E2),
+                "trainer.max_epochs": str(AECL_EPOCHS),
+                "trainer.max_steps": "-1",
+                "+trainer.limit_train_batches": str(AECL_BATCHES),
+                "dataset.callbacks.clustering_eval.every_n_steps": str(2 * AECL_BATCHES),
+                "trainer.log_every_n_steps": "5",
+            },
+            sweep={"method.reference": "false,true", "seed": SEEDS},
+            smoke={**TINY_SHORT_TEXT, "method.e1": "1", "method.e2": "1", "trainer.max_epochs": "3",
+                   "+trainer.limit_train_batches": "1", "dataset.callbacks.clustering_eval.every_n_steps": "2",
+                   "method.callbacks.stage_switch.kmeans_n_init": "1", "trainer.log_every_n_steps": "1"},
+            # ~2.3 s a step (two encoder passes of 64, as SCCL) + 5 stage-2 KMeans and 6 evaluations
+            minutes_per_run=AECL_STEPS * 2.3 / 60 + 8,
+        ),
+        Group(
+            name="sccl_at_aecl_budget",
+            question=f"SCCL at AECL's budget ({AECL_STEPS} steps, the same epochs of {AECL_BATCHES} batches): "
+            "the AECL-vs-SCCL table with aecl_forms (paper: AECL 80.58/69.27 vs SCCL 79.90/63.78 "
+            "ACC/NMI on SearchSnippets, after 70 epochs at batch 400).",
+            fixed={
+                "experiment": "sccl_searchsnippets",
+                "backbone": "minilm",
+                "batch_size": "64",
+                "trainer.max_epochs": str(AECL_EPOCHS),
+                "trainer.max_steps": "-1",
+                "+trainer.limit_train_batches": str(AECL_BATCHES),
+                "dataset.callbacks.clustering_eval.every_n_steps": str(2 * AECL_BATCHES),
+            },
+            sweep={"seed": SEEDS},
+            smoke={**TINY_SHORT_TEXT, "trainer.max_epochs": "2", "+trainer.limit_train_batches": "1",
+                   "dataset.callbacks.clustering_eval.every_n_steps": "2",
+                   "method.callbacks.centroid_init.n_init": "1"},
+            minutes_per_run=AECL_STEPS * 2.3 / 60 + 6,
+        ),
+    ]
+}
+
+
+def estimate(groups: list[Group]) -> list[tuple[str, int, float]]:
+    """(group, runs, estimated hours) for each group."""
+    return [(g.name, g.runs(), g.runs() * g.minutes_per_run / 60) for g in groups]
+
+
+def aggregate(folder: Path) -> int | None:
+    if importlib.util.find_spec("evaluation.aggregate") is None:
+        print(f"evaluation.aggregate is not there yet: make the table later with "
+              f"`python -m evaluation.aggregate {folder}`", flush=True)
+        return None
+    return subprocess.call([sys.executable, "-m", "evaluation.aggregate", str(folder)], cwd=ROOT)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--groups", nargs="+", choices=list(GROUPS), default=list(GROUPS))
+    parser.add_argument("--out", type=Path, default=ROOT / "logs" / "fidelity", help="sweep folders go here")
+    parser.add_argument("--list", action="store_true", help="list the groups and the time estimate, run nothing")
+    parser.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
+    parser.add_argument("--smoke", action="store_true", help="tiny backbone, 2-3 steps, one seed: checks that "
+                        "every command composes and runs")
+    parser.add_argument("--keep-going", action="store_true", help="go on with the next group after a failure")
+    args = parser.parse_args(argv)
+    groups = [GROUPS[name] for name in args.groups]
+    sys.path.insert(0, str(ROOT))
+
+    if args.list:
+        total = 0.0
+        for name, runs, hours in estimate(groups):
+            total += hours
+            print(f"{name:22s} {runs:3d} runs  ~{hours:4.1f} h   {GROUPS[name].question}")
+        print(f"{'total':22s}           ~{total:4.1f} h (estimates for an idle 2-core machine)")
+        return 0
+
+    out = args.out.resolve()
+    timings_path = out / "timings.json"
+    for group in groups:
+        command = group.command(out, args.smoke)
+        printable = shlex.join(command)
+        print(f"\n== {group.name}: {group.runs(args.smoke)} runs\n{printable}", flush=True)
+        if args.dry_run:
+            continue
+        folder = out / group.name
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "command.txt").write_text(printable + "\n")
+        start = time.time()
+        status = subprocess.call(command, cwd=ROOT)
+        seconds = time.time() - start
+        timings = json.loads(timings_path.read_text()) if timings_path.exists() else {}
+        timings[group.name] = {"seconds": round(seconds, 1), "runs": group.runs(args.smoke), "status": status,
+                               "smoke": args.smoke, "finished": time.strftime("%Y-%m-%d %H:%M:%S")}
+        timings_path.write_text(json.dumps(timings, indent=2) + "\n")
+        print(f"== {group.name}: exit {status} after {seconds / 60:.1f} min", flush=True)
+        if status != 0:
+            if not args.keep_going:
+                return status
+            continue
+        aggregate(folder)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,507 @@
+"""Checks of a run before any work is done: one place, one message per problem.
+
+``run.py`` calls, in this order:
+
+1. :func:`validate` (pure: the composed configuration only) — the method trains on this kind of
+   dataset, batch size >= 2, learning rates > 0, max_length >= 1, temperatures > 0, K >= 2,
+   ClusterNS's K <= the global batch, a step or epoch budget, a known text encoding;
+2. :func:`check_output_dir` and :func:`check_checkpoint` — the run folder can be written, and
+   ``ckpt_path`` exists, is a readable Lightning checkpoint, was written by the configured method
+   and with the configured backbone;
+3. :func:`check_data`, after ``datamodule.setup`` and before the model (and its backbone) is built
+   — enough texts, K <= distinct texts, the checkpoint's K equals the data's.
+
+Each failure raises a :class:`errors.UserError` subclass whose message names the key, its value
+and the fix; entry points print it as one line without a traceback.
+
+Which datasets a method trains on (:data:`METHOD_DATA`): SCCL and AECL cluster short texts
+(``demo``, ``csv`` and the eight benchmarks); SimCSE and ClusterNS learn from unlabelled
+sentences (``wiki``) and also run on short texts (each text is a sentence; the clustering
+evaluation of the dataset then applies); PairSupCon needs NLI pairs (``nli``).
+
+:class:`OutputFolderCheck` is a Hydra callback (``conf/hydra/default.yaml``) that checks the run
+folder can be created before Hydra itself tries (which would end in a traceback).
+"""
+from __future__ import annotations
+
+import math
+import numbers
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from errors import USER_ERROR_EXIT_CODE, ConfigError, MissingFileError, OutputWriteError, UserError
+
+ROOT = Path(__file__).resolve().parent
+CONF = ROOT / "conf"
+
+SHORT_TEXT, SENTENCES, NLI = "short_text", "sentences", "nli"
+DATA_KINDS = {  # dataset _target_ -> kind of data it yields
+    "datamodules.short_text.ShortTextDataModule": SHORT_TEXT,
+    "datamodules.streaming_text.StreamingTextDataModule": SENTENCES,
+    "datamodules.nli.NLIDataModule": NLI,
+}
+KIND_NAMES = {SHORT_TEXT: "short texts (a CSV/TSV)", SENTENCES: "sentences, one per line", NLI: "NLI sentence pairs"}
+METHOD_DATA = {  # method _target_ -> kinds of data it trains on
+    "lightning_modules.sccl.SCCL": (SHORT_TEXT,),
+    "lightning_modules.aecl.AECL": (SHORT_TEXT,),
+    "lightning_modules.simcse.SimCSE": (SENTENCES, SHORT_TEXT),
+    "lightning_modules.clusterns.ClusterNS": (SENTENCES, SHORT_TEXT),
+    "lightning_modules.pairsupcon.PairSupCon": (NLI,),
+}
+
+
+class CheckpointError(UserError, ValueError):
+    """``ckpt_path`` cannot be resumed from; the message says why and what to do."""
+
+
+# -- helpers -------------------------------------------------------------------------------------
+def _select(cfg: DictConfig, key: str, default: Any = None) -> Any:
+    return OmegaConf.select(cfg, key, default=default)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _target(cfg: DictConfig, group: str) -> str | None:
+    return _select(cfg, f"{group}._target_")
+
+
+def _name(cfg: DictConfig, group: str) -> str:
+    """What the user chose for ``group`` (``dataset=csv``, not the file name the csv config calls itself)."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        choice = HydraConfig.get().runtime.choices.get(group)
+        if choice:
+            return str(choice)
+    except (ImportError, ValueError):  # not inside a Hydra run (tests, notebooks)
+        pass
+    return str(_select(cfg, f"{group}.name") or _target(cfg, group) or group)
+
+
+def _yaml_configs(group: str) -> dict[str, dict]:
+    """``conf/<group>/<name>.yaml`` as plain dicts (a ``_global_`` dataset file's ``dataset`` subtree),
+    each merged over the files of its ``defaults`` list."""
+    raw = {}
+    for path in sorted((CONF / group).glob("*.yaml")):
+        data = OmegaConf.to_container(OmegaConf.load(path), resolve=False) or {}
+        if "_target_" not in data and isinstance(data.get(group), dict):
+            data = {**data[group], "defaults": data.get("defaults", [])}
+        raw[path.stem] = data
+
+    def merged(name: str, seen: tuple = ()) -> dict:
+        data = dict(raw.get(name, {}))
+        out: dict = {}
+        for parent in data.pop("defaults", None) or []:
+            if isinstance(parent, str) and parent in raw and parent not in seen:
+                out.update(merged(parent, seen + (name,)))
+        out.update(data)
+        return out
+
+    return {name: merged(name) for name in raw}
+
+
+def datasets_for(method_target: str) -> list[str]:
+    """Names of the dataset configs a method trains on (``conf/dataset``)."""
+    kinds = METHOD_DATA.get(method_target, ())
+    return [name for name, data in _yaml_configs("dataset").items() if DATA_KINDS.get(data.get("_target_")) in kinds]
+
+
+def method_names() -> dict[str, str]:
+    """Method class path -> its ``method=`` name (``conf/method``)."""
+    return {data["_target_"]: data.get("name", name) for name, data in _yaml_configs("method").items()
+            if "_target_" in data}
+
+
+# -- 1. the configuration ------------------------------------------------------------------------
+def validate(cfg: DictConfig) -> None:
+    """Check the composed configuration (no data file is read); raise ``ConfigError`` on the first problem."""
+    check_pairing(cfg)
+    check_batch_size(cfg)
+    check_learning_rates(cfg)
+    check_max_length(cfg)
+    check_temperatures(cfg)
+    check_num_clusters(cfg)
+    check_clusterns_batch(cfg)
+    check_budget(cfg)
+    check_encoding(cfg)
+
+
+def check_pairing(cfg: DictConfig) -> None:
+    method_target, data_target = _target(cfg, "method"), _target(cfg, "dataset")
+    kinds, kind = METHOD_DATA.get(method_target), DATA_KINDS.get(data_target)
+    if kinds is None or kind is None or kind in kinds:
+        return  # a method or datamodule of the user's own is not second-guessed
+    method, dataset = _name(cfg, "method"), _name(cfg, "dataset")
+    options = datasets_for(method_target)
+    example = "demo" if "demo" in options else (options[0] if options else "...")
+    needs = " or ".join(KIND_NAMES[k] for k in kinds)
+    raise ConfigError(
+        f"method={method} does not train on dataset={dataset}: {method} needs {needs}, and dataset={dataset} "
+        f"holds {KIND_NAMES[kind]}. Datasets for method={method}: {', '.join(options)} "
+        f"(e.g. `python run.py method={method} dataset={example}`)."
+    )
+
+
+def check_batch_size(cfg: DictConfig) -> None:
+    pairs_only = _target(cfg, "method") == "lightning_modules.pairsupcon.PairSupCon" and (
+        _select(cfg, "method.mode") == "classification"
+    )
+    minimum = 1 if pairs_only else 2
+    for key in ("batch_size", "dataset.batch_size"):
+        value = _select(cfg, key)
+        if value is None and key == "dataset.batch_size":
+            continue
+        if not _is_int(value):
+            raise ConfigError(f"{key}={value!r} is not an integer; set {key}=<texts per batch>, e.g. {key}=64.")
+        if value >= minimum:
+            continue
+        if value == 1:
+            raise ConfigError(
+                f"{key}=1: the contrastive losses compare each text with the other texts of its batch; with one "
+                f"text per batch they are identically 0 and nothing is learned. Set {key}=2 or more (default 64)."
+            )
+        raise ConfigError(f"{key}={value}: a batch needs at least {minimum} texts; set {key}=64 (the default) or "
+                          f"another value >= {minimum}.")
+
+
+def check_learning_rates(cfg: DictConfig) -> None:
+    for key in ("method.lr", "method.head_lr_multiplier", "method.optimizer.lr"):
+        value = _select(cfg, key)
+        if value is None:  # no such setting (a partial optimiser without lr, a method of one's own)
+            continue
+        if not _is_number(value) or not math.isfinite(value) or value <= 0:
+            what = "the head learning rate is method.lr times this" if "multiplier" in key else "a learning rate"
+            raise ConfigError(
+                f"{key}={value!r}: {what} must be a number > 0 (a negative rate climbs the loss instead of "
+                f"descending it; 0 trains nothing). Set e.g. {key}={_default(key)}."
+            )
+    decay = _select(cfg, "method.optimizer.weight_decay")
+    if decay is not None and (not _is_number(decay) or decay < 0):
+        raise ConfigError(f"method.optimizer.weight_decay={decay!r} must be >= 0; e.g. 0 or 0.01.")
+
+
+def _default(key: str) -> str:
+    return {"method.lr": "5e-6", "method.head_lr_multiplier": "100", "method.optimizer.lr": "5e-6"}.get(key, "1")
+
+
+def check_max_length(cfg: DictConfig) -> None:
+    for key in ("max_length", "method.max_length", "dataset.max_length"):
+        value = _select(cfg, key)
+        if value is None and key != "max_length":
+            continue
+        if not _is_int(value) or value < 1:
+            raise ConfigError(
+                f"{key}={value!r}: texts are cut to this many tokens, so it must be an integer >= 1 (0 turns "
+                f"truncation off and a long text then overflows the backbone). Set {key}=32 (the papers' value)."
+            )
+
+
+def check_temperatures(cfg: DictConfig) -> None:
+    method = _select(cfg, "method") or {}
+    for key in method:
+        if key in ("temperature", "alpha") or str(key).startswith("tau"):
+            value = _select(cfg, f"method.{key}")
+            if not _is_number(value) or not value > 0:
+                why = "a temperature divides similarities" if key != "alpha" else "the Student's t degrees of freedom"
+                raise ConfigError(
+                    f"method.{key}={value!r}: must be a number > 0 ({why}); use e.g. the default of "
+                    f"conf/method/{_name(cfg, 'method')}.yaml."
+                )
+
+
+def check_num_clusters(cfg: DictConfig) -> None:
+    data_k, method_k = _select(cfg, "dataset.num_clusters"), _select(cfg, "method.num_clusters")
+    for key, value in (("dataset.num_clusters", data_k), ("method.num_clusters", method_k)):
+        if value is None or (key == "method.num_clusters" and value == data_k):
+            continue
+        if not _is_int(value) or value < 2:
+            raise ConfigError(
+                f"{key}={value!r}: clustering needs K >= 2 clusters (with K=1 every text is in the same cluster "
+                f"and the clustering loss is identically 0). Set {key}=<K> with K >= 2."
+            )
+
+
+def devices_count(devices: Any) -> int | None:
+    """Processes per node from ``trainer.devices`` (None when it is decided at run time: auto, -1)."""
+    if _is_int(devices):
+        return int(devices) if devices > 0 else None
+    if isinstance(devices, str):
+        text = devices.strip()
+        if text.isdigit():
+            return int(text) or None
+        if "," in text:
+            return len([d for d in text.split(",") if d.strip()])
+        return None
+    try:
+        return len(list(devices))
+    except TypeError:
+        return None
+
+
+def check_clusterns_batch(cfg: DictConfig) -> None:
+    if _target(cfg, "method") != "lightning_modules.clusterns.ClusterNS":
+        return
+    k, batch = _select(cfg, "method.num_clusters"), _select(cfg, "dataset.batch_size", _select(cfg, "batch_size"))
+    devices = devices_count(_select(cfg, "trainer.devices", 1))
+    nodes = _select(cfg, "trainer.num_nodes", 1) or 1
+    if not (_is_int(k) and _is_int(batch)) or devices is None:
+        return  # unknown until the Trainer starts; ClusterNS.on_fit_start checks again
+    total = batch * devices * nodes
+    if k > total:
+        raise ConfigError(
+            f"method.num_clusters={k}: ClusterNS initialises its K centroids from one batch, but the global batch "
+            f"is {total} (batch_size={batch} x {devices} device(s) x {nodes} node(s)). Lower method.num_clusters "
+            f"to <= {total} (default 32) or raise batch_size so that batch_size x devices >= {k} (SPEC §3)."
+        )
+
+
+def check_budget(cfg: DictConfig) -> None:
+    steps, epochs = _select(cfg, "trainer.max_steps", -1), _select(cfg, "trainer.max_epochs")
+    if steps == 0 or epochs == 0:
+        key, value = ("trainer.max_steps", steps) if steps == 0 else ("trainer.max_epochs", epochs)
+        raise ConfigError(f"{key}={value}: nothing would be trained; set {key} to a positive number "
+                          "(e.g. trainer.max_steps=150) or -1 to use the other bound.")
+    if steps in (-1, None) and epochs == -1:
+        raise ConfigError(
+            "trainer.max_steps=-1 and trainer.max_epochs=-1: training would never end. Set one of them, "
+            "e.g. trainer.max_steps=150 or trainer.max_epochs=10."
+        )
+
+
+def check_encoding(cfg: DictConfig) -> None:
+    encoding = _select(cfg, "dataset.encoding")
+    if encoding is not None:
+        from datamodules.text_io import check_encoding as check_codec
+
+        check_codec(encoding, "dataset.encoding")
+
+
+# -- 2. files: output folder and checkpoint ------------------------------------------------------
+def check_output_dir(cfg: DictConfig) -> Path | None:
+    """The run folder exists (or is created) and a file can be written in it."""
+    try:
+        folder = _select(cfg, "paths.output_dir")
+    except Exception:  # noqa: BLE001 - ${hydra:...} outside a Hydra run: nothing to check
+        return None
+    if not folder:
+        return None
+    folder = Path(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".write-test-"):
+            pass
+    except OSError as err:
+        reason = folder_problem(folder) if not folder.is_dir() else None
+        raise OutputWriteError(
+            f"the run folder '{folder}' cannot be written ({reason or err.strerror or err}). Point the run at a "
+            "writable folder with `hydra.run.dir=<folder>` (or `paths.log_dir=<folder>` for all runs)."
+        ) from None
+    return folder
+
+
+def read_checkpoint(path: str | Path, key: str = "ckpt_path") -> dict:
+    """``torch.load`` of a checkpoint (memory-mapped when possible), or ``CheckpointError`` naming ``key``."""
+    import torch
+
+    errors = []
+    for mmap in (True, False):  # mmap needs the zip format (every torch.save since 1.6)
+        try:
+            return torch.load(path, map_location="cpu", weights_only=False, mmap=mmap)
+        except Exception as err:  # noqa: BLE001 - any failure to read is the user's file, reported below
+            errors.append(f"{type(err).__name__}: {str(err).strip().splitlines()[0][:160] if str(err).strip() else ''}")
+    raise CheckpointError(
+        f"{key}={path} is not a readable checkpoint ({errors[-1]}); it is probably truncated or corrupted, "
+        "e.g. by an interrupted save or a full disk. Use another checkpoint of the run"
+        + (", or drop ckpt_path to start from scratch." if key == "ckpt_path" else ".")
+    )
+
+
+def checkpoint_class(ckpt: dict, path: Path) -> str | None:
+    """Class path of the module that wrote ``ckpt``: recorded in the file, in the run's
+    config_resolved.yaml next to ``checkpoints/``, or inferred from its hyper-parameter names."""
+    if isinstance(ckpt.get("module_class"), str):
+        return ckpt["module_class"]
+    for folder in (path.parent.parent, path.parent):
+        config = folder / "config_resolved.yaml"
+        if config.is_file():
+            try:
+                target = OmegaConf.select(OmegaConf.load(config), "method._target_")
+            except Exception:  # noqa: BLE001 - an unreadable neighbour proves nothing
+                target = None
+            if target:
+                return str(target)
+    return infer_class(set((ckpt.get("hyper_parameters") or {}).keys()))
+
+
+def infer_class(hparam_names: set[str]) -> str | None:
+    """The method whose constructor arguments (less ``optimizer``) are exactly ``hparam_names``."""
+    import importlib
+    import inspect
+
+    if not hparam_names:
+        return None
+    for target in METHOD_DATA:
+        module, _, name = target.rpartition(".")
+        try:
+            cls = getattr(importlib.import_module(module), name)
+        except (ImportError, AttributeError):
+            continue
+        params = set(inspect.signature(cls.__init__).parameters) - {"self", "optimizer"}
+        if params == hparam_names:
+            return target
+    return None
+
+
+def check_checkpoint(cfg: DictConfig) -> dict | None:
+    """``ckpt_path`` (when set) can be resumed by this run; returns its hyper-parameters."""
+    path = _select(cfg, "ckpt_path")
+    if not path:
+        return None
+    path = Path(str(path))
+    if not path.exists():
+        raise MissingFileError(
+            f"ckpt_path={path} does not exist. Give the path of a checkpoint to resume, e.g. "
+            "<run folder>/checkpoints/last.ckpt, or drop ckpt_path to start from scratch."
+        )
+    if path.is_dir():
+        hint = path / "checkpoints" / "last.ckpt"
+        raise CheckpointError(
+            f"ckpt_path={path} is a folder; give the checkpoint file itself"
+            + (f", e.g. ckpt_path={hint}." if hint.is_file() else ", e.g. <run folder>/checkpoints/last.ckpt.")
+        )
+    ckpt = read_checkpoint(path)
+    if not isinstance(ckpt, dict) or "state_dict" not in ckpt:
+        raise CheckpointError(
+            f"ckpt_path={path} is a torch file but not a Lightning checkpoint (no 'state_dict'); give a checkpoint "
+            "written by run.py (<run folder>/checkpoints/*.ckpt)."
+        )
+    hparams = dict(ckpt.get("hyper_parameters") or {})
+    written_by, configured = checkpoint_class(ckpt, path), _target(cfg, "method")
+    if written_by and configured and written_by != configured:
+        names = method_names()
+        theirs, ours = names.get(written_by, written_by), _name(cfg, "method")
+        raise CheckpointError(
+            f"ckpt_path={path} was written by method '{theirs}' ({written_by}), but this run is method={ours}. "
+            f"Resume it with `method={theirs}` (and the dataset it was trained on), or drop ckpt_path to train "
+            f"{ours} from scratch."
+        )
+    backbone, ours = hparams.get("backbone"), _select(cfg, "method.backbone")
+    if backbone and ours and str(backbone) != str(ours):
+        raise CheckpointError(
+            f"ckpt_path={path} was trained with backbone '{backbone}', but this run builds '{ours}'. "
+            f"Resume with `backbone.name={backbone}` (or the backbone=<config> that gives it), or drop ckpt_path."
+        )
+    if "optimizer_states" not in ckpt:
+        raise CheckpointError(
+            f"ckpt_path={path} holds the weights only (no optimizer state; e.g. the STS selection's best.ckpt), so "
+            "a run cannot continue from it. Resume from <run folder>/checkpoints/last.ckpt; to evaluate these "
+            f"weights: `python -m evaluation.evaluate_model --model {path}`."
+        )
+    return hparams
+
+
+# -- 3. the data ---------------------------------------------------------------------------------
+def check_data(cfg: DictConfig, datamodule, checkpoint_hparams: dict | None = None) -> None:
+    """Checks that need the data (after ``datamodule.setup``), before the model is built."""
+    texts = getattr(datamodule, "texts", None) if DATA_KINDS.get(_target(cfg, "dataset")) == SHORT_TEXT else None
+    path = getattr(datamodule, "path", None)
+    if texts is not None:
+        batch = getattr(datamodule, "batch_size", None)
+        if len(texts) < 2:
+            raise ConfigError(f"'{path}' has {len(texts)} usable text(s); contrastive training needs at least 2. "
+                              "Use a larger file.")
+        if batch and getattr(datamodule, "drop_last", False) and len(texts) < batch:
+            raise ConfigError(
+                f"'{path}' has {len(texts)} texts, fewer than batch_size={batch}, and dataset.drop_last=true drops "
+                f"the only, incomplete batch: no training step would run. Set batch_size <= {len(texts)} or "
+                "dataset.drop_last=false."
+            )
+    dataset = getattr(datamodule, "dataset", None)
+    if DATA_KINDS.get(_target(cfg, "dataset")) == SENTENCES and dataset is not None and hasattr(dataset, "count_texts"):
+        # one pass over the file now (cached for the loader's length): an undecodable byte anywhere in it
+        # stops the run here, before the backbone is loaded, instead of in the middle of an epoch
+        if dataset.count_texts() < 2:
+            raise ConfigError(f"'{path}' has fewer than 2 sentences; contrastive training needs at least 2. "
+                              "Point dataset.path at a larger file.")
+    train_set = getattr(datamodule, "train_set", None)
+    if train_set is not None and hasattr(train_set, "__len__") and getattr(datamodule, "drop_last", False):
+        batch = getattr(datamodule, "batch_size", None)
+        if batch and len(train_set) < batch:
+            raise ConfigError(
+                f"'{path}' has {len(train_set)} usable pairs, fewer than batch_size={batch}, and "
+                "dataset.drop_last=true: no training step would run. Lower batch_size or set dataset.drop_last=false."
+            )
+    if checkpoint_hparams and "num_clusters" in checkpoint_hparams:
+        theirs = checkpoint_hparams["num_clusters"]
+        ours = _select(cfg, "method.num_clusters")
+        if ours is None:
+            ours = getattr(datamodule, "num_clusters", None)
+        if ours is not None and theirs is not None and int(theirs) != int(ours):
+            raise CheckpointError(
+                f"ckpt_path={_select(cfg, 'ckpt_path')} has K={theirs} clusters, but this run has K={ours} "
+                f"(method.num_clusters / dataset.num_clusters of dataset={_name(cfg, 'dataset')}). Resume with the "
+                f"dataset and K it was trained with (e.g. `dataset.num_clusters={theirs}`), or drop ckpt_path."
+            )
+
+
+# -- Hydra callback: the run folder before Hydra creates it ----------------------------------------
+def _first_existing(path: Path) -> Path:
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def folder_problem(folder: str | Path) -> str | None:
+    """Why ``folder`` (which may not exist yet) could not be created and written, or None."""
+    folder = Path(folder)
+    base = _first_existing(folder)
+    if not base.is_dir():
+        return f"'{base}' is a file, not a folder"
+    try:
+        probe = tempfile.mkdtemp(dir=base, prefix=".write-test-")
+    except OSError as err:
+        return f"'{base}' is not writable ({err.strerror or err})"
+    Path(probe).rmdir()
+    return None
+
+
+try:
+    from hydra.experimental.callback import Callback as _HydraCallback
+except ImportError:  # pragma: no cover - hydra is a dependency
+    _HydraCallback = object
+
+
+class OutputFolderCheck(_HydraCallback):
+    """Hydra callback: stops with one line (exit 2) when the run or sweep folder cannot be created.
+
+    Hydra creates ``hydra.run.dir`` before it calls ``run.py``'s main, and a failure there ends in
+    Hydra's own traceback; this check runs just before.
+    """
+
+    def _check(self, folder: str, key: str) -> None:
+        import sys
+
+        problem = folder_problem(folder)
+        if problem:
+            print(
+                f"error: cannot create the run folder '{folder}': {problem}. Write elsewhere with `{key}=<folder>` "
+                "or `paths.log_dir=<folder>`.",
+                file=sys.stderr,
+                flush=True,
+            )
+            sys.exit(USER_ERROR_EXIT_CODE)
+
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        self._check(str(config.hydra.run.dir), "hydra.run.dir")
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        self._check(str(config.hydra.sweep.dir), "hydra.sweep.dir")
