@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import math
 import os
 import re
 import statistics
@@ -40,6 +39,7 @@ from typing import Iterable, Sequence
 
 from errors import MissingFileError, UserError, exit_on_user_error
 from evaluation.evaluate_model import BENCHMARKS, SHORT_NAMES
+from evaluation.objective import is_finite_number
 
 STS_TASKS = ("STS12", "STS13", "STS14", "STS15", "STS16", "STSB", "SICKR")
 CLUSTER_METRICS = ("acc", "nmi", "ari", "ami")
@@ -224,22 +224,18 @@ def cell_stats(values: Sequence[float], seeds: Sequence) -> dict:
     return {"mean": mean, "std": std, "n": len(scaled), "seeds": list(seeds)}
 
 
-def _finite(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
 def clustering_values(run: Run) -> list[tuple[str, str, dict]]:
     """(source, dataset, {metric: fraction}) for every clustering result of a run."""
     out = []
     final = ((run.results or {}).get("clustering") or {}).get("final") or {}
     for source, prefix in (("KMeans", "kmeans"), ("head", "head")):
-        scores = {m: final[f"{prefix}_{m}"] for m in CLUSTER_METRICS if _finite(final.get(f"{prefix}_{m}"))}
+        scores = {m: final[f"{prefix}_{m}"] for m in CLUSTER_METRICS if is_finite_number(final.get(f"{prefix}_{m}"))}
         if scores:
             out.append((source, run.dataset, scores))
     evaluation = (run.evaluation or {}).get("clustering") or {}
     seeds = len(evaluation.get("seeds") or [])
     for dataset, scores in (evaluation.get("datasets") or {}).items():
-        metrics = {m: scores[m] for m in CLUSTER_METRICS if _finite(scores.get(m))}
+        metrics = {m: scores[m] for m in CLUSTER_METRICS if is_finite_number(scores.get(m))}
         if metrics:
             out.append((f"KMeans, mean of {seeds} seeds" if seeds else "KMeans", dataset, metrics))
     return out
@@ -249,13 +245,13 @@ def sts_values(run: Run) -> dict | None:
     sts = (run.results or {}).get("sts")
     if not sts or not isinstance(sts.get("spearman"), dict):
         return None
-    values = {t: v for t, v in sts["spearman"].items() if _finite(v)}
-    if _finite(sts.get("avg")):
+    values = {t: v for t, v in sts["spearman"].items() if is_finite_number(v)}
+    if is_finite_number(sts.get("avg")):
         values["avg"] = sts["avg"]
     dev = ((run.results or {}).get("sts_selection") or {}).get("best")
-    if not _finite(dev):
+    if not is_finite_number(dev):
         dev = ((run.results or {}).get("sts_dev") or {}).get("spearman")
-    if _finite(dev):
+    if is_finite_number(dev):
         values["dev"] = dev
     values["_tasks"] = sts.get("avg_over") or [t for t in STS_TASKS if t in values]
     return values
@@ -503,7 +499,7 @@ def trials(runs: Sequence[Run], params: Sequence[str]) -> list[dict]:
 
 
 def write_trials(rows: Sequence[dict], params: Sequence[str], out_dir: Path, direction: str = "maximize") -> list[Path]:
-    scored = [r for r in rows if _finite(r["value"])]
+    scored = [r for r in rows if is_finite_number(r["value"])]
     best = (max if direction == "maximize" else min)(scored, key=lambda r: r["value"]) if scored else None
     head = ["job", *params, "objective value", "status"]
     lines = [f"# Trials ({len(rows)}; objective {rows[0]['objective'] if rows else '?'}, {direction})", "",

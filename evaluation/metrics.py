@@ -121,12 +121,16 @@ def kmeans_fit(
     from sklearn.cluster import KMeans
 
     fitted = KMeans(n_clusters=num_clusters, random_state=seed, n_init=n_init, max_iter=max_iter or 300)
-    fitted.fit(data.astype(DTYPES[dtype]))
+    return _from_sklearn(fitted.fit(data.astype(DTYPES[dtype])), "sklearn")
+
+
+def _from_sklearn(fitted, backend: str) -> KMeansResult:
+    """A fitted scikit-learn ``KMeans`` as a ``KMeansResult`` named ``backend``."""
     return KMeansResult(
         labels_=fitted.labels_.astype(np.int64),
         cluster_centers_=fitted.cluster_centers_,
         inertia_=float(fitted.inertia_),
-        backend="sklearn",
+        backend=backend,
         n_iter_=int(fitted.n_iter_),
     )
 
@@ -170,13 +174,7 @@ def _fast_kmeans(x: np.ndarray, num_clusters: int, seed: int, n_init: int, max_i
         fitted = KMeans(n_clusters=num_clusters, init=init, n_init=1, max_iter=max_iter, random_state=0).fit(x)
         if best is None or fitted.inertia_ < best.inertia_:
             best = fitted
-    return KMeansResult(
-        labels_=best.labels_.astype(np.int64),
-        cluster_centers_=best.cluster_centers_,
-        inertia_=float(best.inertia_),
-        backend="fast",
-        n_iter_=int(best.n_iter_),
-    )
+    return _from_sklearn(best, "fast")
 
 
 FAISS_ITERATIONS = 100  # Lloyd iterations per restart; faiss has no tolerance test (its default is 25)

@@ -87,7 +87,8 @@ def lookup(results: Mapping, path: str):
     return node
 
 
-def _is_number(value) -> bool:
+def is_finite_number(value) -> bool:
+    """A real, finite number (not a bool): what results.json can report as a metric."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
@@ -100,7 +101,7 @@ def resolve_name(setting: str | None, method: str, results: Mapping) -> str | No
     candidates = [BY_METHOD[method]] if method in BY_METHOD else list(FALLBACKS)
     for name in candidates:
         try:
-            if _is_number(lookup(results, name)):
+            if is_finite_number(lookup(results, name)):
                 return name
         except KeyError:
             continue
@@ -130,7 +131,7 @@ def objective_entry(setting: str | None, method: str, results: Mapping, rank_zer
     if not rank_zero:
         try:
             value = lookup(results, name)
-            entry["value"] = float(value) if _is_number(value) else None
+            entry["value"] = float(value) if is_finite_number(value) else None
         except KeyError:
             pass
         return entry
@@ -147,7 +148,7 @@ def objective_entry(setting: str | None, method: str, results: Mapping, rank_zer
             f"objective '{name}' is a section, not a number; pick one of: "
             + ", ".join(f"{name}.{k}" for k in numeric_paths(value))
         )
-    elif not _is_number(value):
+    elif not is_finite_number(value):
         entry["error"] = f"objective '{name}' is {value!r}, not a finite number (did its evaluation run?)"
     else:
         entry["value"] = float(value)

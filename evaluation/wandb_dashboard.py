@@ -16,9 +16,10 @@ is uploaded by ``wandb sync``.
 from __future__ import annotations
 
 import logging
-import math
 from pathlib import Path
 from typing import Mapping
+
+from evaluation.objective import is_finite_number
 
 log = logging.getLogger(__name__)
 
@@ -43,35 +44,31 @@ def wandb_group_settings(logger_cfg: Mapping, log_dir: str | Path | None = None)
     return {"group": sweep_group(hydra_cfg.sweep.dir, log_dir)}
 
 
-def _number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
 def summary_numbers(results: Mapping) -> dict:
     """The final numbers worth a W&B summary entry, as fractions (results.json's scale)."""
     out = {}
     objective = results.get("objective") or {}
-    if _number(objective.get("value")):
+    if is_finite_number(objective.get("value")):
         out["objective"] = objective["value"]
         out["objective_name"] = objective["name"]
     for section, prefix in (("final", "final"), ("before", "before")):
         entry = (results.get("clustering") or {}).get(section) or {}
-        out.update({f"{prefix}/{k}": v for k, v in entry.items() if _number(v) and k not in ("step", "epoch")
+        out.update({f"{prefix}/{k}": v for k, v in entry.items() if is_finite_number(v) and k not in ("step", "epoch")
                     and not k.endswith("seconds")})
     sts = results.get("sts") or {}
-    out.update({f"sts/{task}": v for task, v in (sts.get("spearman") or {}).items() if _number(v)})
-    if _number(sts.get("avg")):
+    out.update({f"sts/{task}": v for task, v in (sts.get("spearman") or {}).items() if is_finite_number(v)})
+    if is_finite_number(sts.get("avg")):
         out["sts/avg"] = sts["avg"]
     selection = results.get("sts_selection") or {}
-    if _number(selection.get("best")):
+    if is_finite_number(selection.get("best")):
         out["sts_selection/best"] = selection["best"]
         out["sts_selection/best_step"] = selection.get("best_step")
-    if _number((results.get("sts_dev") or {}).get("spearman")):
+    if is_finite_number((results.get("sts_dev") or {}).get("spearman")):
         out["sts_dev/spearman"] = results["sts_dev"]["spearman"]
     headline = (results.get("final_evaluation") or {}).get("headline") or {}
-    out.update({f"final_evaluation/{k}": v for k, v in headline.items() if _number(v)})
+    out.update({f"final_evaluation/{k}": v for k, v in headline.items() if is_finite_number(v)})
     for key in ("steps", "train_wall_seconds"):
-        if _number(results.get(key)):
+        if is_finite_number(results.get(key)):
             out[key] = results[key]
     return out
 
@@ -99,8 +96,8 @@ def log_results(loggers, results: Mapping) -> None:
             columns = list(clustering[0])
             logger.log_table("clustering_table", columns=columns, data=[list(r.values()) for r in clustering])
         if sts.get("spearman"):
-            rows = [[task, round(100 * v, 2)] for task, v in sts["spearman"].items() if _number(v)]
-            rows.append(["avg", round(100 * sts["avg"], 2) if _number(sts.get("avg")) else None])
+            rows = [[task, round(100 * v, 2)] for task, v in sts["spearman"].items() if is_finite_number(v)]
+            rows.append(["avg", round(100 * sts["avg"], 2) if is_finite_number(sts.get("avg")) else None])
             logger.log_table("sts_table", columns=["task", "spearman x100"], data=rows)
 
 
