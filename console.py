@@ -10,6 +10,8 @@ logging (``conf/hydra/default.yaml``: console handler on stderr plus ``<run>/run
   ``Trainer`` built without them;
 - transformers draws a "Loading weights" progress bar for every backbone it loads;
 - faiss logs at INFO, on import, each CPU extension it could not load;
+- Lightning suggests ``torch.set_float32_matmul_precision`` on every GPU run with tensor cores, which
+  ``run.py`` has already set from ``float32_matmul_precision`` (:func:`hide_matmul_precision_hint`);
 - Lightning 2.6 with torch >= 2.10 emits torch's FutureWarning about ``LeafSpec`` from its own
   batch-flattening code, once per run, which nothing in this project can act on.
 
@@ -33,6 +35,21 @@ class DropAdverts(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
         return not message.lstrip().startswith(ADVERT_PREFIXES)
+
+
+class DropMatmulPrecisionHint(logging.Filter):
+    """Drops Lightning's suggestion to call ``torch.set_float32_matmul_precision``."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "set_float32_matmul_precision" not in record.getMessage()
+
+
+def hide_matmul_precision_hint() -> None:
+    """Call once the run has chosen the float32 matmul precision itself (``run.py``)."""
+    for name in _RANK_ZERO_LOGGERS + _LIGHTNING_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, DropMatmulPrecisionHint) for f in logger.filters):
+            logger.addFilter(DropMatmulPrecisionHint())
 
 
 def quiet_warnings() -> None:

@@ -104,6 +104,9 @@ def train(cfg: DictConfig) -> dict:
     control = RunControl(cfg, output_dir)  # resume point, eval_only, signals, partial results.json
     checkpoint_hparams = validation.check_checkpoint(cfg)
     L.seed_everything(cfg.seed, workers=True)
+    if cfg.get("float32_matmul_precision") is not None:
+        torch.set_float32_matmul_precision(cfg.float32_matmul_precision)
+        console.hide_matmul_precision_hint()  # the choice is the configuration's, not an oversight
     with writing(output_dir / "config_resolved.yaml"):
         (output_dir / "config_resolved.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
 

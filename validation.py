@@ -133,6 +133,7 @@ def validate(cfg: DictConfig) -> None:
     check_clusterns_batch(cfg)
     check_budget(cfg)
     check_encoding(cfg)
+    check_matmul_precision(cfg)
 
 
 def check_pairing(cfg: DictConfig) -> None:
@@ -283,6 +284,16 @@ def check_encoding(cfg: DictConfig) -> None:
         from datamodules.text_io import check_encoding as check_codec
 
         check_codec(encoding, "dataset.encoding")
+
+
+MATMUL_PRECISIONS = ("highest", "high", "medium")
+
+
+def check_matmul_precision(cfg: DictConfig) -> None:
+    value = _select(cfg, "float32_matmul_precision")
+    if value is not None and value not in MATMUL_PRECISIONS:
+        raise ConfigError(f"float32_matmul_precision={value}: must be one of {', '.join(MATMUL_PRECISIONS)} or null "
+                          "(highest: true float32, the default; high: TF32 on GPU tensor cores)")
 
 
 # -- 2. files: output folder and checkpoint ------------------------------------------------------

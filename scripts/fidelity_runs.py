@@ -7,6 +7,8 @@ Meant to run on an otherwise idle machine, one group after the other (each run u
     .venv/bin/python scripts/fidelity_runs.py                     # every group, in the order listed
     .venv/bin/python scripts/fidelity_runs.py --groups sccl_ablation aecl_forms
     .venv/bin/python scripts/fidelity_runs.py --smoke --out /tmp/fidelity_smoke   # 2-3 steps of each, tiny backbone
+    # one seed of a group as its own multirun in <out>/<group>/s1, on a GPU, next to other such parts:
+    python scripts/fidelity_runs.py --groups aecl_forms --seeds 1 --part s1 --extra trainer=gpu_fp32 threads_per_job=2
 
 Each group is ONE Hydra multirun (``run.py -m``) whose runs go to ``<out>/<group>/`` (default
 ``logs/fidelity``), so ``python -m evaluation.aggregate <out>/<group>`` makes the group's table
@@ -25,6 +27,7 @@ import argparse
 import importlib.util
 import itertools
 import json
+import re
 import shlex
 import subprocess
 import sys
@@ -65,18 +68,26 @@ class Group:
     minutes_per_run: float  # estimated wall minutes of one run on the idle 2-core machine
     sweep_smoke: dict[str, str] = field(default_factory=lambda: {"seed": "1"})
 
-    def runs(self, smoke: bool = False) -> int:
+    def runs(self, smoke: bool = False, seeds: str | None = None) -> int:
         sweep = {**self.sweep, **(self.sweep_smoke if smoke else {})}
+        if seeds is not None:
+            sweep["seed"] = seeds
         return len(list(itertools.product(*(v.split(",") for v in sweep.values()))))
 
-    def overrides(self, out: Path, smoke: bool = False) -> list[str]:
+    def overrides(self, out: Path, smoke: bool = False, seeds: str | None = None, part: str | None = None,
+                  extra: list[str] = ()) -> list[str]:
         sweep = {**self.sweep, **(self.sweep_smoke if smoke else {})}
+        if seeds is not None:
+            sweep["seed"] = seeds
         merged = {**self.fixed, **(self.smoke if smoke else {}), **QUIET, **sweep,
-                  "hydra.sweep.dir": str(out / self.name)}
-        return [key if value is None else f"{key}={value}" for key, value in merged.items()]
+                  "hydra.sweep.dir": str(self.folder(out, part))}
+        return [key if value is None else f"{key}={value}" for key, value in merged.items()] + list(extra)
 
-    def command(self, out: Path, smoke: bool = False) -> list[str]:
-        return [sys.executable, str(ROOT / "run.py"), "-m", *self.overrides(out, smoke)]
+    def folder(self, out: Path, part: str | None = None) -> Path:
+        return out / self.name / part if part else out / self.name
+
+    def command(self, out: Path, smoke: bool = False, **kwargs) -> list[str]:
+        return [sys.executable, str(ROOT / "run.py"), "-m", *self.overrides(out, smoke, **kwargs)]
 
 
 TINY_SHORT_TEXT = {
@@ -207,7 +218,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--smoke", action="store_true", help="tiny backbone, 2-3 steps, one seed: checks that "
                         "every command composes and runs")
     parser.add_argument("--keep-going", action="store_true", help="go on with the next group after a failure")
+    parser.add_argument("--seeds", help="comma list replacing the seeds 1,2,3 of every group (e.g. 2)")
+    parser.add_argument("--part", help="sweep folder <out>/<group>/<part> instead of <out>/<group>, for a group "
+                        "split over several processes (the aggregate of <out>/<group> reads every part)")
+    parser.add_argument("--extra", nargs="+", default=[], metavar="KEY=VALUE",
+                        help="overrides added to every run, e.g. trainer=gpu_fp32 threads_per_job=2")
     args = parser.parse_args(argv)
+    if args.seeds is not None and not re.fullmatch(r"\d+(,\d+)*", args.seeds):
+        parser.error(f"--seeds {args.seeds!r}: give integers separated by commas, e.g. 1,2,3")
     groups = [GROUPS[name] for name in args.groups]
     sys.path.insert(0, str(ROOT))
 
@@ -220,21 +238,23 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     out = args.out.resolve()
-    timings_path = out / "timings.json"
     for group in groups:
-        command = group.command(out, args.smoke)
+        command = group.command(out, args.smoke, seeds=args.seeds, part=args.part, extra=args.extra)
         printable = shlex.join(command)
-        print(f"\n== {group.name}: {group.runs(args.smoke)} runs\n{printable}", flush=True)
+        print(f"\n== {group.name}: {group.runs(args.smoke, args.seeds)} runs\n{printable}", flush=True)
         if args.dry_run:
             continue
-        folder = out / group.name
+        folder = group.folder(out, args.part)
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "command.txt").write_text(printable + "\n")
         start = time.time()
         status = subprocess.call(command, cwd=ROOT)
         seconds = time.time() - start
+        # parts of one group run side by side: each keeps its own timing file
+        timings_path = folder / "timings.json" if args.part else out / "timings.json"
         timings = json.loads(timings_path.read_text()) if timings_path.exists() else {}
-        timings[group.name] = {"seconds": round(seconds, 1), "runs": group.runs(args.smoke), "status": status,
+        timings[group.name] = {"seconds": round(seconds, 1), "runs": group.runs(args.smoke, args.seeds),
+                               "status": status, "part": args.part, "extra": args.extra,
                                "smoke": args.smoke, "finished": time.strftime("%Y-%m-%d %H:%M:%S")}
         timings_path.write_text(json.dumps(timings, indent=2) + "\n")
         print(f"== {group.name}: exit {status} after {seconds / 60:.1f} min", flush=True)

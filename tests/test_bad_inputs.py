@@ -177,6 +177,7 @@ def test_augment_cli_names_file_and_line_and_takes_encoding(tmp_path, capsys):
         ("method.temperature=0", ["method.temperature=0", "> 0"]),
         ("trainer.max_epochs=-1", ["trainer.max_steps=-1 and trainer.max_epochs=-1", "never end"]),
         ("trainer.max_steps=0", ["trainer.max_steps=0", "nothing would be trained"]),
+        ("float32_matmul_precision=fast", ["float32_matmul_precision=fast", "highest, high, medium"]),
     ],
 )
 def test_meaningless_settings_are_refused(override, fragments, tmp_path):

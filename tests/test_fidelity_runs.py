@@ -74,3 +74,25 @@ def test_dry_run_prints_one_multirun_per_group(capsys, tmp_path):
         assert f"hydra.sweep.dir={tmp_path / name}" in printed
     assert printed.count(" -m ") == len(DRIVER.GROUPS)
     assert not any(tmp_path.iterdir())  # nothing run, nothing written
+
+
+def test_a_group_split_by_seed_into_parts_keeps_its_other_settings(capsys, tmp_path):
+    """--seeds/--part/--extra: one seed of a group in <out>/<group>/<part>, with added overrides."""
+    argv = ["--dry-run", "--out", str(tmp_path), "--groups", "aecl_forms", "--seeds", "2", "--part", "s2",
+            "--extra", "trainer=gpu_fp32", "threads_per_job=2"]
+    assert DRIVER.main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "== aecl_forms: 2 runs" in printed  # paper form and reference=true, one seed
+    assert f"hydra.sweep.dir={tmp_path / 'aecl_forms' / 's2'}" in printed
+    assert "seed=2 " in printed and "seed=1,2,3" not in printed
+    assert "method.reference=false,true" in printed
+    assert printed.rstrip().endswith("trainer=gpu_fp32 threads_per_job=2")
+    group = DRIVER.GROUPS["aecl_forms"]
+    overrides = group.overrides(tmp_path, seeds="2", extra=["trainer=gpu_fp32"])
+    compose_config([o for o in overrides if not o.startswith("hydra.")
+                    and o.split("=")[0] not in group.sweep] + ["seed=2", "method.reference=true"], tmp_path)
+
+
+def test_seeds_must_be_integers(tmp_path):
+    with pytest.raises(SystemExit):
+        DRIVER.main(["--dry-run", "--out", str(tmp_path), "--seeds", "1;2"])

@@ -76,3 +76,41 @@ def test_bf16_mixed_training_stays_close_to_float32(toy_corpus):
     for a, b in zip(fp32, bf16):
         assert b == pytest.approx(a, rel=0.03), (fp32, bf16)  # bf16 keeps 8 bits of mantissa
     assert fp32 != bf16  # autocast did run in bf16
+
+
+def test_a_run_sets_the_float32_matmul_precision_it_is_given(toy_corpus, tmp_path):
+    """float32_matmul_precision reaches torch before training (highest by default: true float32)."""
+    from run import train
+    from tests.helpers import toy_overrides
+
+    before = torch.get_float32_matmul_precision()
+    try:
+        torch.set_float32_matmul_precision("medium")
+        train(compose_config(toy_overrides(toy_corpus, steps=1), tmp_path / "default"))
+        assert torch.get_float32_matmul_precision() == "highest"
+        train(compose_config(toy_overrides(toy_corpus, steps=1) + ["float32_matmul_precision=high"], tmp_path / "tf32"))
+        assert torch.get_float32_matmul_precision() == "high"
+    finally:
+        torch.set_float32_matmul_precision(before)
+
+
+def test_lightnings_tensor_core_hint_is_hidden_once_the_precision_is_chosen():
+    import logging
+
+    import console
+
+    logger = logging.getLogger("lightning.pytorch.utilities.rank_zero")
+    hint = ("You are using a CUDA device ('NVIDIA H100 80GB HBM3') that has Tensor Cores. To properly utilize them, "
+            "you should set `torch.set_float32_matmul_precision('medium' | 'high')` which will trade-off ...")
+    record = logger.makeRecord(logger.name, logging.INFO, __file__, 1, hint, None, None)
+    other = logger.makeRecord(logger.name, logging.INFO, __file__, 1, "GPU available: True (cuda)", None, None)
+    saved = list(logger.filters)
+    logger.filters[:] = [f for f in saved if not isinstance(f, console.DropMatmulPrecisionHint)]  # an earlier run's
+    try:
+        assert logger.filter(record)  # shown until the run has chosen
+        console.hide_matmul_precision_hint()
+        console.hide_matmul_precision_hint()  # idempotent: one filter
+        assert not logger.filter(record) and logger.filter(other)
+        assert sum(isinstance(f, console.DropMatmulPrecisionHint) for f in logger.filters) == 1
+    finally:
+        logger.filters[:] = saved

@@ -1,0 +1,241 @@
+"""Issue 13's comparisons from the fidelity runs: each variant minus its baseline, paired by seed.
+
+    python scripts/fidelity_report.py logs/fidelity                # every group found under the folder
+    python scripts/fidelity_report.py logs/fidelity --out fidelity_report.md
+
+``evaluation.aggregate`` gives each setting's mean ± std; this adds what the papers' claims are about:
+the difference to the baseline of the same seed (same data order and initialisation), its mean ±
+sample std over the seeds, and how many seeds it has the paper's sign on. For AECL it also reads the
+head's scores at every evaluation step and the share of confident pseudo-labels in stage 3 from
+``csv/metrics.csv``, since the head is AECL's prediction and stage 3 is where the two forms differ.
+
+Each group folder is the ``--out``/``<group>`` of ``scripts/fidelity_runs.py`` (parts in subfolders
+are read too). Nothing here selects a step or a setting with the labels: the final step is used, and
+the AECL curve shows every evaluation step.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import statistics
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from evaluation.aggregate import Run, find_run_dirs, load_run  # noqa: E402
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """``variant - baseline`` for ``metric``; ``sign`` is +1 where the paper says the variant is higher."""
+
+    group: str
+    metric: str  # dotted key into results.json
+    label: str
+    variant: dict
+    baseline: dict
+    sign: int = 1
+    baseline_group: str | None = None  # the baseline's runs are in another group's folder
+
+
+def get(results: dict, dotted: str):
+    node = results
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+SCCL = ("clustering.final.kmeans_acc", "clustering.final.kmeans_nmi", "clustering.final.head_acc",
+        "clustering.final.head_nmi")
+PSC_CLUSTER = ("final_evaluation.headline.clustering ACC avg (3 sets)",
+               "final_evaluation.headline.clustering NMI avg (3 sets)")
+
+
+def _metric_name(key: str) -> str:
+    return key.replace("clustering.final.", "").replace("final_evaluation.headline.clustering ", "")
+
+
+COMPARISONS: list[Comparison] = [
+    # SCCL Table 3: both ablations below joint training
+    *[Comparison("sccl_ablation", m, f"{v} only - joint", {"method.objective": v}, {"method.objective": "joint"}, -1)
+      for v in ("instance", "cluster") for m in SCCL],
+    # ClusterNS above SimCSE, at one rate and at each paper rate
+    *[Comparison("clusterns_vs_simcse", m, label, {"method.name": "clusterns", "method.lr": lr_c},
+                 {"method.name": "simcse", "method.lr": lr_s})
+      for m in ("sts.avg", "sts_selection.best")
+      for label, lr_c, lr_s in (("ClusterNS - SimCSE, both 3e-5", 3e-5, 3e-5),
+                                ("ClusterNS - SimCSE, both 5e-5", 5e-5, 5e-5),
+                                ("ClusterNS 5e-5 - SimCSE 3e-5 (paper rates)", 5e-5, 3e-5))],
+    # PairSupCon: both objectives above each alone; instance above classification for clustering
+    *[Comparison("pairsupcon_modes", m, f"{v} only - both", {"method.mode": v}, {"method.mode": "both"}, -1)
+      for v in ("classification", "instance") for m in ("sts.avg", *PSC_CLUSTER)],
+    *[Comparison("pairsupcon_modes", m, "instance only - classification only", {"method.mode": "instance"},
+                 {"method.mode": "classification"}) for m in PSC_CLUSTER],
+    # AECL: the authors' code vs the paper's losses (no direction claimed: sign 0)
+    *[Comparison("aecl_forms", m, "reference=true - paper form", {"method.reference": True},
+                 {"method.reference": False}, 0) for m in SCCL],
+    # AECL above SCCL at the same budget (the paper's Table 2 row for SearchSnippets)
+    *[Comparison("aecl_forms", m, f"AECL ({form}) - SCCL", {"method.reference": ref}, {"method.name": "sccl"}, 1,
+                 baseline_group="sccl_at_aecl_budget")
+      for form, ref in (("paper form", False), ("reference=true", True)) for m in SCCL],
+]
+
+
+def matches(run: Run, wanted: dict) -> bool:
+    for key, value in wanted.items():
+        have = run.config.get(key)
+        if isinstance(value, float):
+            if not isinstance(have, (int, float)) or abs(float(have) - value) > 1e-12:
+                return False
+        elif have != value:
+            return False
+    return True
+
+
+def to_fraction(metric: str, value: float) -> float:
+    """results.json keeps scores as fractions, except final_evaluation's headline (already x100)."""
+    return value / 100 if metric.startswith("final_evaluation.headline") else value
+
+
+def by_seed(runs: list[Run], wanted: dict, metric: str) -> dict[int, float]:
+    values = {}
+    for run in runs:
+        if run.results is None or not matches(run, wanted):
+            continue
+        value = get(run.results, metric)
+        if isinstance(value, (int, float)):
+            values[int(run.seed)] = to_fraction(metric, float(value))
+    return values
+
+
+def paired(variant: dict[int, float], baseline: dict[int, float]) -> dict:
+    """Differences on the seeds both have: per seed, mean, sample std (ddof=1, None for one seed)."""
+    seeds = sorted(set(variant) & set(baseline))
+    diffs = [variant[s] - baseline[s] for s in seeds]
+    return {"seeds": seeds, "diffs": diffs,
+            "mean": statistics.fmean(diffs) if diffs else None,
+            "std": statistics.stdev(diffs) if len(diffs) > 1 else None}
+
+
+def _x100(value: float | None, signed: bool = False) -> str:
+    if value is None:
+        return "-"
+    return f"{100 * value:+.2f}" if signed else f"{100 * value:.2f}"
+
+
+def comparison_rows(groups: dict[str, list[Run]]) -> list[dict]:
+    rows = []
+    for comp in COMPARISONS:
+        runs = groups.get(comp.group)
+        base_runs = groups.get(comp.baseline_group or comp.group)
+        if runs is None or base_runs is None:
+            continue
+        variant, baseline = by_seed(runs, comp.variant, comp.metric), by_seed(base_runs, comp.baseline, comp.metric)
+        result = paired(variant, baseline)
+        if not result["seeds"]:
+            continue
+        agree = None if comp.sign == 0 else sum(1 for d in result["diffs"] if d * comp.sign > 0)
+        rows.append({"group": comp.group, "comparison": comp.label, "metric": _metric_name(comp.metric),
+                     **result, "variant_mean": statistics.fmean(variant[s] for s in result["seeds"]),
+                     "baseline_mean": statistics.fmean(baseline[s] for s in result["seeds"]),
+                     "paper_sign": comp.sign, "seeds_with_paper_sign": agree})
+    return rows
+
+
+def comparison_markdown(rows: list[dict]) -> list[str]:
+    lines = ["| group | comparison | metric | variant | baseline | difference (mean ± std over seeds) | "
+             "per seed | seeds with the paper's sign |", "|---|---|---|---:|---:|---:|---|---:|"]
+    for r in rows:
+        std = f" ± {100 * r['std']:.2f}" if r["std"] is not None else ""
+        per_seed = ", ".join(f"{s}: {_x100(d, True)}" for s, d in zip(r["seeds"], r["diffs"]))
+        agree = "no claim" if r["seeds_with_paper_sign"] is None else f"{r['seeds_with_paper_sign']}/{len(r['seeds'])}"
+        lines.append(f"| {r['group']} | {r['comparison']} | {r['metric']} | {_x100(r['variant_mean'])} | "
+                     f"{_x100(r['baseline_mean'])} | {_x100(r['mean'], True)}{std} | {per_seed} | {agree} |")
+    return lines
+
+
+def read_metrics(run: Run) -> list[dict]:
+    path = run.path / "csv" / "metrics.csv"
+    if not path.is_file():
+        return []
+    with path.open(encoding="utf-8", newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def aecl_curves(runs: list[Run]) -> list[str]:
+    """Head and KMeans ACC at each evaluation step, and the stage-3 confident share, per form."""
+    forms: dict[bool, dict[int, dict[str, list[float]]]] = {}
+    stage3: dict[bool, list[float]] = {}
+    for run in runs:
+        reference = bool(run.config.get("method.reference"))
+        steps = forms.setdefault(reference, {})
+        shares = []
+        for row in read_metrics(run):
+            step = int(float(row["step"])) if row.get("step") else None
+            for key in ("val/head_acc", "val/kmeans_acc"):
+                if row.get(key):
+                    steps.setdefault(step, {}).setdefault(key, []).append(float(row[key]))
+            if row.get("train/confident_share") and row.get("train/stage") and float(row["train/stage"]) == 3:
+                shares.append(float(row["train/confident_share"]))
+        if shares:
+            stage3.setdefault(reference, []).append(statistics.fmean(shares))
+    lines = ["| form | step | head ACC | KMeans ACC | seeds |", "|---|---:|---:|---:|---:|"]
+    for reference in sorted(forms):
+        name = "reference=true" if reference else "paper form"
+        for step in sorted(forms[reference]):
+            cell = forms[reference][step]
+            head, km = cell.get("val/head_acc", []), cell.get("val/kmeans_acc", [])
+
+            def fmt(values):
+                if not values:
+                    return "-"
+                return f"{100 * statistics.fmean(values):.2f}" + (
+                    f" ± {100 * statistics.stdev(values):.2f}" if len(values) > 1 else "")
+
+            lines.append(f"| {name} | {step} | {fmt(head)} | {fmt(km)} | {len(head)} |")
+    for reference, shares in sorted(stage3.items()):
+        name = "reference=true" if reference else "paper form"
+        lines.append("")
+        lines.append(f"{name}: mean share of confident samples over the stage-3 steps logged, per run: "
+                     + ", ".join(f"{100 * s:.1f} %" for s in shares))
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("folder", type=Path, help="the --out folder of scripts/fidelity_runs.py")
+    parser.add_argument("--out", type=Path, help="also write the Markdown here")
+    args = parser.parse_args(argv)
+    if not args.folder.is_dir():
+        print(f"error: {args.folder}: no such folder (give the --out folder of scripts/fidelity_runs.py)",
+              file=sys.stderr)
+        return 2
+    groups = {}
+    for child in sorted(args.folder.iterdir()):
+        if child.is_dir():
+            runs = [load_run(p) for p in find_run_dirs([child])]
+            if runs:
+                groups[child.name] = runs
+    if not groups:
+        print(f"error: {args.folder}: no group folders with runs", file=sys.stderr)
+        return 2
+    lines = [f"# Paired differences of {args.folder}", "",
+             "Numbers x100. Difference = variant - baseline of the same seed; mean ± sample std (ddof=1) "
+             "over the seeds; final step of every run.", "", *comparison_markdown(comparison_rows(groups))]
+    if "aecl_forms" in groups:
+        lines += ["", "## AECL at every evaluation step (mean ± std over seeds)", "",
+                  *aecl_curves(groups["aecl_forms"])]
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.out:
+        args.out.write_text(text, encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

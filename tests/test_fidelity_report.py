@@ -1,0 +1,85 @@
+"""scripts/fidelity_report.py: differences to the baseline of the same seed, from hand-made run folders."""
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load_report():
+    spec = importlib.util.spec_from_file_location("fidelity_report", ROOT / "scripts" / "fidelity_report.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["fidelity_report"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+REPORT = load_report()
+
+
+def make_run(folder: Path, config: dict, results: dict, metrics_rows: list[str] | None = None):
+    folder.mkdir(parents=True)
+    (folder / "config_resolved.yaml").write_text(yaml.safe_dump(config))
+    (folder / "results.json").write_text(json.dumps(results))
+    if metrics_rows:
+        (folder / "csv").mkdir()
+        (folder / "csv" / "metrics.csv").write_text("\n".join(metrics_rows) + "\n")
+
+
+def sccl(objective, seed, acc):
+    config = {"method": {"name": "sccl", "objective": objective}, "seed": seed}
+    return config, {"method": "sccl", "dataset": "searchsnippets", "seed": seed,
+                    "clustering": {"final": {"kmeans_acc": acc}}}
+
+
+def test_paired_differences_and_sign_counts(tmp_path):
+    group = tmp_path / "sccl_ablation"
+    for i, (objective, seed, acc) in enumerate([("joint", 1, 0.70), ("joint", 2, 0.72), ("instance", 1, 0.68),
+                                                ("instance", 2, 0.73), ("cluster", 2, 0.60)]):
+        make_run(group / str(i), *sccl(objective, seed, acc))
+    groups = {"sccl_ablation": [REPORT.load_run(p) for p in REPORT.find_run_dirs([group])]}
+    rows = {(r["comparison"], r["metric"]): r for r in REPORT.comparison_rows(groups)}
+    instance = rows[("instance only - joint", "kmeans_acc")]
+    assert instance["seeds"] == [1, 2]
+    assert instance["diffs"] == pytest.approx([-0.02, 0.01])
+    assert instance["mean"] == pytest.approx(-0.005)
+    assert instance["std"] == pytest.approx(((0.015 ** 2 + 0.015 ** 2) / 1) ** 0.5)  # ddof=1
+    assert instance["seeds_with_paper_sign"] == 1  # the paper says lower: only seed 1 is
+    cluster = rows[("cluster only - joint", "kmeans_acc")]
+    assert cluster["seeds"] == [2] and cluster["diffs"] == pytest.approx([-0.12]) and cluster["std"] is None
+    assert ("instance only - joint", "head_acc") not in rows  # no run has the metric: no row
+
+
+def test_headline_scores_in_percent_are_compared_as_fractions(tmp_path):
+    group = tmp_path / "pairsupcon_modes"
+    key = "clustering ACC avg (3 sets)"
+    for i, (mode, acc) in enumerate([("both", 72.5), ("instance", 73.0)]):
+        make_run(group / str(i), {"method": {"name": "pairsupcon", "mode": mode}, "seed": 1},
+                 {"method": "pairsupcon", "dataset": "nli", "seed": 1,
+                  "final_evaluation": {"headline": {key: acc}}})
+    groups = {"pairsupcon_modes": [REPORT.load_run(p) for p in REPORT.find_run_dirs([group])]}
+    rows = {(r["comparison"], r["metric"]): r for r in REPORT.comparison_rows(groups)}
+    assert rows[("instance only - both", "ACC avg (3 sets)")]["mean"] == pytest.approx(0.005)
+    line = [x for x in REPORT.comparison_markdown(list(rows.values())) if "ACC avg" in x][0]
+    assert "| 73.00 | 72.50 | +0.50 |" in line
+
+
+def test_aecl_curve_reads_every_evaluation_step_and_the_stage_three_share(tmp_path):
+    group = tmp_path / "aecl_forms"
+    header = "step,train/stage,train/confident_share,val/head_acc,val/kmeans_acc"
+    for i, (seed, head) in enumerate([(1, 0.5), (2, 0.7)]):
+        make_run(group / str(i), {"method": {"name": "aecl", "reference": False}, "seed": seed},
+                 {"method": "aecl", "dataset": "searchsnippets", "seed": seed},
+                 [header, "4,1,0.0,,", "8,3,0.25,,", "9,3,0.75,,", f"10,,,{head},0.8"])
+    lines = REPORT.aecl_curves([REPORT.load_run(p) for p in REPORT.find_run_dirs([group])])
+    assert "| paper form | 10 | 60.00 ± 14.14 | 80.00 ± 0.00 | 2 |" in lines
+    assert lines[-1].endswith("per run: 50.0 %, 50.0 %")  # stage-1 rows are not counted
+
+
+def test_a_missing_folder_is_one_line_and_exit_2(tmp_path, capsys):
+    assert REPORT.main([str(tmp_path / "nope")]) == 2
+    assert "no such folder" in capsys.readouterr().err
