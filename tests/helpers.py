@@ -1,6 +1,8 @@
 """Composing the project's Hydra config in tests."""
 from __future__ import annotations
 
+import importlib.util
+import sys
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
@@ -38,3 +40,13 @@ def toy_overrides(csv: Path, steps: int = 4) -> list[str]:
         "print_table=false",
         "callbacks.report.plots=false",  # pictures cost ~2 s a run; tests/test_run_report.py covers them
     ]
+
+
+def load_script(name: str):
+    """A module of scripts/ (not a package) by file name, e.g. ``load_script("fidelity_runs")``."""
+    path = CONF.parent / "scripts" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up while the file executes
+    spec.loader.exec_module(module)
+    return module

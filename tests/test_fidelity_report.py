@@ -1,24 +1,13 @@
 """scripts/fidelity_report.py: differences to the baseline of the same seed, from hand-made run folders."""
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.helpers import load_script
 
-
-def load_report():
-    spec = importlib.util.spec_from_file_location("fidelity_report", ROOT / "scripts" / "fidelity_report.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["fidelity_report"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-REPORT = load_report()
+REPORT = load_script("fidelity_report")
 
 
 def make_run(folder: Path, config: dict, results: dict, metrics_rows: list[str] | None = None):

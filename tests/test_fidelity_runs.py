@@ -1,25 +1,12 @@
 """scripts/fidelity_runs.py (issue 13's measurement driver): every group's runs compose, with the
 settings each table compares."""
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import compose_config
+from tests.helpers import compose_config, load_script
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def load_driver():
-    spec = importlib.util.spec_from_file_location("fidelity_runs", ROOT / "scripts" / "fidelity_runs.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["fidelity_runs"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-DRIVER = load_driver()
+DRIVER = load_script("fidelity_runs")
 
 
 def one_run_per_value(group, smoke):
