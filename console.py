@@ -44,12 +44,18 @@ class DropMatmulPrecisionHint(logging.Filter):
         return "set_float32_matmul_precision" not in record.getMessage()
 
 
-def hide_matmul_precision_hint() -> None:
-    """Call once the run has chosen the float32 matmul precision itself (``run.py``)."""
+def _filter_lightning_loggers(kind: type[logging.Filter]) -> None:
+    """One ``kind`` filter on every logger Lightning writes through (none added twice)."""
+    instance = kind()
     for name in _RANK_ZERO_LOGGERS + _LIGHTNING_LOGGERS:
         logger = logging.getLogger(name)
-        if not any(isinstance(f, DropMatmulPrecisionHint) for f in logger.filters):
-            logger.addFilter(DropMatmulPrecisionHint())
+        if not any(isinstance(f, kind) for f in logger.filters):
+            logger.addFilter(instance)
+
+
+def hide_matmul_precision_hint() -> None:
+    """Call once the run has chosen the float32 matmul precision itself (``run.py``)."""
+    _filter_lightning_loggers(DropMatmulPrecisionHint)
 
 
 def quiet_warnings() -> None:
@@ -80,11 +86,7 @@ def configure(root_handlers_present: bool | None = None) -> None:
                 if type(handler) is logging.StreamHandler:  # not file handlers someone added on purpose
                     logger.removeHandler(handler)
             logger.propagate = True
-    advert_filter = DropAdverts()
-    for name in _RANK_ZERO_LOGGERS + _LIGHTNING_LOGGERS:
-        logger = logging.getLogger(name)
-        if not any(isinstance(f, DropAdverts) for f in logger.filters):
-            logger.addFilter(advert_filter)
+    _filter_lightning_loggers(DropAdverts)
     quiet_warnings()
     # faiss (the KMeans backend) logs at INFO which CPU extensions it could not load, on every import
     logging.getLogger("faiss.loader").setLevel(logging.WARNING)

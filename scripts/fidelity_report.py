@@ -25,7 +25,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from evaluation.aggregate import Run, find_run_dirs, load_run  # noqa: E402
+from evaluation.aggregate import Run, cell_stats, find_run_dirs, fmt_cell, load_run  # noqa: E402
+from evaluation.objective import is_finite_number, lookup  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -39,15 +40,6 @@ class Comparison:
     baseline: dict
     sign: int = 1
     baseline_group: str | None = None  # the baseline's runs are in another group's folder
-
-
-def get(results: dict, dotted: str):
-    node = results
-    for part in dotted.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return None
-        node = node[part]
-    return node
 
 
 SCCL = ("clustering.final.kmeans_acc", "clustering.final.kmeans_nmi", "clustering.final.head_acc",
@@ -107,8 +99,11 @@ def by_seed(runs: list[Run], wanted: dict, metric: str) -> dict[int, float]:
     for run in runs:
         if run.results is None or not matches(run, wanted):
             continue
-        value = get(run.results, metric)
-        if isinstance(value, (int, float)):
+        try:
+            value = lookup(run.results, metric)
+        except KeyError:  # the run did not compute it (e.g. no final evaluation)
+            continue
+        if is_finite_number(value):
             values[int(run.seed)] = to_fraction(metric, float(value))
     return values
 
@@ -167,6 +162,16 @@ def read_metrics(run: Run) -> list[dict]:
         return list(csv.DictReader(handle))
 
 
+def _form(reference: bool) -> str:
+    return "reference=true" if reference else "paper form"
+
+
+def _mean_std(values: list[float]) -> str:
+    """x100 mean ± sample std as evaluation.aggregate prints a cell."""
+    stats = cell_stats(values, []) if values else None
+    return fmt_cell(stats, stats["n"] if stats else None)
+
+
 def aecl_curves(runs: list[Run]) -> list[str]:
     """Head and KMeans ACC at each evaluation step, and the stage-3 confident share, per form."""
     forms: dict[bool, dict[int, dict[str, list[float]]]] = {}
@@ -186,22 +191,14 @@ def aecl_curves(runs: list[Run]) -> list[str]:
             stage3.setdefault(reference, []).append(statistics.fmean(shares))
     lines = ["| form | step | head ACC | KMeans ACC | seeds |", "|---|---:|---:|---:|---:|"]
     for reference in sorted(forms):
-        name = "reference=true" if reference else "paper form"
+        name = _form(reference)
         for step in sorted(forms[reference]):
             cell = forms[reference][step]
             head, km = cell.get("val/head_acc", []), cell.get("val/kmeans_acc", [])
-
-            def fmt(values):
-                if not values:
-                    return "-"
-                return f"{100 * statistics.fmean(values):.2f}" + (
-                    f" ± {100 * statistics.stdev(values):.2f}" if len(values) > 1 else "")
-
-            lines.append(f"| {name} | {step} | {fmt(head)} | {fmt(km)} | {len(head)} |")
+            lines.append(f"| {name} | {step} | {_mean_std(head)} | {_mean_std(km)} | {len(head)} |")
     for reference, shares in sorted(stage3.items()):
-        name = "reference=true" if reference else "paper form"
         lines.append("")
-        lines.append(f"{name}: mean share of confident samples over the stage-3 steps logged, per run: "
+        lines.append(f"{_form(reference)}: mean share of confident samples over the stage-3 steps logged, per run: "
                      + ", ".join(f"{100 * s:.1f} %" for s in shares))
     return lines
 

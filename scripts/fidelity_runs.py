@@ -68,17 +68,17 @@ class Group:
     minutes_per_run: float  # estimated wall minutes of one run on the idle 2-core machine
     sweep_smoke: dict[str, str] = field(default_factory=lambda: {"seed": "1"})
 
-    def runs(self, smoke: bool = False, seeds: str | None = None) -> int:
+    def swept(self, smoke: bool = False, seeds: str | None = None) -> dict[str, str]:
+        """The multirun's comma lists: ``sweep``, the smoke seed, ``seeds`` replacing the seeds."""
         sweep = {**self.sweep, **(self.sweep_smoke if smoke else {})}
-        if seeds is not None:
-            sweep["seed"] = seeds
-        return len(list(itertools.product(*(v.split(",") for v in sweep.values()))))
+        return {**sweep, "seed": seeds} if seeds is not None else sweep
+
+    def runs(self, smoke: bool = False, seeds: str | None = None) -> int:
+        return len(list(itertools.product(*(v.split(",") for v in self.swept(smoke, seeds).values()))))
 
     def overrides(self, out: Path, smoke: bool = False, seeds: str | None = None, part: str | None = None,
                   extra: list[str] = ()) -> list[str]:
-        sweep = {**self.sweep, **(self.sweep_smoke if smoke else {})}
-        if seeds is not None:
-            sweep["seed"] = seeds
+        sweep = self.swept(smoke, seeds)
         merged = {**self.fixed, **(self.smoke if smoke else {}), **QUIET, **sweep,
                   "hydra.sweep.dir": str(self.folder(out, part))}
         return [key if value is None else f"{key}={value}" for key, value in merged.items()] + list(extra)
