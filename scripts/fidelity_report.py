@@ -2,6 +2,7 @@
 
     python scripts/fidelity_report.py logs/fidelity                # every group found under the folder
     python scripts/fidelity_report.py logs/fidelity --out fidelity_report.md
+    python scripts/fidelity_report.py logs/fidelity --versus logs/fidelity_gpu   # the same groups elsewhere
 
 ``evaluation.aggregate`` gives each setting's mean ± std; this adds what the papers' claims are about:
 the difference to the baseline of the same seed (same data order and initialisation), its mean ±
@@ -19,6 +20,7 @@ import argparse
 import csv
 import statistics
 import sys
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -203,21 +205,71 @@ def aecl_curves(runs: list[Run]) -> list[str]:
     return lines
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("folder", type=Path, help="the --out folder of scripts/fidelity_runs.py")
-    parser.add_argument("--out", type=Path, help="also write the Markdown here")
-    args = parser.parse_args(argv)
-    if not args.folder.is_dir():
-        print(f"error: {args.folder}: no such folder (give the --out folder of scripts/fidelity_runs.py)",
-              file=sys.stderr)
-        return 2
+def head_cluster_sizes(run: Run) -> list[int]:
+    """Sizes of the final head's clusters (predictions.csv), largest first; [] without the file."""
+    path = run.path / "predictions.csv"
+    if not path.is_file():
+        return []
+    with path.open(encoding="utf-8", newline="") as handle:
+        counts = Counter(row["head_cluster"] for row in csv.DictReader(handle) if row.get("head_cluster") != "")
+    return sorted(counts.values(), reverse=True)
+
+
+def aecl_runs(runs: list[Run]) -> list[str]:
+    """One line per AECL run: the head's ACC at every evaluation, and how the final head fills its clusters."""
+    lines = []
+    for run in sorted(runs, key=lambda r: (bool(r.config.get("method.reference")), int(r.seed))):
+        curve = [(int(float(row["step"])), float(row["val/head_acc"])) for row in read_metrics(run)
+                 if row.get("val/head_acc")]
+        sizes = head_cluster_sizes(run)
+        filled = (f"; final head: {len(sizes)} of {run.config.get('dataset.num_clusters', '?')} clusters used, "
+                  f"the largest {sizes[0]} of {sum(sizes)} texts") if sizes else ""
+        lines.append(f"- {_form(bool(run.config.get('method.reference')))}, seed {run.seed}: head ACC "
+                     + ", ".join(f"{step}: {100 * acc:.1f}" for step, acc in curve) + filled)
+    return lines
+
+
+def device_differences(first: dict[str, list[Run]], second: dict[str, list[Run]]) -> list[str]:
+    """``first - second`` per setting and seed, for the groups in both folders (e.g. CPU vs GPU runs)."""
+    lines = ["| group | metric | setting-seed pairs | mean difference | largest absolute |", "|---|---|---:|---:|---:|"]
+    for group in sorted(set(first) & set(second)):
+        comparisons = [c for c in COMPARISONS if c.group == group and c.baseline_group is None]
+        settings = list({repr(sorted(w.items())): w for c in comparisons for w in (c.variant, c.baseline)}.values())
+        for metric in dict.fromkeys(c.metric for c in comparisons):
+            diffs = []
+            for wanted in settings:
+                a, b = by_seed(first[group], wanted, metric), by_seed(second[group], wanted, metric)
+                diffs += [a[s] - b[s] for s in sorted(set(a) & set(b))]
+            if diffs:
+                mean, largest = statistics.fmean(diffs), max(abs(d) for d in diffs)
+                lines.append(f"| {group} | {_metric_name(metric)} | {len(diffs)} | {_x100(mean, True)} "
+                             f"| {_x100(largest)} |")
+    return lines
+
+
+def read_groups(folder: Path) -> dict[str, list[Run]]:
     groups = {}
-    for child in sorted(args.folder.iterdir()):
+    for child in sorted(folder.iterdir()):
         if child.is_dir():
             runs = [load_run(p) for p in find_run_dirs([child])]
             if runs:
                 groups[child.name] = runs
+    return groups
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("folder", type=Path, help="the --out folder of scripts/fidelity_runs.py")
+    parser.add_argument("--out", type=Path, help="also write the Markdown here")
+    parser.add_argument("--versus", type=Path, metavar="FOLDER", help="another --out folder with the same groups "
+                        "(e.g. the same runs on another device): FOLDER's scores subtracted per setting and seed")
+    args = parser.parse_args(argv)
+    for folder in filter(None, (args.folder, args.versus)):
+        if not folder.is_dir():
+            print(f"error: {folder}: no such folder (give the --out folder of scripts/fidelity_runs.py)",
+                  file=sys.stderr)
+            return 2
+    groups = read_groups(args.folder)
     if not groups:
         print(f"error: {args.folder}: no group folders with runs", file=sys.stderr)
         return 2
@@ -226,7 +278,10 @@ def main(argv: list[str] | None = None) -> int:
              "over the seeds; final step of every run.", "", *comparison_markdown(comparison_rows(groups))]
     if "aecl_forms" in groups:
         lines += ["", "## AECL at every evaluation step (mean ± std over seeds)", "",
-                  *aecl_curves(groups["aecl_forms"])]
+                  *aecl_curves(groups["aecl_forms"]), "", "Each run:", "", *aecl_runs(groups["aecl_forms"])]
+    if args.versus:
+        lines += ["", f"## {args.folder} minus {args.versus}, same setting and seed", "",
+                  *device_differences(groups, read_groups(args.versus))]
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:

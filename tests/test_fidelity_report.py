@@ -72,3 +72,28 @@ def test_aecl_curve_reads_every_evaluation_step_and_the_stage_three_share(tmp_pa
 def test_a_missing_folder_is_one_line_and_exit_2(tmp_path, capsys):
     assert REPORT.main([str(tmp_path / "nope")]) == 2
     assert "no such folder" in capsys.readouterr().err
+
+
+def test_each_aecl_run_lists_its_head_curve_and_how_its_final_head_fills_the_clusters(tmp_path):
+    run_dir = tmp_path / "aecl_forms" / "0"
+    make_run(run_dir, {"method": {"name": "aecl", "reference": True}, "seed": 3, "dataset": {"num_clusters": 4}},
+             {"method": "aecl", "dataset": "searchsnippets", "seed": 3},
+             ["step,val/head_acc", "0,0.25", "200,0.8", "400,0.5"])
+    (run_dir / "predictions.csv").write_text("row,head_cluster\n0,1\n1,1\n2,1\n3,0\n4,2\n")
+    [line] = REPORT.aecl_runs([REPORT.load_run(run_dir)])
+    assert line == ("- reference=true, seed 3: head ACC 0: 25.0, 200: 80.0, 400: 50.0; "
+                    "final head: 3 of 4 clusters used, the largest 3 of 5 texts")
+
+
+def test_versus_subtracts_the_other_folders_run_of_the_same_setting_and_seed(tmp_path):
+    def clusterns_run(folder, method, lr, seed, avg):
+        make_run(folder, {"method": {"name": method, "lr": lr}, "seed": seed},
+                 {"method": method, "dataset": "wiki", "seed": seed, "sts": {"avg": avg}})
+
+    runs = [("simcse", 3e-5, 1, 0.760, 0.758), ("simcse", 3e-5, 2, 0.762, 0.765), ("clusterns", 5e-5, 1, 0.770, 0.762)]
+    for i, (method, lr, seed, cpu, gpu) in enumerate(runs):
+        clusterns_run(tmp_path / "cpu" / "clusterns_vs_simcse" / str(i), method, lr, seed, cpu)
+        clusterns_run(tmp_path / "gpu" / "clusterns_vs_simcse" / str(i), method, lr, seed, gpu)
+    lines = REPORT.device_differences(REPORT.read_groups(tmp_path / "cpu"), REPORT.read_groups(tmp_path / "gpu"))
+    # differences +0.002, -0.003, +0.008: mean +0.0023, largest 0.008; each run counted once
+    assert "| clusterns_vs_simcse | sts.avg | 3 | +0.23 | 0.80 |" in lines
