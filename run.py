@@ -21,23 +21,16 @@ from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
 import console  # noqa: E402
 import validation  # noqa: E402
-from callbacks.hydra_callbacks import record_sweep_failure  # noqa: E402
-from callbacks.run_control import RunControl  # noqa: E402
+from callbacks.safety.run_control import RunControl  # noqa: E402
+from callbacks.sweeps.hydra_callbacks import record_sweep_failure  # noqa: E402
 from errors import USER_ERROR_EXIT_CODE, ConfigError, find_user_error, report_user_error, writing  # noqa: E402
 from evaluation import objective  # noqa: E402
-from evaluation.wandb_dashboard import log_results, wandb_group_settings  # noqa: E402
-from lightning_modules.precision import register_precision_resolver  # noqa: E402
+from evaluation.wandb_dashboard import has_wandb_credentials, log_results, wandb_group_settings  # noqa: E402
+from lightning_modules.shared.precision import register_precision_resolver  # noqa: E402
 
 register_precision_resolver()  # ${gpu_precision:} in conf/trainer/gpu.yaml
 
 log = logging.getLogger("run")
-
-def has_wandb_credentials() -> bool:
-    if os.environ.get("WANDB_API_KEY"):
-        return True
-    netrc = Path(os.environ.get("NETRC", Path.home() / ".netrc"))
-    return netrc.exists() and "api.wandb.ai" in netrc.read_text(errors="ignore")
-
 
 def build_loggers(cfg: DictConfig) -> list:
     loggers = []
@@ -146,7 +139,8 @@ def train(cfg: DictConfig) -> dict:
     if clustering:  # the headline numbers at the top level
         for key in ("final", "best", "best_step", "best_selected_with_labels"):
             results[key] = clustering[key]
-    results["objective"] = objective.objective_entry(cfg.get("objective"), cfg.method.name, results,
+    default = getattr(type(model), "default_objective", None)  # a module of the user's own may declare none
+    results["objective"] = objective.objective_entry(cfg.get("objective"), default, results,
                                                     trainer.is_global_zero)
     if trainer.is_global_zero:
         with writing(output_dir / "results.json"):

@@ -14,10 +14,10 @@
 Each failure raises a :class:`errors.UserError` subclass whose message names the key, its value
 and the fix; entry points print it as one line without a traceback.
 
-Which datasets a method trains on (:data:`METHOD_DATA`): SCCL and AECL cluster short texts
-(``demo``, ``csv`` and the eight benchmarks); SimCSE and ClusterNS learn from unlabelled
-sentences (``wiki``) and also run on short texts (each text is a sentence; the clustering
-evaluation of the dataset then applies); PairSupCon needs NLI pairs (``nli``).
+Which datasets a method trains on is what the classes say: a method's ``trains_on`` against a
+datamodule's ``data_kind`` (SCCL and AECL cluster short texts; SimCSE and ClusterNS learn from
+sentences and also run on short texts; PairSupCon needs NLI pairs). A method's own checks are its
+``check_config`` and ``min_batch_size`` (``lightning_modules.shared.base``).
 
 :class:`OutputFolderCheck` is a Hydra callback (``conf/hydra/default.yaml``) that checks the run
 folder can be created before Hydra itself tries (which would end in a traceback).
@@ -33,25 +33,11 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from errors import USER_ERROR_EXIT_CODE, ConfigError, MissingFileError, OutputWriteError, UserError
+from lightning_modules.shared.base import DATA_KIND_NAMES, SENTENCES, SHORT_TEXT
+from lightning_modules.shared.registry import ClassPathError, import_class, same_class
 
 ROOT = Path(__file__).resolve().parent
 CONF = ROOT / "conf"
-
-SHORT_TEXT, SENTENCES, NLI = "short_text", "sentences", "nli"
-DATA_KINDS = {  # dataset _target_ -> kind of data it yields
-    "datamodules.short_text.ShortTextDataModule": SHORT_TEXT,
-    "datamodules.streaming_text.StreamingTextDataModule": SENTENCES,
-    "datamodules.nli.NLIDataModule": NLI,
-}
-KIND_NAMES = {SHORT_TEXT: "short texts (a CSV/TSV)", SENTENCES: "sentences, one per line", NLI: "NLI sentence pairs"}
-METHOD_DATA = {  # method _target_ -> kinds of data it trains on
-    "lightning_modules.sccl.SCCL": (SHORT_TEXT,),
-    "lightning_modules.aecl.AECL": (SHORT_TEXT,),
-    "lightning_modules.simcse.SimCSE": (SENTENCES, SHORT_TEXT),
-    "lightning_modules.clusterns.ClusterNS": (SENTENCES, SHORT_TEXT),
-    "lightning_modules.pairsupcon.PairSupCon": (NLI,),
-}
-
 
 class CheckpointError(UserError, ValueError):
     """``ckpt_path`` cannot be resumed from; the message says why and what to do."""
@@ -72,6 +58,26 @@ def _is_int(value: Any) -> bool:
 
 def _target(cfg: DictConfig, group: str) -> str | None:
     return _select(cfg, f"{group}._target_")
+
+
+def _class(target: str | None) -> type | None:
+    """The class a ``_target_`` names, or None (a target of the user's own that does not import is left
+    to Hydra's instantiation, which names the problem)."""
+    if not target:
+        return None
+    try:
+        return import_class(target)
+    except ClassPathError:
+        return None
+
+
+def _data_kind(target: str | None) -> str | None:
+    return getattr(_class(target), "data_kind", None)
+
+
+def _method_class(cfg: DictConfig) -> type | None:
+    cls = _class(_target(cfg, "method"))
+    return cls if hasattr(cls, "trains_on") else None
 
 
 def _name(cfg: DictConfig, group: str) -> str:
@@ -111,8 +117,8 @@ def _yaml_configs(group: str) -> dict[str, dict]:
 
 def datasets_for(method_target: str) -> list[str]:
     """Names of the dataset configs a method trains on (``conf/dataset``)."""
-    kinds = METHOD_DATA.get(method_target, ())
-    return [name for name, data in _yaml_configs("dataset").items() if DATA_KINDS.get(data.get("_target_")) in kinds]
+    kinds = getattr(_class(method_target), "trains_on", ())
+    return [name for name, data in _yaml_configs("dataset").items() if _data_kind(data.get("_target_")) in kinds]
 
 
 def method_names() -> dict[str, str]:
@@ -130,7 +136,7 @@ def validate(cfg: DictConfig) -> None:
     check_max_length(cfg)
     check_temperatures(cfg)
     check_num_clusters(cfg)
-    check_clusterns_batch(cfg)
+    check_method(cfg)
     check_budget(cfg)
     check_encoding(cfg)
     check_matmul_precision(cfg)
@@ -138,25 +144,23 @@ def validate(cfg: DictConfig) -> None:
 
 def check_pairing(cfg: DictConfig) -> None:
     method_target, data_target = _target(cfg, "method"), _target(cfg, "dataset")
-    kinds, kind = METHOD_DATA.get(method_target), DATA_KINDS.get(data_target)
+    kinds, kind = getattr(_method_class(cfg), "trains_on", None), _data_kind(data_target)
     if kinds is None or kind is None or kind in kinds:
         return  # a method or datamodule of the user's own is not second-guessed
     method, dataset = _name(cfg, "method"), _name(cfg, "dataset")
     options = datasets_for(method_target)
     example = "demo" if "demo" in options else (options[0] if options else "...")
-    needs = " or ".join(KIND_NAMES[k] for k in kinds)
+    needs = " or ".join(DATA_KIND_NAMES[k] for k in kinds)
     raise ConfigError(
         f"method={method} does not train on dataset={dataset}: {method} needs {needs}, and dataset={dataset} "
-        f"holds {KIND_NAMES[kind]}. Datasets for method={method}: {', '.join(options)} "
+        f"holds {DATA_KIND_NAMES[kind]}. Datasets for method={method}: {', '.join(options)} "
         f"(e.g. `python run.py method={method} dataset={example}`)."
     )
 
 
 def check_batch_size(cfg: DictConfig) -> None:
-    pairs_only = _target(cfg, "method") == "lightning_modules.pairsupcon.PairSupCon" and (
-        _select(cfg, "method.mode") == "classification"
-    )
-    minimum = 1 if pairs_only else 2
+    method = _method_class(cfg)
+    minimum = method.min_batch_size(_select(cfg, "method")) if method is not None else 2
     for key in ("batch_size", "dataset.batch_size"):
         value = _select(cfg, key)
         if value is None and key == "dataset.batch_size":
@@ -248,21 +252,18 @@ def devices_count(devices: Any) -> int | None:
         return None
 
 
-def check_clusterns_batch(cfg: DictConfig) -> None:
-    if _target(cfg, "method") != "lightning_modules.clusterns.ClusterNS":
+def check_method(cfg: DictConfig) -> None:
+    """The method's own checks (``check_config``), given the global batch when it is known."""
+    method = _method_class(cfg)
+    if method is None:
         return
-    k, batch = _select(cfg, "method.num_clusters"), _select(cfg, "dataset.batch_size", _select(cfg, "batch_size"))
+    batch = _select(cfg, "dataset.batch_size", _select(cfg, "batch_size"))
     devices = devices_count(_select(cfg, "trainer.devices", 1))
     nodes = _select(cfg, "trainer.num_nodes", 1) or 1
-    if not (_is_int(k) and _is_int(batch)) or devices is None:
-        return  # unknown until the Trainer starts; ClusterNS.on_fit_start checks again
-    total = batch * devices * nodes
-    if k > total:
-        raise ConfigError(
-            f"method.num_clusters={k}: ClusterNS initialises its K centroids from one batch, but the global batch "
-            f"is {total} (batch_size={batch} x {devices} device(s) x {nodes} node(s)). Lower method.num_clusters "
-            f"to <= {total} (default 32) or raise batch_size so that batch_size x devices >= {k} (SPEC §3)."
-        )
+    known = _is_int(batch) and devices is not None and _is_int(nodes)
+    info = ({"per_device": batch, "devices": devices, "nodes": nodes, "total": batch * devices * nodes}
+            if known else None)
+    method.check_config(_select(cfg, "method"), info)
 
 
 def check_budget(cfg: DictConfig) -> None:
@@ -355,16 +356,13 @@ def checkpoint_class(ckpt: dict, path: Path) -> str | None:
 
 def infer_class(hparam_names: set[str]) -> str | None:
     """The method whose constructor arguments (less ``optimizer``) are exactly ``hparam_names``."""
-    import importlib
     import inspect
 
     if not hparam_names:
         return None
-    for target in METHOD_DATA:
-        module, _, name = target.rpartition(".")
-        try:
-            cls = getattr(importlib.import_module(module), name)
-        except (ImportError, AttributeError):
+    for target in method_names():
+        cls = _class(target)
+        if cls is None:
             continue
         params = set(inspect.signature(cls.__init__).parameters) - {"self", "optimizer"}
         if params == hparam_names:
@@ -397,9 +395,10 @@ def check_checkpoint(cfg: DictConfig) -> dict | None:
         )
     hparams = dict(ckpt.get("hyper_parameters") or {})
     written_by, configured = checkpoint_class(ckpt, path), _target(cfg, "method")
-    if written_by and configured and written_by != configured:
+    if written_by and configured and not same_class(written_by, configured):
         names = method_names()
-        theirs, ours = names.get(written_by, written_by), _name(cfg, "method")
+        theirs = next((n for target, n in names.items() if same_class(target, written_by)), written_by)
+        ours = _name(cfg, "method")
         raise CheckpointError(
             f"ckpt_path={path} was written by method '{theirs}' ({written_by}), but this run is method={ours}. "
             f"Resume it with `method={theirs}` (and the dataset it was trained on), or drop ckpt_path to train "
@@ -423,7 +422,7 @@ def check_checkpoint(cfg: DictConfig) -> dict | None:
 # -- 3. the data ---------------------------------------------------------------------------------
 def check_data(cfg: DictConfig, datamodule, checkpoint_hparams: dict | None = None) -> None:
     """Checks that need the data (after ``datamodule.setup``), before the model is built."""
-    texts = getattr(datamodule, "texts", None) if DATA_KINDS.get(_target(cfg, "dataset")) == SHORT_TEXT else None
+    texts = getattr(datamodule, "texts", None) if _data_kind(_target(cfg, "dataset")) == SHORT_TEXT else None
     path = getattr(datamodule, "path", None)
     if texts is not None:
         batch = getattr(datamodule, "batch_size", None)
@@ -437,7 +436,7 @@ def check_data(cfg: DictConfig, datamodule, checkpoint_hparams: dict | None = No
                 "dataset.drop_last=false."
             )
     dataset = getattr(datamodule, "dataset", None)
-    if DATA_KINDS.get(_target(cfg, "dataset")) == SENTENCES and dataset is not None and hasattr(dataset, "count_texts"):
+    if _data_kind(_target(cfg, "dataset")) == SENTENCES and dataset is not None and hasattr(dataset, "count_texts"):
         # one pass over the file now (cached for the loader's length): an undecodable byte anywhere in it
         # stops the run here, before the backbone is loaded, instead of in the middle of an epoch
         if dataset.count_texts() < 2:

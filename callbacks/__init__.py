@@ -1,5 +1,2 @@
-"""Callbacks that own the training phases: initialisation, evaluation, stages."""
-from callbacks.centroid_init import KMeansCentroidInit, kmeans_init
-from callbacks.clustering_eval import ClusteringEvaluator
-
-__all__ = ["KMeansCentroidInit", "kmeans_init", "ClusteringEvaluator"]
+"""Lightning and Hydra callbacks, grouped by concern: phases (a method's training stages), evaluation,
+safety (checkpoints, signals, resume), display (progress) and sweeps (Hydra multirun)."""

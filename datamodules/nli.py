@@ -1,4 +1,4 @@
-"""NLI sentence pairs for PairSupCon (SPEC §2).
+"""NLI sentence pairs for PairSupCon (docs/methods/pairsupcon.md).
 
 Every reader yields ``(sentence1, sentence2, y)`` with ``y = 1`` for entailment and ``y = 0`` for
 contradiction; neutral pairs and pairs without a gold label (``-`` or empty, as in SNLI/MultiNLI
@@ -43,7 +43,8 @@ from datamodules import text_io
 from datamodules.resume import ResumableData, ResumableSampler, StreamSkip
 from datamodules.short_text import DataConfigError
 from datamodules.streaming import distributed_rank_world, shuffle_buffer
-from lightning_modules.encoder import load_tokenizer
+from lightning_modules.shared.base import NLI
+from lightning_modules.shared.encoder import load_tokenizer
 
 ENTAILMENT, CONTRADICTION = 1, 0
 NLIPair = tuple[str, str, int]
@@ -420,7 +421,7 @@ class NLICollator:
 
 
 class NLIDataModule(ResumableData, L.LightningDataModule):
-    """NLI pairs for PairSupCon training (SPEC §2).
+    """NLI pairs for PairSupCon training (docs/methods/pairsupcon.md).
 
     Args:
         path: the NLI file; or give ``data_dir`` + ``file``.
@@ -434,6 +435,8 @@ class NLIDataModule(ResumableData, L.LightningDataModule):
         seed: shuffling seed (map-style: a seed + epoch permutation; streaming: buffer RNG with epoch).
         encoding: the file's text encoding (``dataset.encoding``; UTF-8 by default).
     """
+
+    data_kind = NLI  # what it yields; methods declare the kinds they train on (trains_on)
 
     def __init__(
         self,

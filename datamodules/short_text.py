@@ -1,4 +1,4 @@
-"""Short-text clustering corpora from CSV/TSV (SPEC §1, §4, §6).
+"""Short-text clustering corpora from CSV/TSV (docs/methods/sccl.md, docs/methods/aecl.md, docs/evaluation.md).
 
 Each training item is an original text and two views of it:
 - ``explicit`` augmentation: views from augmentation columns; with one column the views are
@@ -24,7 +24,8 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 from datamodules import text_io
 from datamodules.resume import ResumableData, ResumableSampler
 from errors import UserError
-from lightning_modules.encoder import load_tokenizer, token_lengths
+from lightning_modules.shared.base import SHORT_TEXT
+from lightning_modules.shared.encoder import load_tokenizer, token_lengths
 
 AUGMENTATIONS = ("explicit", "virtual")
 
@@ -316,6 +317,8 @@ class ShortTextDataModule(ResumableData, L.LightningDataModule):
             faster on CPU, but it changes which negatives share a batch. Single process only.
         encoding: the file's text encoding (``dataset.encoding``; UTF-8 by default, a BOM is skipped).
     """
+
+    data_kind = SHORT_TEXT  # what it yields; methods declare the kinds they train on (trains_on)
 
     def __init__(
         self,

@@ -1,4 +1,4 @@
-"""Unlabelled sentences streamed from a text file, one sentence per line (SPEC §3: SimCSE and
+"""Unlabelled sentences streamed from a text file, one sentence per line (docs/methods/clusterns.md: SimCSE and
 ClusterNS train on one million Wikipedia sentences; users may bring far larger files).
 
 The file is never loaded: each DataLoader worker reads it line by line, keeps the lines of its own
@@ -34,6 +34,7 @@ from datamodules import text_io
 from datamodules.resume import ResumableData, StreamSkip
 from datamodules.streaming import distributed_rank_world, shuffle_buffer
 from errors import MissingFileError, UserError
+from lightning_modules.shared.base import SENTENCES
 
 
 class TextFileError(UserError, ValueError):
@@ -228,11 +229,13 @@ class StreamingTextDataModule(ResumableData, L.LightningDataModule):
     """Training batches of sentences streamed from ``path`` (one sentence per line).
 
     Batch: ``{"input_ids", "attention_mask", ["token_type_ids"], "texts"}``. ``tokenizer`` (an
-    object) wins over ``tokenizer_name`` (loaded with ``lightning_modules.encoder.load_tokenizer``:
+    object) wins over ``tokenizer_name`` (loaded with ``lightning_modules.shared.encoder.load_tokenizer``:
     "minilm", "tiny", a Hub name or a folder). ``rank``/``world_size`` override the values read
     from torch.distributed (for tests). Memory: about ``buffer_size`` lines per worker.
     ``encoding``: the file's text encoding (``dataset.encoding``, UTF-8 by default).
     """
+
+    data_kind = SENTENCES  # what it yields; methods declare the kinds they train on (trains_on)
 
     def __init__(
         self,
@@ -272,7 +275,7 @@ class StreamingTextDataModule(ResumableData, L.LightningDataModule):
     @property
     def tokenizer(self):
         if self._tokenizer is None:
-            from lightning_modules.encoder import load_tokenizer
+            from lightning_modules.shared.encoder import load_tokenizer
 
             self._tokenizer = load_tokenizer(self.tokenizer_name)
         return self._tokenizer

@@ -12,7 +12,7 @@ class MatchedConfusion:
     """``matrix[i, j]``: texts of class ``classes[i]`` in cluster ``clusters[j]``.
 
     Columns are ordered so that the cluster matched to class i (the one-to-one mapping that
-    maximises the matched count, as in the accuracy of SPEC §6) is column i; clusters matched to
+    maximises the matched count, as in the accuracy of docs/evaluation.md) is column i; clusters matched to
     no class (more clusters than classes) follow, by id. With fewer clusters than classes, the
     classes without a cluster have no diagonal cell (``matched[i]`` is False). The trace over the
     matched cells divided by N is the Hungarian accuracy.

@@ -1,4 +1,4 @@
-"""Evaluate any model on clustering, STS and transfer from one command (SPEC §6).
+"""Evaluate any model on clustering, STS and transfer from one command (docs/evaluation.md).
 
     python -m evaluation.evaluate_model --model <run dir | .ckpt | folder | Hub name | minilm>
         [--tasks clustering,sts,transfer] [--out DIR] [--seeds 10]
@@ -38,7 +38,7 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 
 from errors import ConfigError, MissingFileError, exit_on_user_error
-from evaluation.metrics import DEFAULT_KMEANS_BACKEND, KMEANS_BACKENDS
+from lightning_modules.shared.kmeans import DEFAULT_KMEANS_BACKEND, KMEANS_BACKENDS
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF_DATASETS = ROOT / "conf" / "dataset"
@@ -136,14 +136,15 @@ def evaluate_clustering(
 ) -> dict:
     """KMeans with each seed on each set's embeddings; mean and std of ACC/NMI/ARI/AMI (x1).
 
-    ``kmeans_backend`` (``evaluation.metrics.KMEANS_BACKENDS``; None: the default) and
-    ``kmeans_n_init`` (restarts per seed) go to ``evaluation.metrics.kmeans_fit``.
+    ``kmeans_backend`` (``lightning_modules.shared.kmeans.KMEANS_BACKENDS``; None: the default) and
+    ``kmeans_n_init`` (restarts per seed) go to ``lightning_modules.shared.kmeans.kmeans_fit``.
 
     Returns ``{"datasets": {name: {acc, acc_std, nmi, nmi_std, ari, ..., n, k, seconds}},
     "avg": {acc, nmi}, "avg_over": [...], "skipped": {name: reason}, "seeds": [...]}``.
     """
     from datamodules.short_text import load_corpus
-    from evaluation.metrics import kmeans_scores, resolve_kmeans_backend
+    from evaluation.metrics import kmeans_scores
+    from lightning_modules.shared.kmeans import resolve_kmeans_backend
 
     backend = resolve_kmeans_backend(kmeans_backend)
     kmeans = {"backend": backend, "n_init": kmeans_n_init}

@@ -95,7 +95,7 @@ def export(
 
 
 def copy_cluster_files(model_ref: str | Path, st_dir: Path) -> list[str]:
-    """A run's final KMeans centroids and cluster descriptions (``callbacks.run_report``), copied into the
+    """A run's final KMeans centroids and cluster descriptions (``callbacks.evaluation.run_report``), copied into the
     sentence-transformers folder so that ``evaluation.predict --run <that folder>`` can assign new texts."""
     import shutil
 

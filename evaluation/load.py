@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 
 from errors import UserError
-from lightning_modules.encoder import POOLINGS, BackboneUnavailableError, TextEncoder
+from lightning_modules.shared.encoder import POOLINGS, BackboneUnavailableError, TextEncoder
 
 log = logging.getLogger(__name__)
 

@@ -5,18 +5,19 @@
 ``sts.avg``, ``sts_dev.spearman``. Every default is **maximised** (accuracies, NMI, Spearman);
 a sweep that optimises something else sets ``hydra.sweeper.direction=minimize``.
 
-``objective: auto`` (the default) picks, by method:
+``objective: auto`` (the default) takes the method's own ``default_objective`` (a class attribute,
+see ``lightning_modules.shared.base``):
 
 ==============  ============================  ====================================================
 method          objective                     why
 ==============  ============================  ====================================================
-sccl            clustering.final.kmeans_acc   SCCL reports KMeans on the final embeddings (SPEC §1)
-aecl            clustering.final.head_acc     AECL reports its clustering network's argmax (§4)
-simcse          sts_selection.best            the STS-B dev score that picked best.ckpt (§3)
+sccl            clustering.final.kmeans_acc   SCCL reports KMeans on the final embeddings
+aecl            clustering.final.head_acc     AECL reports its clustering network's argmax
+simcse          sts_selection.best            the STS-B dev score that picked best.ckpt
 clusterns       sts_selection.best            same
 pairsupcon      sts_dev.spearman              STS-B dev of the final weights (PairSupCon keeps the
-                                              last step; ``callbacks.sts_dev`` scores it)
-other methods   the first of the above that the run produced
+                                              last step; ``callbacks.evaluation.sts_dev`` scores it)
+no default      the first of FALLBACKS that the run produced
 ==============  ============================  ====================================================
 
 Test scores (``sts.*``: STS12-16, STS-B test, SICK-R; ``final_evaluation``) are never a default:
@@ -37,13 +38,6 @@ log = logging.getLogger(__name__)
 
 AUTO = "auto"
 DIRECTION = "maximize"
-BY_METHOD = {
-    "sccl": "clustering.final.kmeans_acc",
-    "aecl": "clustering.final.head_acc",
-    "simcse": "sts_selection.best",
-    "clusterns": "sts_selection.best",
-    "pairsupcon": "sts_dev.spearman",
-}
 FALLBACKS = ("clustering.final.kmeans_acc", "sts_selection.best", "sts_dev.spearman")
 # results.json sections written by evaluation callbacks (their ``results_key``): an objective under
 # one of these can be checked before training against the callbacks the run has
@@ -92,13 +86,14 @@ def is_finite_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def resolve_name(setting: str | None, method: str, results: Mapping) -> str | None:
-    """The objective's dotted path: ``setting`` itself, or for ``auto`` the method's default."""
+def resolve_name(setting: str | None, default: str | None, results: Mapping) -> str | None:
+    """The objective's dotted path: ``setting`` itself, or for ``auto`` the method's ``default``
+    (when it declares none: the first of ``FALLBACKS`` the run produced)."""
     if setting is None or str(setting).lower() in ("null", "none", ""):
         return None
     if setting != AUTO:
         return str(setting)
-    candidates = [BY_METHOD[method]] if method in BY_METHOD else list(FALLBACKS)
+    candidates = [default] if default else list(FALLBACKS)
     for name in candidates:
         try:
             if is_finite_number(lookup(results, name)):
@@ -114,7 +109,7 @@ def format_keys(results: Mapping, limit: int = 40) -> str:
     return shown or "(none)"
 
 
-def objective_entry(setting: str | None, method: str, results: Mapping, rank_zero: bool = True) -> dict:
+def objective_entry(setting: str | None, default: str | None, results: Mapping, rank_zero: bool = True) -> dict:
     """What results.json records under ``objective``: name, value, direction, how it was chosen.
 
     A named path that is missing or not a number gives ``value: None`` and an ``error`` message
@@ -122,11 +117,11 @@ def objective_entry(setting: str | None, method: str, results: Mapping, rank_zer
     On the other ranks of a DDP run (``rank_zero`` False), where rank-0-only evaluations leave
     their sections empty, a missing number is no error: rank 0's value is the job's.
     """
-    name = resolve_name(setting, method, results)
+    name = resolve_name(setting, default, results)
     entry = {"name": name, "value": None, "direction": DIRECTION, "setting": setting}
     if name is None:
         if setting == AUTO:
-            entry["note"] = f"no default objective for method '{method}' in this run's results"
+            entry["note"] = f"no default objective ({default or 'none declared'}) in this run's results"
         return entry
     if not rank_zero:
         try:

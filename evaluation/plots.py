@@ -16,7 +16,10 @@ writes PNG files into ``<run>/plots/`` (a run writes them itself at the end of t
 - ``training_curves.png``: from ``csv/metrics.csv`` (the default CSV logger): the loss and its
   terms, clustering accuracy/NMI of the evaluation passes, STS-B dev (SimCSE/ClusterNS/PairSupCon
   with STS selection), ClusterNS's in-batch similarities (``train/sim_*``, the paper's Figs. 3-4), AECL's
-  NS (``val/ns``) with its stage boundaries (``train/stage``) marked on every panel.
+  NS (``val/ns``) with its stage boundaries (``train/stage``) marked on every panel. Steps whose
+  batch was smaller than the full batch (``train/batch_size``; the last batch of an epoch) are left
+  out of the loss panels, and the panel title says how many: with fewer in-batch negatives the loss
+  is lower, which drew a dip at every epoch end.
 
 t-SNE (scikit-learn, PCA-initialised, 500 iterations, after PCA to 50 dimensions, one thread) is
 the default because UMAP's first call compiles its numba code (about 10 s); ``--projection umap``
@@ -275,6 +278,18 @@ def stage_boundaries(frame) -> list[tuple[int, str]]:
     return marks
 
 
+def partial_batch_steps(frame) -> list[int]:
+    """Steps whose batch was smaller than the run's full batch (``train/batch_size``), usually the
+    last batch of an epoch. An in-batch contrastive loss over fewer negatives is lower, so those
+    points would draw a dip at every epoch end that says nothing about training: they are left out."""
+    if "train/batch_size" not in frame.columns:
+        return []
+    sizes = frame[["step", "train/batch_size"]].dropna()
+    if sizes.empty:
+        return []
+    return sorted(int(s) for s in sizes.loc[sizes["train/batch_size"] < sizes["train/batch_size"].max(), "step"])
+
+
 def plot_training_curves(path: Path, metrics_csv: Path, title: str = "") -> Path | None:
     """One panel per group of ``curve_panels``; None when the file holds no curve."""
     import pandas as pd
@@ -286,6 +301,7 @@ def plot_training_curves(path: Path, metrics_csv: Path, title: str = "") -> Path
     if not panels:
         return None
     marks = stage_boundaries(frame)
+    partial = partial_batch_steps(frame)
     ncols = 1 if len(panels) == 1 else 2
     nrows = -(-len(panels) // ncols)
     fig = _figure(6.2 * ncols, 3.1 * nrows)
@@ -294,6 +310,7 @@ def plot_training_curves(path: Path, metrics_csv: Path, title: str = "") -> Path
         for key in keys:
             series = frame[["step", key]].dropna().sort_values("step")
             series = series.groupby("step", as_index=False).last()  # one value per step
+            series = series[~series["step"].isin(partial)]
             marker = "o" if len(series) <= 30 else None
             ax.plot(series["step"], series[key], marker=marker, markersize=3, linewidth=1.2,
                     label=key.split("/", 1)[1])
@@ -301,7 +318,7 @@ def plot_training_curves(path: Path, metrics_csv: Path, title: str = "") -> Path
             ax.axvline(step, color="grey", linestyle="--", linewidth=0.8)
             ax.annotate(label, (step, 1.0), xycoords=("data", "axes fraction"), fontsize=7, color="dimgrey",
                         rotation=90, ha="right", va="top")
-        ax.set_title(name, fontsize=10)
+        ax.set_title(name + (f" ({len(partial)} smaller last batches left out)" if partial else ""), fontsize=10)
         ax.set_xlabel("step", fontsize=8)
         ax.tick_params(labelsize=8)
         ax.grid(alpha=0.3)

@@ -78,25 +78,6 @@ def probabilities_to_assignment(p: torch.Tensor) -> tuple[np.ndarray, np.ndarray
     return p.argmax(dim=1).numpy(), top[:, 0].numpy(), lead.numpy()
 
 
-@torch.no_grad()
-def attention_head_probabilities(module, new: torch.Tensor, context: torch.Tensor, chunk: int = 256) -> torch.Tensor:
-    """AECL: cluster probabilities [M, K] of ``new`` embeddings [M, d], each text in a batch made of the
-    ``context`` embeddings [C, d] and itself (last row); the texts of ``new`` do not see each other.
-
-    Uses the module's own networks: ``projector`` (G_z), ``attention`` (z -> (H, S)) and ``cluster_head``.
-    """
-    z_context = module.projector(context)  # [C, D]
-    out = []
-    for start in range(0, new.shape[0], chunk):
-        z_new = module.projector(new[start : start + chunk])  # [m, D]
-        rows = []
-        for z in z_new:
-            h, _ = module.attention(torch.cat([z_context, z.unsqueeze(0)]))  # [C+1, D]
-            rows.append(h[-1])
-        out.append(torch.softmax(module.cluster_head(torch.stack(rows)), dim=1))  # [m, K]
-    return torch.cat(out)
-
-
 # -- loading a model reference ------------------------------------------------------------------------------------
 @dataclass
 class ClusterModel:
@@ -111,16 +92,9 @@ class ClusterModel:
     run_dir: Path | None = None
 
     @property
-    def head(self) -> str | None:
-        """``sccl`` (Student-t centroids), ``attention`` (AECL's clustering network) or None."""
-        m = self.module
-        if m is None:
-            return None
-        if callable(getattr(m, "assign", None)) and not getattr(m, "needs_centroid_init", True):
-            return "sccl"
-        if all(callable(getattr(m, name, None)) for name in ("projector", "attention", "cluster_head")):
-            return "attention"
-        return None
+    def has_head(self) -> bool:
+        """Whether the method assigns new texts with its own cluster head (the module says so)."""
+        return self.module is not None and self.module.has_cluster_head()
 
 
 def load_cluster_model(reference: str | Path) -> ClusterModel:
@@ -222,12 +196,12 @@ def predict(reference, input_path, text_column: str = "text", output=None, assig
         raise PredictInputError("--batch-size and --context-size must be >= 1, --top-words >= 0")
     texts, blank, lines = read_texts(Path(input_path), text_column, encoding)
     model = load_cluster_model(reference)
-    head = model.head
-    if assign == "head" and head is None:
+    has_head = model.has_head
+    if assign == "head" and not has_head:
         raise PredictInputError(
             f"--assign head: '{reference}' has no cluster head (SCCL or AECL); use --assign kmeans."
         )
-    use_head = head is not None and assign != "kmeans"
+    use_head = has_head and assign != "kmeans"
     if not use_head and model.centroids is None:
         raise PredictInputError(
             f"'{reference}' has no cluster head and no {run_files.CENTROIDS}: it was trained without the end-of-run "
@@ -235,13 +209,10 @@ def predict(reference, input_path, text_column: str = "text", output=None, assig
         )
     keep = np.flatnonzero(~blank)
     embeddings = model.encoder.encode([texts[i] for i in keep], batch_size=batch_size, pooling=model.pooling)
-    if use_head and head == "sccl":
+    if use_head:
+        context = _context_embeddings(model, context_size, seed, batch_size) if model.module.cluster_context else None
         with torch.no_grad():
-            q = model.module.assign(embeddings)  # [N, K] Student-t assignment to the trained centroids
-        cluster, confidence, margin = probabilities_to_assignment(q)
-    elif use_head:
-        context = _context_embeddings(model, context_size, seed, batch_size)
-        p = attention_head_probabilities(model.module, embeddings, context)
+            p = model.module.cluster_probabilities(embeddings, context)  # [N, K]
         cluster, confidence, margin = probabilities_to_assignment(p)
     else:
         cluster, confidence, margin = nearest_centroid(embeddings.numpy(), model.centroids)

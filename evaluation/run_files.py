@@ -1,6 +1,6 @@
 """The files a run folder holds for looking at its clusters, and how to read them.
 
-Written at the end of a clustering run by ``callbacks.run_report.RunReport`` (beside
+Written at the end of a clustering run by ``callbacks.evaluation.run_report.RunReport`` (beside
 ``predictions.csv`` from the clustering evaluator):
 
 - ``embeddings/before.npy``, ``embeddings/after.npy``: evaluation embeddings of every text, row

@@ -1,4 +1,4 @@
-"""SentEval's PyTorch transfer classifier and its validation schemes, on frozen features (SPEC §6).
+"""SentEval's PyTorch transfer classifier and its validation schemes, on frozen features (docs/evaluation.md).
 
 SimCSE, PairSupCon and ClusterNS report the SentEval transfer tasks with SentEval's *PyTorch*
 classifier (``usepytorch=True``), not with its scikit-learn path. This module is our own

@@ -186,7 +186,7 @@ def run_toolkit(
     batch_size: int = 128,
 ) -> dict:
     """Each task through ``senteval.engine.SE(...).eval``; the result has ``evaluate_transfer``'s shape."""
-    from evaluation.transfer import TASK_FOLDERS, _summarise
+    from evaluation.transfer_tasks import TASK_FOLDERS, summarise
 
     engine = import_senteval()
     data_dir = Path(data_dir)
@@ -215,4 +215,4 @@ def run_toolkit(
         f"seed {params['seed']}."
     )
     settings = {"toolkit_params": {k: v for k, v in params.items()}, "setting": setting, "toolkit_version": version}
-    return _summarise(results, tasks, "senteval-toolkit", description, settings, None, "senteval", data_dir)
+    return summarise(results, tasks, "senteval-toolkit", description, settings, None, "senteval", data_dir)

@@ -1,4 +1,4 @@
-"""Semantic textual similarity evaluation (SPEC §6): STS12–16, STS-B, SICK-R.
+"""Semantic textual similarity evaluation (docs/evaluation.md): STS12–16, STS-B, SICK-R.
 
 Reads SentEval's ``downstream`` data layout and follows SentEval's reading conventions so the
 numbers compare with SimCSE / ClusterNS tables:
@@ -384,7 +384,7 @@ def encoder_from_checkpoint(path: str | Path):
     """
     import torch
 
-    from lightning_modules.encoder import TextEncoder
+    from lightning_modules.shared.encoder import TextEncoder
 
     path = Path(path)
     if not path.is_file():
@@ -444,7 +444,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
     parser.add_argument("--out", type=Path, default=None, help="folder for sts.md and sts.json")
     args = parser.parse_args(argv)
 
-    from lightning_modules.encoder import TextEncoder
+    from lightning_modules.shared.encoder import TextEncoder
 
     if args.checkpoint is not None:
         encoder, eval_pooling, _ = encoder_from_checkpoint(args.checkpoint)

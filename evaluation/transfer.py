@@ -1,4 +1,4 @@
-"""SentEval transfer tasks on frozen sentence embeddings (SPEC §6), under a named protocol.
+"""SentEval transfer tasks on frozen sentence embeddings (docs/evaluation.md), under a named protocol.
 
 Tasks: MR, CR, SUBJ, MPQA, SST-2, TREC, MRPC (the seven of the SimCSE, PairSupCon and ClusterNS
 tables) and, when asked for, SICK-E (``SICKE``). Three protocols; every table and JSON file says
@@ -31,7 +31,7 @@ Validation per task (``senteval`` and ``sklearn``):
   default); ``mrpc_features="full"`` uses ``[u, v, |u-v|, u*v]`` (InferSent's NLI features).
 
 The ``sklearn`` protocol: the L2 strength C from {2^-2 .. 2^3} (CV tasks, SST-2, SICK-E) or
-{2^-1 .. 2^5} (TREC, MRPC); ``kfold`` is 10 by default (SPEC §6; SentEval's own default is 5) and
+{2^-1 .. 2^5} (TREC, MRPC); ``kfold`` is 10 by default (docs/evaluation.md; SentEval's own default is 5) and
 ``inner_kfold=0`` skips the inner search (C = 1, not SentEval). Differences from SentEval's
 scikit-learn path, all deliberate: empty lines are dropped (CR 3,771 and MPQA 10,603 examples)
 and the folds use ``seed`` (default 0; SentEval 1111) on the file order. The solver is lbfgs,
@@ -73,27 +73,13 @@ from threadpoolctl import threadpool_limits
 
 from errors import UserError, exit_on_user_error
 from evaluation import senteval_classifier
+from evaluation.transfer_tasks import PROTOCOL_NAMES, PROTOCOLS, TASK_FOLDERS, summarise
 
 TASKS = ("MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC")  # the papers' seven, the default list
 ALL_TASKS = TASKS + ("SICKE",)
 CV_TASKS = ("MR", "CR", "SUBJ", "MPQA")
 PAIR_TASKS = ("MRPC", "SICKE")
-TASK_FOLDERS = {
-    "MR": "MR",
-    "CR": "CR",
-    "SUBJ": "SUBJ",
-    "MPQA": "MPQA",
-    "SST2": "SST/binary",
-    "TREC": "TREC",
-    "MRPC": "MRPC",
-    "SICKE": "SICK",
-}
-PROTOCOLS = ("senteval", "sklearn", "senteval-toolkit")
-PROTOCOL_NAMES = {
-    "senteval": "SentEval PyTorch logistic regression (the papers' protocol), our implementation",
-    "sklearn": "scikit-learn logistic regression (SentEval's usepytorch=False grids; not the papers' protocol)",
-    "senteval-toolkit": "the SentEval toolkit itself (senteval.engine.SE) with our encoder as its batcher",
-}
+
 # (file of label 1, file of label 0); SentEval labels SUBJ's objective sentences 1
 BINARY_FILES = {
     "MR": ("rt-polarity.pos", "rt-polarity.neg"),
@@ -667,26 +653,7 @@ def evaluate_transfer(
             log.warning("%s: %d logistic-regression fits hit max_iter", task, unconverged)
         results[task]["seconds"] = round(time.perf_counter() - start, 1)
         log.info("%s: acc %.2f (%.1f s, protocol %s)", task, results[task]["acc"], results[task]["seconds"], protocol)
-    return _summarise(results, tasks, protocol, proto.describe(), proto.settings(), max_train, mrpc_features, data_dir)
-
-
-def _summarise(results, tasks, protocol, description, settings, max_train, mrpc_features, data_dir) -> dict:
-    done = [t for t in tasks if "acc" in results[t]]
-    return {
-        "tasks": results,
-        "avg": float(np.mean([results[t]["acc"] for t in done])) if done else None,
-        "avg_over": done,
-        "protocol": protocol,
-        "protocol_name": PROTOCOL_NAMES[protocol],
-        "protocol_description": description,
-        "settings": {
-            **settings,
-            "protocol": protocol,
-            "max_train": max_train,
-            "mrpc_features": mrpc_features,
-            "data_dir": str(data_dir),
-        },
-    }
+    return summarise(results, tasks, protocol, proto.describe(), proto.settings(), max_train, mrpc_features, data_dir)
 
 
 def protocol_heading(result: dict) -> str:
@@ -796,7 +763,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    from lightning_modules.encoder import TextEncoder
+    from lightning_modules.shared.encoder import TextEncoder
 
     options = dict(
         tasks=args.tasks,

@@ -16,6 +16,7 @@ is uploaded by ``wandb sync``.
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 from typing import Mapping
 
@@ -23,6 +24,13 @@ from evaluation.objective import is_finite_number
 
 log = logging.getLogger(__name__)
 
+
+
+def has_wandb_credentials() -> bool:
+    if os.environ.get("WANDB_API_KEY"):
+        return True
+    netrc = Path(os.environ.get("NETRC", Path.home() / ".netrc"))
+    return netrc.exists() and "api.wandb.ai" in netrc.read_text(errors="ignore")
 
 def sweep_group(sweep_dir: str | Path, log_dir: str | Path | None = None) -> str:
     sweep_dir = Path(str(sweep_dir))
@@ -129,7 +137,6 @@ def log_aggregate(agg: Mapping, config, sweep_dir: Path) -> None:
     """One W&B run (job_type ``aggregate``) in the sweep's group holding the aggregate tables."""
     import wandb
 
-    from run import has_wandb_credentials
 
     wandb_cfg = config.logger.wandb
     offline = wandb_cfg.get("offline")

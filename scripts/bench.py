@@ -50,7 +50,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from lightning_modules.encoder import CHUNK_IF_BELOW, length_chunks  # noqa: E402
+from lightning_modules.shared.encoder import CHUNK_IF_BELOW, length_chunks  # noqa: E402
 
 PARTS = ("train", "eval", "e2e", "inrun", "memory")
 BATCH = 64
@@ -164,7 +164,7 @@ BACKBONE = "minilm"  # --backbone tiny: a quick check that the script runs (numb
 
 
 def sccl_model():
-    from lightning_modules.sccl import SCCL
+    from lightning_modules.sccl.module import SCCL
 
     torch.manual_seed(0)
     model = SCCL(num_clusters=20, backbone=BACKBONE, instance_weight=1.0, cluster_weight=1.0)
@@ -173,7 +173,7 @@ def sccl_model():
 
 
 def aecl_model():
-    from lightning_modules.aecl import AECL
+    from lightning_modules.aecl.module import AECL
 
     torch.manual_seed(0)
     model = AECL(num_clusters=20, backbone=BACKBONE)
@@ -388,7 +388,8 @@ def part_eval(args) -> dict:
     from evaluation.embedding_cache import EmbeddingCache
     from evaluation.evaluate_model import BENCHMARKS, clustering_sets
     from evaluation.load import load_encoder
-    from evaluation.metrics import clustering_scores, kmeans_fit
+    from evaluation.metrics import clustering_scores
+    from lightning_modules.shared.kmeans import kmeans_fit
 
     encoder, pooling = load_encoder(BACKBONE)
     encoder.max_length = MAX_LENGTH
@@ -446,10 +447,10 @@ def part_e2e(args) -> dict:
 # ----------------------------------------------------------------------------- part: inrun
 def part_inrun(args) -> dict:
     """One periodic evaluation as ClusteringEvaluator makes it, timed in pieces, old vs default backend."""
-    from callbacks.clustering_eval import evaluate_outputs
-    from callbacks.eval_outputs import collect_eval_outputs
+    from callbacks.evaluation.clustering_eval import evaluate_outputs
+    from callbacks.evaluation.eval_outputs import collect_eval_outputs
     from datamodules.short_text import ShortTextDataModule
-    from evaluation.metrics import DEFAULT_KMEANS_BACKEND, kmeans_fit
+    from lightning_modules.shared.kmeans import DEFAULT_KMEANS_BACKEND, kmeans_fit
 
     dm = ShortTextDataModule(data_dir=args.data_dir, file="stackoverflow.csv", text_column="text0",
                              aug_columns=["text1"], num_clusters=20, tokenizer="minilm", batch_size=BATCH,
@@ -484,7 +485,8 @@ def peak_memory_of_run(data_dir: str, steps: int, chunk: int) -> dict:
             "stderr=subprocess.DEVNULL); print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
     start = time.perf_counter()
     done = subprocess.run([sys.executable, "-c", code, *command], cwd=ROOT, check=True, capture_output=True, text=True)
-    return {"command": " ".join(command[1:]), "peak_gib": int(done.stdout.strip()) / 1024**2,
+    shown = [part.replace(str(ROOT.parent), "..") for part in command[1:]]  # no machine path in the report
+    return {"command": " ".join(shown), "peak_gib": int(done.stdout.strip()) / 1024**2,
             "wall_seconds": time.perf_counter() - start}
 
 

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from callbacks import stage_switch
-from callbacks.attention_ns import negative_similarity, off_class_attention
-from callbacks.stage_switch import AECLStageSwitch, stage_for_epoch
-from lightning_modules.attention import SampleAttention
+from callbacks.evaluation.attention_ns import negative_similarity, off_class_attention
+from callbacks.phases import stage_switch
+from callbacks.phases.stage_switch import AECLStageSwitch, stage_for_epoch
+from lightning_modules.aecl.attention import SampleAttention
 from run import train
 from tests.helpers import compose_config
 from tests.helpers_aecl import aecl_toy_overrides
@@ -107,7 +107,7 @@ def test_stage_switch_rejects_other_modules():
 # -- the module's objective per stage ---------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def tiny_aecl():
-    from lightning_modules.aecl import AECL
+    from lightning_modules.aecl.module import AECL
 
     torch.manual_seed(0)
     module = AECL(num_clusters=3, backbone="tiny", lambda1=2.0, lambda2=3.0, lambda3=0.5, lambda4=7.0)
@@ -166,8 +166,8 @@ def test_stage_three_threshold_is_strict_for_the_paper_and_inclusive_for_the_ref
      (False, "reference", "reference")],
 )
 def test_instance_loss_form_follows_reference_unless_named(reference, instance_loss, form):
-    from lightning_modules.aecl import AECL
-    from lightning_modules.losses_aecl import similarity_guided_loss
+    from lightning_modules.aecl.losses import similarity_guided_loss
+    from lightning_modules.aecl.module import AECL
 
     torch.manual_seed(0)
     module = AECL(num_clusters=3, backbone="tiny", reference=reference, instance_loss=instance_loss, lambda1=1.0)
@@ -186,14 +186,14 @@ def test_instance_loss_form_follows_reference_unless_named(reference, instance_l
 
 
 def test_unknown_instance_loss_form_is_a_clear_error():
-    from lightning_modules.aecl import AECL
+    from lightning_modules.aecl.module import AECL
 
     with pytest.raises(ValueError, match="instance_loss"):
         AECL(num_clusters=3, backbone="tiny", instance_loss="code")
 
 
 def test_stage_two_without_pseudo_labels_says_which_callback_is_missing():
-    from lightning_modules.aecl import AECL
+    from lightning_modules.aecl.module import AECL
 
     module = AECL(num_clusters=3, backbone="tiny")
     tokens = module.encoder.tokenize(["a b", "c d", "e f"])
@@ -206,7 +206,7 @@ def test_stage_two_without_pseudo_labels_says_which_callback_is_missing():
 
 
 def test_pseudo_labels_load_into_a_fresh_module():
-    from lightning_modules.aecl import AECL
+    from lightning_modules.aecl.module import AECL
 
     module = AECL(num_clusters=3, backbone="tiny")
     module.set_stage(3)
@@ -310,7 +310,7 @@ def test_resume_in_stage_two_keeps_stage_and_pseudo_labels(toy_corpus, tmp_path,
         return original(self, trainer, module)
 
     monkeypatch.setattr(AECLStageSwitch, "kmeans_labels", spy_kmeans)
-    from lightning_modules.aecl import AECL
+    from lightning_modules.aecl.module import AECL
 
     seen = []
     original_step = AECL.training_step

@@ -1,11 +1,10 @@
-"""AECL's losses (lightning_modules/losses_aecl.py) against naive loops and hand values."""
+"""AECL's losses (lightning_modules/aecl/losses.py) against naive loops and hand values."""
 import math
 
 import pytest
 import torch
 
-from lightning_modules.losses import nt_xent
-from lightning_modules.losses_aecl import (
+from lightning_modules.aecl.losses import (
     cluster_contrastive_loss,
     marginal_entropy,
     marginal_entropy_term,
@@ -14,6 +13,7 @@ from lightning_modules.losses_aecl import (
     row_entropy_term,
     similarity_guided_loss,
 )
+from lightning_modules.shared.contrastive import nt_xent
 
 
 def cos(a, b):
@@ -49,7 +49,7 @@ def naive_paper_li(z0, z1, h0, h1, s0, s1, clusters, tau):
 
 
 def naive_stacked_pieces(z0, z1, h0, h1, s0, s1, clusters, tau):
-    """The reference code's per-anchor pieces (SPEC §4), as loops over the 2N stacked anchors:
+    """The reference code's per-anchor pieces (docs/methods/aecl.md), as loops over the 2N stacked anchors:
     num[r] and den[r] of the two-view ratio on [Z⁰; Z¹], and soft1[v][r], the guided ratio on
     [Z^v; H^v] (S-weighted same-cluster positives, stacked diagonal weight 0, + 1e-5)."""
     n = len(z0)
@@ -240,7 +240,7 @@ def test_entropies_hand_values_and_signs():
 
 
 def test_entropy_terms_decrease_when_assignments_spread():
-    """A gradient step on the terms moves P towards higher entropy (the sign SPEC §4 asks for)."""
+    """A gradient step on the terms moves P towards higher entropy (the sign docs/methods/aecl.md asks for)."""
     logits = torch.tensor([[3.0, 0.0, 0.0], [2.5, 0.5, 0.0], [3.0, 0.2, 0.1]], requires_grad=True)
     terms = (row_entropy_term, lambda p: marginal_entropy_term(p, p),
              lambda p: marginal_entropy_term(p, p, "reference"))

@@ -315,7 +315,7 @@ def test_weights_only_checkpoint_cannot_be_resumed(tmp_path):
 
 def test_checkpoint_method_inferred_from_hyper_parameters():
     """Checkpoints without a recorded class (older runs, copied away from their run folder)."""
-    from lightning_modules.sccl import SCCL
+    from lightning_modules.sccl.module import SCCL
 
     hparams = dict(SCCL(num_clusters=3, backbone="tiny").hparams)
     assert validation.infer_class(set(hparams)) == "lightning_modules.sccl.SCCL"

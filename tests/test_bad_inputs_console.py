@@ -83,7 +83,7 @@ def test_known_noise_warnings_are_hidden_and_others_are_not():
 
 
 def test_model_summary_drops_the_zero_flops_column_and_goes_to_stderr(capsys):
-    from callbacks.progress import CompactModelSummary
+    from callbacks.display.progress import CompactModelSummary
 
     data = [(" ", ["0", "1"]), ("Name", ["encoder", "head"]), ("Type", ["TextEncoder", "ContrastHead"]),
             ("Params", ["22.7 M", "197 K"]), ("Mode", ["train", "train"]), ("FLOPs", ["0", "0"])]

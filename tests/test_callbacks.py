@@ -2,9 +2,9 @@
 import numpy as np
 import torch
 
-from callbacks.centroid_init import kmeans_init
-from callbacks.clustering_eval import ClusteringEvaluator, evaluate_outputs
-from callbacks.eval_outputs import collect_eval_outputs
+from callbacks.evaluation.clustering_eval import ClusteringEvaluator, evaluate_outputs
+from callbacks.evaluation.eval_outputs import collect_eval_outputs
+from callbacks.phases.centroid_init import kmeans_init
 
 
 def blobs(seed=0):
@@ -80,7 +80,7 @@ def test_collect_eval_outputs_restores_row_order():
 
 
 def test_progress_description_shows_step_budget_not_negative_epochs():
-    from callbacks.progress import train_description
+    from callbacks.display.progress import train_description
 
     # the configs train by max_steps with max_epochs=-1; Lightning's own bar printed "Epoch 12/-2"
     assert train_description(12, -1, 70, 150) == "Epoch 12 · step 70/150"

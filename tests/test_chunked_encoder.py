@@ -7,7 +7,7 @@ import itertools
 import pytest
 import torch
 
-from lightning_modules.encoder import TextEncoder, length_chunks
+from lightning_modules.shared.encoder import TextEncoder, length_chunks
 
 TEXTS = [
     "short",
@@ -94,7 +94,7 @@ def _short_text_batch(module, n_views: int) -> dict:
 
 
 def _sccl():
-    from lightning_modules.sccl import SCCL
+    from lightning_modules.sccl.module import SCCL
 
     module = SCCL(num_clusters=3, backbone="tiny")
     module.set_centroids(torch.randn(3, module.encoder.dim, generator=torch.Generator().manual_seed(1)))
@@ -102,14 +102,14 @@ def _sccl():
 
 
 def _aecl():
-    from lightning_modules.aecl import AECL
+    from lightning_modules.aecl.module import AECL
 
     module = AECL(num_clusters=3, backbone="tiny")
     return module, _short_text_batch(module, 2)
 
 
 def _pairsupcon():
-    from lightning_modules.pairsupcon import PairSupCon
+    from lightning_modules.pairsupcon.module import PairSupCon
 
     module = PairSupCon(backbone="tiny")
     tok = module.encoder.tokenize
@@ -117,14 +117,14 @@ def _pairsupcon():
 
 
 def _simcse():
-    from lightning_modules.simcse import SimCSE
+    from lightning_modules.simcse.module import SimCSE
 
     module = SimCSE(backbone="tiny")
     return module, {"index": torch.arange(len(TEXTS)), "original": module.encoder.tokenize(TEXTS)}
 
 
 def _clusterns():
-    from lightning_modules.clusterns import ClusterNS
+    from lightning_modules.clusterns.module import ClusterNS
 
     module = ClusterNS(num_clusters=2, backbone="tiny")
     return module, {"index": torch.arange(len(TEXTS)), "original": module.encoder.tokenize(TEXTS)}

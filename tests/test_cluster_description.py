@@ -11,7 +11,7 @@ from evaluation.ctfidf import class_term_counts, ctfidf_weights, top_words
 from evaluation.describe import describe_clusters, markdown, representative_rows
 from evaluation.metrics import cluster_accuracy
 from evaluation.plots import curve_panels, palette, project_2d, stage_boundaries, subsample
-from evaluation.predict import attention_head_probabilities, nearest_centroid, probabilities_to_assignment
+from evaluation.predict import nearest_centroid, probabilities_to_assignment
 
 
 # -- c-TF-IDF -------------------------------------------------------------------------------------------------
@@ -114,9 +114,9 @@ def test_probabilities_to_assignment():
 
 
 def test_attention_head_sees_context_and_itself_only():
-    from lightning_modules.aecl import ClusteringNetwork
-    from lightning_modules.attention import SampleAttention
-    from lightning_modules.heads import ContrastHead
+    from lightning_modules.aecl.attention import SampleAttention
+    from lightning_modules.aecl.module import AECL, ClusteringNetwork
+    from lightning_modules.shared.heads import ContrastHead
 
     torch.manual_seed(0)
     module = torch.nn.Module()
@@ -125,14 +125,14 @@ def test_attention_head_sees_context_and_itself_only():
     module.cluster_head = ClusteringNetwork(4, 6, 3)
     module.eval()
     context, new = torch.randn(5, 6), torch.randn(4, 6)
-    p = attention_head_probabilities(module, new, context, chunk=3)
+    p = AECL.cluster_probabilities(module, new, context, chunk=3)
     with torch.no_grad():  # the last row of the module's own attention over [context; text]
         h, _ = module.attention(module.projector(torch.cat([context, new[2:3]])))
         expected = torch.softmax(module.cluster_head(h[-1:]), dim=1)
     assert torch.allclose(p[2:3], expected, atol=1e-6)
     assert torch.allclose(p.sum(1), torch.ones(4), atol=1e-6)
     # the other new texts do not matter: reversed input, same rows
-    assert torch.allclose(attention_head_probabilities(module, new.flip(0), context), p.flip(0), atol=1e-6)
+    assert torch.allclose(AECL.cluster_probabilities(module, new.flip(0), context), p.flip(0), atol=1e-6)
 
 
 # -- plot helpers ----------------------------------------------------------------------------------------------------

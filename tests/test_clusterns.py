@@ -1,4 +1,4 @@
-"""ClusterNS (SPEC §3): clustering maths and BML against naive loops, the warm-up schedule, DDP
+"""ClusterNS (docs/methods/clusterns.md): clustering maths and BML against naive loops, the warm-up schedule, DDP
 agreement, resume from a checkpoint, and an end-to-end run through run.py on the tiny backbone."""
 import json
 import math
@@ -7,7 +7,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lightning_modules.inbatch_clustering import (
+from lightning_modules.clusterns.losses import bml_loss
+from lightning_modules.shared.inbatch_clustering import (
     assign,
     clustering_diagnostics,
     greedy_init_indices,
@@ -15,7 +16,7 @@ from lightning_modules.inbatch_clustering import (
     momentum_update,
     same_cluster_mask,
 )
-from lightning_modules.losses_clusterns import bml_loss, infonce_with_hard_negatives
+from lightning_modules.simcse.losses import infonce_with_hard_negatives
 
 # the module tests call training_step without a Trainer; self.log then only warns
 pytestmark = pytest.mark.filterwarnings("ignore:You are trying to `self.log\\(\\)`")
@@ -218,7 +219,7 @@ D = 32  # width of the tiny backbone, where the centroids live
 
 
 def make_module(**kwargs):
-    from lightning_modules.clusterns import ClusterNS
+    from lightning_modules.clusterns.module import ClusterNS
 
     defaults = dict(num_clusters=3, backbone="tiny", temperature=0.05, momentum=0.1, kmean_cosine=0.4,
                     bml_weight=0.5, bml_alpha=0.1, bml_beta=0.3, seed=0)
@@ -390,7 +391,7 @@ def test_cluster_state_is_in_the_state_dict():
 
 
 def _ddp_worker(rank, world, out_dir):
-    from lightning_modules.distributed import gather_with_grad
+    from lightning_modules.shared.distributed import gather_with_grad
 
     torch.manual_seed(100 + rank)  # different local RNGs must not matter
     module = make_module(num_clusters=3, kmean_cosine=1.0, momentum=0.3)
@@ -501,7 +502,7 @@ def test_clusterns_end_to_end_writes_sts_outputs(wiki_setup, tmp_path):
 
 
 def test_resume_keeps_centroids_and_does_not_reinitialise(wiki_setup, tmp_path, monkeypatch):
-    import lightning_modules.clusterns as clusterns
+    import lightning_modules.clusterns.module as clusterns
     from run import train
     from tests.helpers import compose_config
 

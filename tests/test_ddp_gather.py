@@ -2,8 +2,8 @@
 import torch
 import torch.distributed as dist
 
-from lightning_modules.distributed import ddp_loss_scale, gather_with_grad
-from lightning_modules.losses import nt_xent
+from lightning_modules.shared.contrastive import nt_xent
+from lightning_modules.shared.distributed import ddp_loss_scale, gather_with_grad
 from tests.ddp import spawn_gloo
 
 N, D_IN, D_OUT, TAU = 8, 6, 5, 0.5

@@ -7,7 +7,7 @@ import numpy as np
 import torch
 
 from evaluation.embedding_cache import EmbeddingCache, weights_fingerprint
-from lightning_modules.encoder import TextEncoder
+from lightning_modules.shared.encoder import TextEncoder
 
 TEXTS = ["a first text", "second one here", "a first text", "the third and longest text of all", "second one here"]
 
@@ -53,9 +53,9 @@ def test_fingerprint_depends_on_every_weight():
 def test_in_run_callbacks_share_one_encoder_pass_per_step(toy_corpus, monkeypatch):
     """Evaluator, centroid init, stage switch and report ask at the same step (even across an epoch
     boundary, where Lightning counts the next epoch): one pass; the next step: a new pass."""
-    import callbacks.eval_outputs as eval_outputs
+    import callbacks.evaluation.eval_outputs as eval_outputs
     from datamodules.short_text import ShortTextDataModule
-    from lightning_modules.sccl import SCCL
+    from lightning_modules.sccl.module import SCCL
 
     dm = ShortTextDataModule(data_dir=str(toy_corpus.parent), file=toy_corpus.name, text_column="text0",
                              aug_columns=["text1"], num_clusters=3, tokenizer="tiny", batch_size=8, seed=0)

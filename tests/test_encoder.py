@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from lightning_modules.encoder import BackboneUnavailableError, TextEncoder, load_backbone, mean_pool
+from lightning_modules.shared.encoder import BackboneUnavailableError, TextEncoder, load_backbone, mean_pool
 
 
 def test_mean_pool_ignores_padding():

@@ -81,7 +81,7 @@ def test_clustering_scores_hand_value_and_skips_absent_files(fake_benchmarks):
 
 
 def test_evaluate_encoder_with_a_tiny_encoder_restores_its_token_limit(fake_benchmarks):
-    from lightning_modules.encoder import TextEncoder
+    from lightning_modules.shared.encoder import TextEncoder
 
     conf, data = fake_benchmarks
     encoder = TextEncoder.from_name("tiny", max_length=17)

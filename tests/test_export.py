@@ -24,7 +24,7 @@ def perturbed(module_or_encoder, seed=1):
 
 @pytest.fixture(scope="module")
 def pairsupcon_module():
-    from lightning_modules.pairsupcon import PairSupCon
+    from lightning_modules.pairsupcon.module import PairSupCon
 
     torch.manual_seed(0)
     return perturbed(PairSupCon(backbone="tiny")).eval()
@@ -61,7 +61,7 @@ def test_pairsupcon_module_round_trip_mean_pooling(pairsupcon_module, tmp_path):
 def test_cls_poolings_round_trip(pooling, modules, tmp_path):
     from evaluation.export import export_encoder
     from evaluation.load import load_encoder
-    from lightning_modules.encoder import TextEncoder
+    from lightning_modules.shared.encoder import TextEncoder
 
     torch.manual_seed(0)
     encoder = perturbed(TextEncoder.from_name("tiny", pooling="cls")).eval()

@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from callbacks import interrupt
-from callbacks.checkpointing import CheckpointWriteError, LastCheckpoint, NonFiniteWeightsError, atomic_save
-from callbacks.nonfinite import NonFiniteLossError
-from callbacks.run_control import FinalEvaluationError
+from callbacks.safety import interrupt
+from callbacks.safety.checkpointing import CheckpointWriteError, LastCheckpoint, NonFiniteWeightsError, atomic_save
+from callbacks.safety.nonfinite import NonFiniteLossError
+from callbacks.safety.run_control import FinalEvaluationError
 from errors import ConfigError, MissingFileError
 from run import train
 from tests.conftest import ROOT
@@ -171,7 +171,7 @@ def test_eval_only_evaluates_a_checkpoint_without_training(toy_corpus, tmp_path)
 
 
 def test_failed_final_evaluation_keeps_the_model_and_names_the_eval_only_command(toy_corpus, tmp_path, monkeypatch):
-    from callbacks.clustering_eval import ClusteringEvaluator
+    from callbacks.evaluation.clustering_eval import ClusteringEvaluator
 
     def missing(self, trainer, pl_module):
         raise MissingFileError("STS file /data/sts-test.csv not found; set sts_data_dir")
@@ -203,7 +203,7 @@ def test_failed_final_evaluation_keeps_the_model_and_names_the_eval_only_command
 # -- non-finite loss ------------------------------------------------------------------------------------
 def test_nan_loss_stops_with_the_step_terms_and_texts_and_keeps_the_last_good_checkpoint(toy_corpus, tmp_path,
                                                                                           monkeypatch):
-    import lightning_modules.sccl as sccl
+    import lightning_modules.sccl.module as sccl
 
     real, calls = sccl.nt_xent, []
 
@@ -266,7 +266,7 @@ def test_a_write_cut_short_by_the_kernel_leaves_the_previous_checkpoint(tmp_path
     script = textwrap.dedent(f"""
         import resource, signal, sys, torch
         sys.path.insert(0, {str(ROOT)!r})
-        from callbacks.checkpointing import CheckpointWriteError, atomic_save
+        from callbacks.safety.checkpointing import CheckpointWriteError, atomic_save
         atomic_save({{"step": 1}}, {str(tmp_path / 'last.ckpt')!r})
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (2**20, 2**20))

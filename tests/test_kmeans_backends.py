@@ -5,13 +5,12 @@ import numpy as np
 import pytest
 
 from errors import UserError
-from evaluation.metrics import (
+from evaluation.metrics import clustering_scores, kmeans_scores
+from lightning_modules.shared.kmeans import (
     DEFAULT_KMEANS_BACKEND,
     KMEANS_BACKENDS,
-    clustering_scores,
     greedy_kmeans_plusplus,
     kmeans_fit,
-    kmeans_scores,
     resolve_kmeans_backend,
 )
 

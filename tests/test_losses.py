@@ -4,7 +4,8 @@ import math
 import torch
 import torch.nn.functional as F
 
-from lightning_modules.losses import cluster_kl_loss, nt_xent, student_t_assignment, target_distribution
+from lightning_modules.sccl.losses import cluster_kl_loss, student_t_assignment, target_distribution
+from lightning_modules.shared.contrastive import nt_xent
 
 
 def naive_nt_xent(z1, z2, tau):

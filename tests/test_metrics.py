@@ -1,7 +1,8 @@
 import numpy as np
 import pytest
 
-from evaluation.metrics import cluster_accuracy, clustering_scores, kmeans_fit, kmeans_scores
+from evaluation.metrics import cluster_accuracy, clustering_scores, kmeans_scores
+from lightning_modules.shared.kmeans import kmeans_fit
 
 
 def test_permuted_labelling_scores_one():

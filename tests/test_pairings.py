@@ -1,5 +1,6 @@
 """Every supported pairing of a method with a dataset runs with its defaults; the others stop with a
-message that lists the datasets the method trains on (validation.METHOD_DATA)."""
+message that lists the datasets the method trains on (a method class's trains_on against a
+datamodule's data_kind)."""
 from __future__ import annotations
 
 import json

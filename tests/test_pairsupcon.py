@@ -1,4 +1,4 @@
-"""PairSupCon (SPEC §2): losses against naive loops, the module's modes, DDP, and a smoke run."""
+"""PairSupCon (docs/methods/pairsupcon.md): losses against naive loops, the module's modes, DDP, and a smoke run."""
 
 import json
 import math
@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from lightning_modules.losses_pairsupcon import (
+from lightning_modules.pairsupcon.losses import (
     WEIGHTINGS,
     instance_discrimination_loss,
     pair_classification_loss,
@@ -20,7 +20,7 @@ from tests.ddp import spawn_gloo
 
 # -------------------------------------------------------------------------------- naive references
 def naive_instance_loss(z1, z2, entailment, tau, weighting):
-    """Anchor by anchor, with Python sums, straight from the formulas in SPEC §2 / paper eq (1)-(3)."""
+    """Anchor by anchor, with Python sums, straight from the formulas of paper eqs (1)-(3)."""
     m = len(z1)
     z = torch.cat([z1, z2]).double()
     z = z / z.norm(dim=1, keepdim=True)
@@ -136,7 +136,7 @@ def test_pair_classification_loss_hand_value():
 # -------------------------------------------------------------------------------- module
 @pytest.fixture(scope="module")
 def tiny_module_factory():
-    from lightning_modules.pairsupcon import PairSupCon
+    from lightning_modules.pairsupcon.module import PairSupCon
 
     def make(**kwargs):
         torch.manual_seed(0)
@@ -194,7 +194,7 @@ def heads(seed=0):
     """The module's heads without its backbone: compute_losses needs nothing else."""
     from types import SimpleNamespace
 
-    from lightning_modules.heads import ContrastHead
+    from lightning_modules.shared.heads import ContrastHead
 
     torch.manual_seed(seed)
     return SimpleNamespace(
@@ -281,7 +281,7 @@ def write_tiny_sts(folder):
     ]
     lines = [f"main-captions\tMSRvid\t2012test\t{i:04d}\t{s}\t{a}\t{b}" for i, (a, b, s) in enumerate(rows)]
     (stsb / "sts-test.csv").write_text("\n".join(lines) + "\n")
-    (stsb / "sts-dev.csv").write_text("\n".join(lines[::-1]) + "\n")  # callbacks.sts_dev (the objective)
+    (stsb / "sts-dev.csv").write_text("\n".join(lines[::-1]) + "\n")  # callbacks.evaluation.sts_dev (the objective)
     return folder
 
 

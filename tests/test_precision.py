@@ -10,7 +10,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from lightning_modules.precision import gpu_precision, register_precision_resolver
+from lightning_modules.shared.precision import gpu_precision, register_precision_resolver
 from tests.helpers import compose_config
 
 
@@ -49,7 +49,7 @@ def test_trainer_configs_resolve_the_precision(monkeypatch, tmp_path, overrides,
 
 def _losses(toy_corpus, precision: str) -> list[float]:
     from datamodules.short_text import ShortTextDataModule
-    from lightning_modules.sccl import SCCL
+    from lightning_modules.sccl.module import SCCL
 
     L.seed_everything(0, verbose=False)
     dm = ShortTextDataModule(data_dir=str(toy_corpus.parent), file=toy_corpus.name, text_column="text0",

@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from callbacks.checkpointing import normalize_loop_state
+from callbacks.safety.checkpointing import normalize_loop_state
 from datamodules.resume import ResumableSampler, StreamSkip, training_position, worker_batches_done
 
 

@@ -1,11 +1,11 @@
-"""SCCL's loss weights per setting and augmentation mode (SPEC §1): the reference code's (1, 1)
+"""SCCL's loss weights per setting and augmentation mode (docs/methods/sccl.md): the reference code's (1, 1)
 with explicit views and (1, 0.5) with dropout-only views, the paper text's (1, 10)."""
 from types import SimpleNamespace
 
 import pytest
 import torch
 
-from lightning_modules.sccl import SCCL, resolve_loss_weights
+from lightning_modules.sccl.module import SCCL, resolve_loss_weights
 from run import instantiate_method
 from tests.helpers import compose_config
 

@@ -328,7 +328,7 @@ def test_evaluate_model_names_the_transfer_protocol_in_tables_and_headline_rows(
 
 
 def test_final_evaluation_checks_transfer_options_before_training():
-    from callbacks.final_eval import FinalEvaluation
+    from callbacks.evaluation.final_eval import FinalEvaluation
 
     FinalEvaluation(tasks=["transfer"], transfer_options={"protocol": "sklearn", "kfold": 3})
     FinalEvaluation(tasks=["clustering"], transfer_options={"protocol": "nonsense"})  # transfer not asked for

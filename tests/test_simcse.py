@@ -1,4 +1,4 @@
-"""Unsupervised SimCSE (SPEC §3 baseline): InfoNCE with and without the hard-negative block,
+"""Unsupervised SimCSE (docs/methods/clusterns.md baseline): InfoNCE with and without the hard-negative block,
 dropout views, pooling, learning-rate schedule, the wiki dataset config and an end-to-end run."""
 import json
 import math
@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from lightning_modules.losses_clusterns import infonce_with_hard_negatives
+from lightning_modules.simcse.losses import infonce_with_hard_negatives
 
 
 def cos(a, b) -> float:
@@ -70,13 +70,13 @@ def test_loss_ignores_embedding_norms():
 
 @pytest.fixture(scope="module")
 def simcse():
-    from lightning_modules.simcse import SimCSE
+    from lightning_modules.simcse.module import SimCSE
 
     return SimCSE(backbone="tiny", lr=1e-3, lr_schedule="linear")
 
 
 def test_text_tokens_reads_every_batch_kind():
-    from lightning_modules.simcse import text_tokens
+    from lightning_modules.simcse.module import text_tokens
 
     ids = torch.ones(2, 3, dtype=torch.long)
     tok = {"input_ids": ids, "attention_mask": ids}

@@ -49,7 +49,7 @@ def test_resume_restores_centroids_and_evaluation_state(toy_corpus, tmp_path, mo
     saved = torch.load(ckpt, weights_only=False)
     assert bool(saved["state_dict"]["centroids_ready"])
 
-    from callbacks import centroid_init
+    from callbacks.phases import centroid_init
 
     def fail(*args, **kwargs):
         raise AssertionError("centroids were re-initialised on resume")
@@ -57,7 +57,7 @@ def test_resume_restores_centroids_and_evaluation_state(toy_corpus, tmp_path, mo
     monkeypatch.setattr(centroid_init, "kmeans_init", fail)
     # the first training step of the resumed run must see the saved centroids
     seen = {}
-    from lightning_modules.sccl import SCCL
+    from lightning_modules.sccl.module import SCCL
 
     original_step = SCCL.training_step
 
@@ -97,7 +97,7 @@ def test_file_without_labels_trains_and_writes_predictions(tmp_path):
 
 
 def test_backbone_trains_with_dropout_so_virtual_views_differ():
-    from lightning_modules.encoder import TextEncoder
+    from lightning_modules.shared.encoder import TextEncoder
 
     encoder = TextEncoder.from_name("minilm")
     assert encoder.training and all(m.training for m in encoder.modules())
@@ -107,12 +107,12 @@ def test_backbone_trains_with_dropout_so_virtual_views_differ():
 
 
 def test_progress_bar_shows_the_step_count(toy_corpus, tmp_path, monkeypatch):
-    from callbacks.progress import StepProgressBar
+    from callbacks.display.progress import StepProgressBar
 
     bar_overrides = [o for o in toy_overrides(toy_corpus, 4) if o not in ("~callbacks.progress",
                                                                             "trainer.enable_progress_bar=false")]
     config = compose_config(bar_overrides, tmp_path / "run")
-    assert config.callbacks.progress._target_ == "callbacks.progress.StepProgressBar"
+    assert config.callbacks.progress._target_ == "callbacks.display.progress.StepProgressBar"
     seen = []
     original = StepProgressBar.on_train_batch_end
 

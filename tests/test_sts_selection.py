@@ -1,4 +1,4 @@
-"""STS-B dev model selection (callbacks/sts_selection.py): early-stopping rule, callback
+"""STS-B dev model selection (callbacks/evaluation/sts_selection.py): early-stopping rule, callback
 bookkeeping without a Trainer, state, the STS encode helper and the --checkpoint CLI."""
 import math
 from types import SimpleNamespace
@@ -8,7 +8,7 @@ import pytest
 import torch
 from scipy.stats import spearmanr
 
-from callbacks.sts_selection import StsSelection, selection_update
+from callbacks.evaluation.sts_selection import StsSelection, selection_update
 
 
 def run_rule(scores, patience, min_delta=0.0):
@@ -133,7 +133,7 @@ def test_encode_fn_uses_backbone_limit_and_restores_training_truncation():
 
 def test_cli_evaluates_a_lightning_checkpoint_with_its_eval_pooling(tmp_path):
     from evaluation.sts import main
-    from lightning_modules.simcse import SimCSE
+    from lightning_modules.simcse.module import SimCSE
 
     module = SimCSE(backbone="tiny")
     with torch.no_grad():  # weights the fresh tiny backbone does not have

@@ -7,7 +7,7 @@ import os
 import pytest
 from omegaconf import OmegaConf
 
-from callbacks.hydra_callbacks import threads_for_job, usable_cores
+from callbacks.sweeps.hydra_callbacks import threads_for_job, usable_cores
 from tests.helpers import CONF, toy_overrides
 from tests.sweep_helpers import lean_callbacks, run_cli
 

@@ -71,7 +71,7 @@ def test_sts_results_go_to_the_summary_and_a_table(tmp_path, monkeypatch):
     """log_results on an offline WandbLogger, as run.py calls it for an STS run."""
     from lightning.pytorch.loggers import WandbLogger
 
-    from callbacks.hydra_callbacks import finish_wandb_run
+    from callbacks.sweeps.hydra_callbacks import finish_wandb_run
     from evaluation.wandb_dashboard import log_results
 
     monkeypatch.setenv("WANDB_MODE", "offline")

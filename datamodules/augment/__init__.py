@@ -1,4 +1,4 @@
-"""Offline text augmentation for the short-text clustering data (SPEC §5).
+"""Offline text augmentation for the short-text clustering data (docs/data.md).
 
 Augmented views are generated once, before training, into extra columns of the data file
 (``python -m datamodules.augment INPUT --output OUT --method eda|contextual``); the settings

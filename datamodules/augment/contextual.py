@@ -1,4 +1,4 @@
-"""Contextual augmentation with a masked language model (SPEC §5).
+"""Contextual augmentation with a masked language model (docs/data.md).
 
 SCCL made its augmented views with nlpaug's ContextualWordEmbsAug (BERT-base / RoBERTa): some
 words are replaced by what a masked LM predicts in their place. Here, for each copy of a text,

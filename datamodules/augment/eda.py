@@ -1,4 +1,4 @@
-"""Easy Data Augmentation (EDA; Wei & Zou 2019, SPEC §5) for short texts.
+"""Easy Data Augmentation (EDA; Wei & Zou 2019, docs/data.md) for short texts.
 
 Four operations, each applied on its own to one augmented copy, as in the EDA paper:
 

@@ -1,0 +1,1 @@
+"""Callbacks that shape what a person sees while training runs."""

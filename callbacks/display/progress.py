@@ -1,0 +1,159 @@
+"""Rich progress bar, plain progress lines and model summary that read well in a run's console.
+
+Lightning's bar prints ``Epoch 12/-2`` when ``max_epochs=-1`` (training bounded by ``max_steps``),
+which is how every config here trains. This bar shows the global step against the step budget
+instead, and the epoch alone. Both the bar and the summary draw on stderr, so stdout carries only
+the result table. The summary leaves out Lightning's FLOPs column, which reads 0 for every layer
+unless the module defines ``example_input_array`` (none here does).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from typing import Any
+
+from lightning.pytorch.callbacks import Callback, RichModelSummary, RichProgressBar
+from lightning.pytorch.utilities.model_summary import get_formatted_model_size, get_human_readable_count
+
+log = logging.getLogger(__name__)
+
+
+def train_description(current_epoch: int, max_epochs: int | None, global_step: int, max_steps: int) -> str:
+    """Text in front of the training bar: the epoch, and the step budget when there is one."""
+    text = f"Epoch {current_epoch}"
+    if max_epochs is not None and max_epochs > 0:
+        text += f"/{max_epochs - 1}"
+    if max_steps is not None and max_steps > 0:
+        text += f" · step {global_step}/{max_steps}"
+    return text
+
+
+class StepProgressBar(RichProgressBar):
+    """``RichProgressBar`` whose description is ``Epoch E · step S/N`` for step-budgeted runs, on stderr."""
+
+    def __init__(self, *args, console_kwargs: dict | None = None, **kwargs):
+        super().__init__(*args, console_kwargs={"stderr": True, **(console_kwargs or {})}, **kwargs)
+
+    def _get_train_description(self, current_epoch: int) -> str:
+        trainer = self.trainer
+        text = train_description(current_epoch, trainer.max_epochs, trainer.global_step, trainer.max_steps)
+        if len(self.validation_description) > len(text):
+            text = f"{text:{len(self.validation_description)}}"
+        return text
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
+        # Lightning sets the description once per epoch; the step count must follow every step
+        if self.progress is not None and self.is_enabled and self.train_progress_bar_id is not None:
+            text = self._get_train_description(trainer.current_epoch)
+            style = self.theme.description
+            self.progress.update(self.train_progress_bar_id, description=f"[{style}]{text}" if style else text)
+
+
+class CompactModelSummary(RichModelSummary):
+    """The layer table and parameter counts on stderr, without the all-zero FLOPs column.
+
+    Replaces Lightning's default summary: set ``trainer.enable_model_summary=false`` (the trainer
+    configs do) so that Lightning does not add its own next to this one.
+    """
+
+    @staticmethod
+    def summarize(
+        summary_data: list[tuple[str, list[str]]],
+        total_parameters: int,
+        trainable_parameters: int,
+        model_size: float,
+        total_training_modes: dict[str, int],
+        total_flops: int,
+        **summarize_kwargs: Any,
+    ) -> None:
+        from rich.console import Console
+        from rich.table import Table
+
+        console = Console(stderr=True)
+        columns = [(name, values) for name, values in summary_data if not (name == "FLOPs" and not total_flops)]
+        table = Table(header_style=summarize_kwargs.get("header_style", "bold magenta"))
+        table.add_column(" ", style="dim")
+        for name, _ in columns[1:]:
+            table.add_column(name, justify="right" if name in ("Params", "FLOPs") else "left", no_wrap=name == "Name")
+        for row in zip(*(values for _, values in columns)):
+            table.add_row(*row)
+        console.print(table)
+        frozen = total_parameters - trainable_parameters
+        lines = [
+            f"Trainable params: {get_human_readable_count(int(trainable_parameters)).strip()}",
+            f"Non-trainable params: {get_human_readable_count(int(frozen)).strip()}",
+            f"Total params: {get_human_readable_count(int(total_parameters)).strip()}",
+            f"Total estimated model params size (MB): {get_formatted_model_size(model_size)}",
+        ]
+        if total_flops:
+            lines.append(f"Total FLOPs: {get_human_readable_count(total_flops).strip()}")
+        console.print("\n".join(lines), highlight=False)
+
+
+def format_duration(seconds: float) -> str:
+    """``1h02m``, ``4m05s``, ``12s``."""
+    seconds = max(0, int(round(seconds)))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+
+
+def progress_line(step: int, total: int | None, epoch: int, loss: float | None, rate: float | None) -> str:
+    """One plain line: ``step 120/3000 (4%) · epoch 2 · loss 1.2345 · 2.31 steps/s · ETA 20m47s``."""
+    parts = [f"step {step}/{total} ({100 * step / total:.0f}%)" if total else f"step {step}", f"epoch {epoch}"]
+    if loss is not None:
+        parts.append(f"loss {loss:.4f}")
+    if rate:
+        parts.append(f"{rate:.2f} steps/s")
+        if total:
+            parts.append(f"ETA {format_duration((total - step) / rate)}")
+    return " · ".join(parts)
+
+
+class PlainProgressLines(Callback):
+    """Training progress as plain log lines every ``every_seconds`` (and at the last step), for output
+    that is not a terminal (a SLURM log, ``nohup``, CI), where the progress bar draws nothing until the
+    run ends. The lines go through the ``logging`` module: to stderr and to the run's log file.
+
+    Args:
+        every_seconds: seconds between two lines (> 0).
+        when: ``no_terminal`` (only when stderr is not a terminal; the bar serves a terminal) or ``always``.
+    """
+
+    WHEN = ("no_terminal", "always")
+
+    def __init__(self, every_seconds: float = 30.0, when: str = "no_terminal"):
+        if not every_seconds > 0:
+            raise ValueError(f"every_seconds must be > 0, got {every_seconds}")
+        if when not in self.WHEN:
+            raise ValueError(f"when must be one of {self.WHEN}, got '{when}'")
+        self.every_seconds = float(every_seconds)
+        self.when = when
+        self._active = False
+        self._last_time = self._last_step = None
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        self._active = trainer.is_global_zero and (self.when == "always" or not sys.stderr.isatty())
+        self._last_time, self._last_step = time.monotonic(), trainer.global_step
+
+    def total_steps(self, trainer) -> int | None:
+        if trainer.max_steps and trainer.max_steps > 0:
+            return int(trainer.max_steps)
+        batches = trainer.num_training_batches
+        if trainer.max_epochs and trainer.max_epochs > 0 and isinstance(batches, int):
+            return int(trainer.max_epochs * batches // max(1, trainer.accumulate_grad_batches))
+        return None
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if not self._active:
+            return
+        now, step, total = time.monotonic(), trainer.global_step, self.total_steps(trainer)
+        if now - self._last_time < self.every_seconds and step != total:
+            return
+        rate = (step - self._last_step) / (now - self._last_time) if now > self._last_time else None
+        loss = trainer.callback_metrics.get("train/loss")
+        log.info(progress_line(step, total, trainer.current_epoch, float(loss) if loss is not None else None, rate))
+        self._last_time, self._last_step = now, step

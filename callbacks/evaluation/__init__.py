@@ -1,0 +1,1 @@
+"""Callbacks that evaluate during and after training and write the run's report."""

@@ -1,0 +1,102 @@
+"""End-of-training evaluation of the trained encoder on clustering benchmarks, STS or transfer.
+
+For methods trained on data that is not the evaluation data (PairSupCon on NLI): when training
+ends, the module's encoder is evaluated with ``evaluation.evaluate_model.evaluate_encoder``
+(the same code as ``python -m evaluation.evaluate_model``, so the numbers are the CLI's) and
+the results are written into the run directory as ``evaluation.md``/``evaluation.json``.
+``summary()`` gives the headline numbers for results.json. (STS alone, with sts.md/sts.json, is
+``callbacks.evaluation.sts_eval.FinalStsEvaluation``; PairSupCon's config uses both.)
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Sequence
+
+from lightning.pytorch.callbacks import Callback
+
+from evaluation.evaluate_model import BENCHMARKS, evaluate_encoder, headline_rows, write_outputs
+
+
+class FinalEvaluation(Callback):
+    """Evaluates ``pl_module.encoder`` with ``pl_module.eval_pooling`` once, at the end of training.
+
+    Args:
+        tasks: subset of ``clustering``, ``sts``, ``transfer``.
+        senteval_dir: SentEval's ``downstream`` folder (STS and transfer data).
+        short_text_dir: folder of the clustering benchmark CSVs.
+        clustering_datasets: conf/dataset names to cluster (default: the eight benchmarks;
+            absent files are skipped with a note).
+        seeds: KMeans seeds 0..seeds-1 per clustering dataset (PairSupCon: 10).
+        transfer_options: keyword arguments for ``evaluation.transfer.evaluate_transfer``, e.g.
+            ``{protocol: senteval, setting: default}`` (SentEval's PyTorch logistic regression, the
+            papers' protocol and the default) or ``{protocol: sklearn}``; checked here, before training.
+        output_dir: run directory for the Markdown/JSON files (none written when null).
+    """
+
+    results_key = "final_evaluation"
+
+    def __init__(
+        self,
+        tasks: Sequence[str] = ("clustering",),
+        senteval_dir: str | None = None,
+        short_text_dir: str | None = None,
+        clustering_datasets: Sequence[str] | None = None,
+        seeds: int = 10,
+        transfer_options: dict | None = None,
+        output_dir: str | None = None,
+        batch_size: int = 128,
+        print_table: bool = True,
+        kmeans_backend: str | None = None,
+    ):
+        from lightning_modules.shared.kmeans import resolve_kmeans_backend
+
+        self.kmeans_backend = resolve_kmeans_backend(kmeans_backend)
+        self.tasks = list(tasks)
+        self.senteval_dir = senteval_dir
+        self.short_text_dir = short_text_dir
+        self.clustering_datasets = list(clustering_datasets) if clustering_datasets else list(BENCHMARKS)
+        self.seeds = seeds
+        self.transfer_options = dict(transfer_options or {})
+        if "transfer" in self.tasks:
+            from evaluation.transfer import check_transfer_options
+
+            check_transfer_options(self.transfer_options)  # a bad option fails now, not after training
+        self.output_dir = Path(output_dir) if output_dir else None
+        self.batch_size = batch_size
+        self.print_table = print_table
+        self.result: dict | None = None
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        if not trainer.is_global_zero or not self.tasks:
+            return
+        start = time.perf_counter()
+        kwargs = {}
+        if self.senteval_dir:
+            kwargs["senteval_dir"] = self.senteval_dir
+        if self.short_text_dir:
+            kwargs["short_text_dir"] = self.short_text_dir
+        self.result = evaluate_encoder(
+            pl_module.encoder,
+            pl_module.eval_pooling,
+            self.tasks,
+            seeds=self.seeds,
+            clustering_names=self.clustering_datasets,
+            transfer_options=self.transfer_options,
+            batch_size=self.batch_size,
+            kmeans_backend=self.kmeans_backend,
+            **kwargs,
+        )
+        self.result.update(step=trainer.global_step, wall_seconds=round(time.perf_counter() - start, 1))
+        if self.output_dir is not None:
+            label = f"{type(pl_module).__name__} step {trainer.global_step}"
+            md_path, _ = write_outputs(self.result, self.output_dir, "evaluation", label)
+            if self.print_table:
+                print(md_path.read_text())
+
+    def summary(self) -> dict | None:
+        """Headline numbers (x100) by name, plus the notes; the full result is in evaluation.json."""
+        if self.result is None:
+            return None
+        return {"step": self.result["step"], "headline": headline_rows(self.result), "notes": self.result["notes"]}

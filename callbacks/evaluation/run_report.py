@@ -1,0 +1,215 @@
+"""End-of-run report: cluster descriptions, pictures, and the files prediction on new texts needs."""
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+from lightning.pytorch.callbacks import Callback
+
+from callbacks.evaluation.clustering_eval import ClusteringEvaluator
+from callbacks.evaluation.eval_outputs import cached_eval_outputs
+from errors import ConfigError
+from evaluation import run_files
+
+log = logging.getLogger(__name__)
+
+
+class RunReport(Callback):
+    """Writes, into ``output_dir``, what a person needs to look at and reuse a run's clusters.
+
+    Clustering runs (a ``ClusteringEvaluator`` among the callbacks):
+
+    - at train start, ``embeddings/before.npy``: the evaluation embeddings before the first step
+      (float16; the evaluation pass the evaluator makes anyway, shared through ``cached_eval_outputs``).
+      A resumed run copies the file of the run it resumes from;
+    - at the end, ``embeddings/after.npy``, ``embeddings/before_kmeans.npy``, ``kmeans_centroids.npy``
+      + ``kmeans_centroids.json`` (the final KMeans, for ``evaluation.predict``), ``clusters.md`` and
+      ``clusters.json`` (``evaluation.describe``).
+
+    Every run, when ``plots`` is true: ``plots/*.png`` (``evaluation.plots``: embedding maps and the
+    matched confusion matrix for clustering runs, training curves from the CSV logger's
+    ``metrics.csv``, a CSV logger being added beside W&B / TensorBoard when the run has none), also
+    logged as images to the W&B and TensorBoard loggers.
+
+    The work happens in ``on_fit_end``, after every callback's ``on_train_end`` (final
+    evaluations, predictions.csv) and before the loggers are finalised. A failure while describing
+    or plotting is logged as a warning and recorded under ``report.errors`` in results.json: the
+    run's results are never lost for a picture. Needs nothing on the module beyond what the
+    clustering evaluator needs (``eval_step``), and ``eval_pooling`` / ``encoder`` for the centroid
+    metadata when present.
+    """
+
+    results_key = "report"
+
+    def __init__(self, output_dir: str | None = None, describe: bool = True, plots: bool = True,
+                 projection: str = "tsne", max_points: int = 3000, seed: int = 0, top_words: int = 10,
+                 representatives: int = 3):
+        from evaluation.plots import PROJECTIONS
+
+        if projection not in PROJECTIONS:
+            raise ConfigError(f"callbacks.report.projection must be one of {PROJECTIONS}, got '{projection}'")
+        if max_points < 0 or top_words < 1 or representatives < 0:
+            raise ConfigError("callbacks.report: max_points >= 0 (0: all), top_words >= 1, representatives >= 0")
+        self.output_dir = Path(output_dir) if output_dir else None
+        self.describe = describe
+        self.plots = plots
+        self.projection = projection
+        self.max_points = max_points
+        self.seed = seed
+        self.top_words = top_words
+        self.representatives = representatives
+        self.before_path: str | None = None  # where this run's "before" embeddings are (kept in checkpoints)
+        self.files: list[str] = []
+        self.errors: list[str] = []
+        self.seconds: float | None = None
+
+    def state_dict(self) -> dict:
+        return {"before_path": self.before_path}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        self.before_path = state_dict.get("before_path")
+
+    # -- hooks ------------------------------------------------------------------------------------------------
+    def setup(self, trainer, pl_module, stage: str) -> None:
+        """With W&B or TensorBoard but no CSV logger, add one (``<run>/csv/metrics.csv``): the training
+        curves are drawn from it. ``logger=none`` stays without any logger (and without curves)."""
+        from lightning.pytorch.loggers import CSVLogger
+
+        loggers = list(trainer.loggers)
+        if self.plots and self.output_dir is not None and loggers and not any(
+                isinstance(lg, CSVLogger) for lg in loggers):
+            trainer.loggers = loggers + [CSVLogger(save_dir=str(self.output_dir), name="csv", version="")]
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        evaluator = _evaluator(trainer)
+        # without the evaluator's "before" pass, the embeddings would cost a pass of their own
+        if self.output_dir is None or not trainer.is_global_zero or evaluator is None or not evaluator.evaluate_before:
+            return
+        target = self.output_dir / run_files.EMBEDDINGS_BEFORE
+        if trainer.global_step == 0:
+            embeddings = cached_eval_outputs(trainer, pl_module)["embeddings"]
+            run_files.save_embeddings(target, embeddings.numpy())
+            self.before_path = str(target)
+            return
+        source = self._resumed_before(trainer)
+        if source is not None and source.resolve() != target.resolve():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            for name in (run_files.EMBEDDINGS_BEFORE, run_files.BEFORE_KMEANS):
+                if (source.parent.parent / name).is_file():
+                    shutil.copyfile(source.parent.parent / name, self.output_dir / name)
+            self.before_path = str(target)
+
+    def on_fit_end(self, trainer, pl_module) -> None:
+        if self.output_dir is None or not trainer.is_global_zero:
+            return
+        start = time.perf_counter()
+        evaluator = _evaluator(trainer)
+        embeddings = None
+        if evaluator is not None and evaluator.outputs is not None:
+            embeddings = self._save_final(evaluator, pl_module)
+        if self.describe and embeddings is not None and (self.output_dir / run_files.PREDICTIONS).is_file():
+            self._guard("cluster descriptions", self._describe, embeddings)
+        if self.plots:
+            _flush_csv_loggers(trainer)
+            self._guard("plots", self._plot, trainer, embeddings)
+        self.seconds = round(time.perf_counter() - start, 2)
+
+    def summary(self) -> dict:
+        return {"files": self.files, "errors": self.errors, "seconds": self.seconds}
+
+    # -- work ---------------------------------------------------------------------------------------------------
+    def _save_final(self, evaluator: ClusteringEvaluator, pl_module) -> np.ndarray:
+        out = self.output_dir
+        embeddings = evaluator.outputs["embeddings"].numpy()
+        run_files.save_embeddings(out / run_files.EMBEDDINGS_AFTER, embeddings)
+        if evaluator.before_predictions is not None:
+            np.save(out / run_files.BEFORE_KMEANS, evaluator.before_predictions["kmeans"].astype(np.int32))
+        centres = np.asarray(evaluator.kmeans_centers, dtype=np.float32)
+        np.save(out / run_files.CENTROIDS, centres)
+        encoder = getattr(pl_module, "encoder", None)
+        meta = {
+            "num_clusters": int(centres.shape[0]),
+            "dim": int(centres.shape[1]),
+            "step": evaluator.history[-1]["step"] if evaluator.history else None,
+            "kmeans_seed": evaluator.kmeans_seed,
+            "kmeans_n_init": evaluator.kmeans_n_init,
+            "pooling": getattr(pl_module, "eval_pooling", None),
+            "max_length": getattr(encoder, "max_length", None),
+            "space": "evaluation embeddings of the trained encoder (unnormalised); assignment: nearest centroid "
+                     "(Euclidean), as KMeans; kmeans_cluster in predictions.csv",
+        }
+        (out / run_files.CENTROIDS_META).write_text(json.dumps(meta, indent=2))
+        self.files += [run_files.EMBEDDINGS_AFTER, run_files.CENTROIDS, run_files.CENTROIDS_META]
+        # what the saved file holds: the CLIs then redo exactly the same descriptions and maps
+        return run_files.load_array(out, run_files.EMBEDDINGS_AFTER)
+
+    def _describe(self, embeddings: np.ndarray) -> None:
+        from evaluation.describe import describe_run
+
+        describe_run(self.output_dir, self.top_words, self.representatives, embeddings=embeddings)
+        self.files += [run_files.CLUSTERS_MD, run_files.CLUSTERS_JSON]
+        log.info("cluster descriptions: %s", self.output_dir / run_files.CLUSTERS_MD)
+
+    def _plot(self, trainer, embeddings) -> None:
+        from evaluation.plots import make_plots
+
+        try:
+            paths = make_plots(self.output_dir, self.projection, self.max_points, self.seed, embeddings=embeddings)
+        except run_files.RunFolderError as err:  # e.g. logger=none on an STS run: nothing to draw
+            log.info("no plots: %s", err)
+            return
+        self.files += [str(p.relative_to(self.output_dir)) for p in paths]
+        log.info("plots: %s", ", ".join(str(p) for p in paths))
+        log_images(trainer.loggers, paths, trainer.global_step)
+
+    def _guard(self, what: str, fn, *args) -> None:
+        try:
+            fn(*args)
+        except Exception as err:  # noqa: BLE001 - a picture must not cost the run its results.json
+            message = f"{what} failed: {type(err).__name__}: {err}"
+            self.errors.append(message)
+            log.warning("%s (the run's results are kept; rerun with python -m evaluation.%s %s)", message,
+                        "describe" if what.startswith("cluster") else "plots", self.output_dir)
+
+    def _resumed_before(self, trainer) -> Path | None:
+        candidates = [Path(self.before_path)] if self.before_path else []
+        ckpt = getattr(trainer, "ckpt_path", None)
+        if ckpt:
+            candidates.append(Path(ckpt).resolve().parent.parent / run_files.EMBEDDINGS_BEFORE)
+        return next((c for c in candidates if c.is_file()), None)
+
+
+def _evaluator(trainer) -> ClusteringEvaluator | None:
+    return next((cb for cb in trainer.callbacks if isinstance(cb, ClusteringEvaluator)), None)
+
+
+def _flush_csv_loggers(trainer) -> None:
+    """Write what the CSV logger still buffers, so metrics.csv holds the last steps."""
+    from lightning.pytorch.loggers import CSVLogger
+
+    for logger in trainer.loggers:
+        if isinstance(logger, CSVLogger):
+            logger.save()
+
+
+def log_images(loggers, paths, step: int) -> None:
+    """Log PNG files as images: ``plots/<name>`` in W&B and TensorBoard; other loggers are skipped."""
+    from lightning.pytorch.loggers import TensorBoardLogger, WandbLogger
+
+    if not paths:
+        return
+    for logger in loggers:
+        if isinstance(logger, WandbLogger):
+            for path in paths:
+                logger.log_image(key=f"plots/{Path(path).stem}", images=[str(path)], step=step)
+        elif isinstance(logger, TensorBoardLogger):
+            from matplotlib.image import imread
+
+            for path in paths:
+                image = imread(str(path))[..., :3]  # [H, W, 3] floats in [0, 1]
+                logger.experiment.add_image(f"plots/{Path(path).stem}", image, step, dataformats="HWC")
+            logger.experiment.flush()

@@ -1,0 +1,1 @@
+"""Callbacks that own a method's training phases: centroid initialisation, stage switching."""

