@@ -1,5 +1,5 @@
 """Where training stands in its data, saved in checkpoints, so that a resumed run draws the batches
-the uninterrupted run would have drawn (README "Preemption and resume").
+the uninterrupted run would have drawn (docs/reliability.md "Preemption and resume").
 
 Lightning 2.6 restores its loop counters from a checkpoint, but a plain DataLoader starts its
 epoch again: a run resumed after batch b of an epoch repeats the epoch's first batches and never

@@ -216,7 +216,7 @@ def clustering_markdown(result: dict, label: str) -> str:
 
 
 def kmeans_description(kmeans: dict | None) -> str:
-    """'fast float32, 10 restarts' for a result's ``kmeans`` entry (written before issue 10: sklearn float64)."""
+    """'fast float32, 10 restarts' for a result's ``kmeans`` entry (older results name none: sklearn float64)."""
     if not kmeans:
         return "sklearn float64 n_init=10"
     return f"{kmeans['backend']} float32, {kmeans['n_init']} restarts"

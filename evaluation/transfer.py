@@ -35,12 +35,12 @@ The ``sklearn`` protocol: the L2 strength C from {2^-2 .. 2^3} (CV tasks, SST-2,
 ``inner_kfold=0`` skips the inner search (C = 1, not SentEval). Differences from SentEval's
 scikit-learn path, all deliberate: empty lines are dropped (CR 3,771 and MPQA 10,603 examples)
 and the folds use ``seed`` (default 0; SentEval 1111) on the file order. The solver is lbfgs,
-scikit-learn's default since 0.22 and so what SentEval's scikit-learn path runs today (issue 14:
+scikit-learn's default since 0.22 and so what SentEval's scikit-learn path runs today (checked:
 the same test predictions on TREC and MRPC with minilm). It is not the model of the liblinear
 solver that scikit-learn used when SentEval was written: liblinear also penalises the intercept
 and fits TREC's six classes one-vs-rest, lbfgs fits one multinomial model with a free intercept,
 and the predictions differ: at C = 0.5, liblinear changes 16 of the 500 TREC test predictions
-(89.80 % accuracy) and 5 of the 1,725 MRPC ones (issue 14, minilm embeddings).
+(89.80 % accuracy) and 5 of the 1,725 MRPC ones (minilm embeddings).
 
 ``max_train`` (optional) draws a stratified random subsample of at most that many training
 examples (for MR/CR/SUBJ/MPQA: of the whole CV pool) for quick CPU runs; it is recorded in the

@@ -13,8 +13,8 @@ BENCHMARKS.json, and BENCHMARKS.md is rendered from every part recorded there):
   Then the equality check: loss and gradients of the authors' step, ours unchunked and ours
   chunked on the same batches with dropout off.
 - ``eval``: the 10-seed clustering protocol on the benchmarks in ``--data-dir``: each set embedded
-  once (timed), then KMeans with seeds 0-9 for each backend (scikit-learn float64 as before issue
-  10, scikit-learn float32, fast and faiss float32; 10 restarts each): seconds, ACC and NMI side by side.
+  once (timed), then KMeans with seeds 0-9 for each backend (scikit-learn float64, the
+  older protocol, scikit-learn float32, fast and faiss float32; 10 restarts each): seconds, ACC and NMI side by side.
 - ``e2e``: wall time of ``python -m evaluation.evaluate_model --model minilm --tasks clustering``
   (the default backend), the command a user runs.
 - ``inrun``: one periodic in-run evaluation of SCCL on StackOverflow (what ``ClusteringEvaluator``
@@ -593,7 +593,7 @@ def render_eval(r: dict, meta: dict) -> list[str]:
                       f"{b['kmeans_seconds']:.1f}"]
         lines.append(f"| {name} | {d['n']} | {d['k']} | {d['embed_seconds']:.0f} | " + " | ".join(cells) + " |")
     lines += ["", "Within the seed spread: per set, |mean(backend) - mean(sklearn float64, the protocol before "
-              "issue 10)| against the larger of the two standard deviations over seeds:", "",
+              "older protocol)| against the larger of the two standard deviations over seeds:", "",
               "| set | backend | ACC diff | NMI diff | spread (ACC / NMI) | within |", "|---|---|---|---|---|---|"]
     for name, d in data.items():
         b = d["backends"]["sklearn float64"]
@@ -612,7 +612,7 @@ def render_e2e(r: dict, meta: dict) -> list[str]:
             f"`{r['command']}` ({len(r['datasets'])} sets, 10 seeds, KMeans {kmeans.get('backend')} with "
             f"{kmeans.get('n_init')} restarts): **{r['wall_seconds']:.0f} s** wall, of which embedding "
             f"{r['embed_seconds']:.0f} s; average ACC {100 * r['avg']['acc']:.2f}, NMI {100 * r['avg']['nmi']:.2f}. "
-            f"Target <= 150 s: {verdict(r['wall_seconds'] <= 150)} (785 s before issue 10).", ""]
+            f"Target <= 150 s: {verdict(r['wall_seconds'] <= 150)} (785 s with the older float64 protocol).", ""]
 
 
 def render_inrun(r: dict, meta: dict) -> list[str]:

@@ -58,7 +58,7 @@ QUIET = {"trainer.enable_progress_bar": "false", "~callbacks.progress": None, "~
 
 @dataclass
 class Group:
-    """One table of issue 13: a multirun over ``sweep`` (comma lists), on top of ``fixed``."""
+    """One table of the papers' comparisons: a multirun over ``sweep`` (comma lists), on top of ``fixed``."""
 
     name: str
     question: str

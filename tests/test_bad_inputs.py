@@ -3,7 +3,7 @@
 Most cases run ``run.train`` in-process and take the error the way ``run.py``'s main does
 (``errors.find_user_error`` on whatever was raised): that is what gets printed, as one line. A few
 run the real entry point as a subprocess, where the console itself (exit code, stderr, no
-traceback) is what is tested. README "When the input is wrong" lists the cases.
+traceback) is what is tested. docs/reliability.md "When the input is wrong" lists the cases.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Length-sorted chunked encoder forward (issue 10): same embeddings, losses and gradients as one
+"""Length-sorted chunked encoder forward: same embeddings, losses and gradients as one
 padded call, independent dropout per text, deterministic for a seed."""
 from __future__ import annotations
 

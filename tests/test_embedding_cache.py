@@ -1,4 +1,4 @@
-"""Each text embedded once (issue 10): the evaluation embedding cache and the in-run per-step cache."""
+"""Each text embedded once: the evaluation embedding cache and the in-run per-step cache."""
 from __future__ import annotations
 
 from types import SimpleNamespace

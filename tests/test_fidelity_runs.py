@@ -1,4 +1,4 @@
-"""scripts/fidelity_runs.py (issue 13's measurement driver): every group's runs compose, with the
+"""scripts/fidelity_runs.py (the papers' comparisons on a CPU budget): every group's runs compose, with the
 settings each table compares."""
 from pathlib import Path
 

@@ -1,4 +1,4 @@
-"""Nothing lost on interruption (README "Preemption and resume"): SIGTERM/SIGINT save a checkpoint,
+"""Nothing lost on interruption (docs/reliability.md "Preemption and resume"): SIGTERM/SIGINT save a checkpoint,
 write a partial results.json and exit 143/130; SLURM's requeue signal requeues and the requeued
 job resumes by itself; a failed final evaluation keeps the trained checkpoint and names the
 command that evaluates it (eval_only=true); a NaN loss stops before it reaches the weights;

@@ -1,4 +1,4 @@
-"""KMeans backends (issue 10): deterministic per seed, same fields for every backend, float32 by default."""
+"""KMeans backends: deterministic per seed, same fields for every backend, float32 by default."""
 from __future__ import annotations
 
 import numpy as np

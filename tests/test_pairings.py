@@ -19,7 +19,7 @@ DATASETS = sorted(p.stem for p in (CONF / "dataset").glob("*.yaml"))
 BENCHMARKS = ["agnews", "biomedical", "googlenews_s", "googlenews_t", "googlenews_ts", "searchsnippets",
               "stackoverflow", "tweet"]
 SHORT_TEXT = ["csv", "demo", *BENCHMARKS]
-# the decision (README "Which method trains on which dataset"), written out by hand
+# the decision (docs/configuration.md "Which method trains on which dataset"), written out by hand
 SUPPORTED = {
     "sccl": SHORT_TEXT,
     "aecl": SHORT_TEXT,

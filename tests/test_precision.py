@@ -1,4 +1,4 @@
-"""trainer=gpu precision (issue 10): bf16 where the GPU has it, fp16 where not, fp32 on request.
+"""trainer=gpu precision: bf16 where the GPU has it, fp16 where not, fp32 on request.
 
 No GPU here: the choice is tested with a patched torch.cuda, and bf16 against fp32 training on the CPU
 (Lightning's bf16-mixed autocast runs on CPU too). The GPU measurement itself is not possible here.

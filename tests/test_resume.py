@@ -1,7 +1,7 @@
 """Exact resume for every method (smoke tier, tiny backbone, CPU): a run stopped at step k, in the
 middle of an epoch or at its end, and resumed from its checkpoint ends with the same weights and
 optimizer state (torch.equal on every tensor), the same logged training values and the same
-evaluations as a run that never stopped. README "Preemption and resume"."""
+evaluations as a run that never stopped. docs/reliability.md "Preemption and resume"."""
 from __future__ import annotations
 
 import json

@@ -1,4 +1,4 @@
-"""Checkpoints that survive crashes, full disks and interruptions (README "Preemption and resume").
+"""Checkpoints that survive crashes, full disks and interruptions (docs/reliability.md "Preemption and resume").
 
 - :func:`atomic_save` is how the project writes every checkpoint: into a temporary file in the
   target's folder, flushed and fsync'ed, then renamed over the target (``os.replace``). A crash

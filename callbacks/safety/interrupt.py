@@ -1,5 +1,5 @@
 """Stopping a run on SIGINT, SIGTERM or SLURM's requeue signal without losing work
-(README "Preemption and resume").
+(docs/reliability.md "Preemption and resume").
 
 While the run is training, the first signal only sets a flag: :class:`callbacks.safety.checkpointing.LastCheckpoint`
 sees it at the end of the current training step, saves ``last.ckpt`` (for the requeue signal:

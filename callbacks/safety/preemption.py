@@ -1,4 +1,4 @@
-"""Where a SLURM job finds its checkpoint again after a requeue (README "Preemption and resume").
+"""Where a SLURM job finds its checkpoint again after a requeue (docs/reliability.md "Preemption and resume").
 
 A requeued job runs the same command again, and Hydra gives it a new run folder. Each run under
 SLURM therefore keeps a small record in a folder that is the same for every attempt of the same

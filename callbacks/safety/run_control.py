@@ -1,4 +1,4 @@
-"""What ``run.py`` does around ``trainer.fit`` so that no work is lost (README "Preemption and resume").
+"""What ``run.py`` does around ``trainer.fit`` so that no work is lost (docs/reliability.md "Preemption and resume").
 
 :class:`RunControl` decides where training resumes from (``ckpt_path``, or after a SLURM requeue
 the job's record, see ``callbacks.safety.preemption``), adds the atomic checkpoint I/O plugin, runs

@@ -72,7 +72,7 @@ class ClusterNS(SimCSE):
       negatives (8) and the BML (9), which this order follows;
     - ``after_loss``: mask and hard negatives from the centroids before this batch's update;
     - ``between``: mask from the assignment to the old centroids, hard negatives from the updated
-      ones (this project's order before issue 13; neither the code's nor a stated paper order).
+      ones (neither the code's nor a stated paper order; kept to compare with older runs).
     With ``cluster_assignment=random`` the random assignment gives the mask in every order.
 
     State: ``centroids``, ``clustering_started`` and ``clustering_start_step`` are buffers, so

@@ -76,7 +76,7 @@ def kmeans_fit(
       keeping the lowest inertia; every row is used (no subsampling). Always float32.
     - ``sklearn``: scikit-learn's KMeans (k-means++ initialisation, ``n_init`` restarts,
       ``random_state=seed``, at most ``max_iter`` (300) iterations with its tolerance test) on
-      ``dtype`` (float32 by default; ``float64`` is what the evaluation used before issue 10).
+      ``dtype`` (float32 by default; ``float64`` is what the older evaluations used).
     """
     backend = resolve_kmeans_backend(backend)
     if dtype not in DTYPES:
