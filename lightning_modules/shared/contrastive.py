@@ -15,7 +15,7 @@ def cosine_matrix(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 def nt_xent(z1: torch.Tensor, z2: torch.Tensor, temperature: float = 0.5) -> torch.Tensor:
-    """Two-view NT-Xent (SCCL Instance-CL, SPEC §1; SimCLR).
+    """Two-view NT-Xent (SCCL's Instance-CL, eqs 1-2 of Zhang et al. 2021; SimCLR).
 
     Args:
         z1, z2: [N, D] views of the same N instances (need not be normalised).
