@@ -33,7 +33,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from errors import USER_ERROR_EXIT_CODE, ConfigError, MissingFileError, OutputWriteError, UserError
-from lightning_modules.shared.base import DATA_KIND_NAMES, SENTENCES, SHORT_TEXT
+from lightning_modules.shared.base import DATA_KIND_NAMES, ENCODER_SETTINGS, SENTENCES, SHORT_TEXT
 from lightning_modules.shared.registry import ClassPathError, import_class, same_class
 
 ROOT = Path(__file__).resolve().parent
@@ -355,17 +355,19 @@ def checkpoint_class(ckpt: dict, path: Path) -> str | None:
 
 
 def infer_class(hparam_names: set[str]) -> str | None:
-    """The method whose constructor arguments (less ``optimizer``) are exactly ``hparam_names``."""
+    """The method whose own constructor arguments are exactly ``hparam_names`` less the encoder settings."""
     import inspect
 
-    if not hparam_names:
+    own_names = set(hparam_names) - set(ENCODER_SETTINGS)
+    if not own_names:
         return None
     for target in method_names():
         cls = _class(target)
         if cls is None:
             continue
-        params = set(inspect.signature(cls.__init__).parameters) - {"self", "optimizer"}
-        if params == hparam_names:
+        params = {name for name, p in inspect.signature(cls.__init__).parameters.items()
+                  if name != "self" and p.kind is not p.VAR_KEYWORD}
+        if params == own_names:
             return target
     return None
 

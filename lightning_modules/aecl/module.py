@@ -112,9 +112,6 @@ class AECL(TextRepresentationModule):
     def __init__(
         self,
         num_clusters: int,
-        backbone: str = "minilm",
-        pooling: str = "mean",
-        max_length: int = 32,
         projection_dim: int = 128,
         tau_instance: float = 1.0,
         tau_cluster: float = 0.5,
@@ -128,11 +125,7 @@ class AECL(TextRepresentationModule):
         reference: bool = False,
         instance_loss: str | None = None,
         dropout: float = 0.5,
-        lr: float = 5e-6,
-        head_lr_multiplier: float = 100.0,
-        optimizer=None,
-        chunk_tokens: int = 1024,
-        concat_views: bool = True,
+        **encoder,
     ):
         if num_clusters is None or int(num_clusters) < 2:
             raise ConfigError(f"method.num_clusters must be >= 2 for AECL, got {num_clusters}")
@@ -146,8 +139,7 @@ class AECL(TextRepresentationModule):
             raise ConfigError(
                 f"method.instance_loss must be one of {INSTANCE_LOSS_FORMS} or null, got '{instance_loss}'"
             )
-        super().__init__(backbone, pooling, None, max_length, lr, head_lr_multiplier, optimizer,
-                         chunk_tokens=chunk_tokens, concat_views=concat_views)
+        super().__init__(**encoder)
         self.save_hyperparameters(ignore=["optimizer"])
         dim = self.encoder.dim
         self.projector = ContrastHead(dim, projection_dim, normalize=False)  # G_z

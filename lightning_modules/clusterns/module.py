@@ -82,6 +82,7 @@ class ClusterNS(SimCSE):
     rank 0 after each change, which keeps them bit-identical whatever the hardware does.
     """
 
+    encoder_defaults = {"pooling": "cls", "eval_pooling": "cls_before_pooler", "lr": 5e-5, "head_lr_multiplier": 1.0}
     @classmethod
     def check_config(cls, method_cfg, batch: dict | None) -> None:
         k = (method_cfg or {}).get("num_clusters")
@@ -96,10 +97,6 @@ class ClusterNS(SimCSE):
     def __init__(
         self,
         num_clusters: int = 128,
-        backbone: str = "minilm",
-        pooling: str = "cls",
-        eval_pooling: str = "cls_before_pooler",
-        max_length: int = 32,
         temperature: float = 0.05,
         momentum: float = 1e-3,
         kmean_cosine: float = 0.4,
@@ -114,12 +111,8 @@ class ClusterNS(SimCSE):
         bml_reduction: str = "members",
         update_order: str = "before_loss",
         seed: int = 0,
-        lr: float = 5e-5,
-        head_lr_multiplier: float = 1.0,
         lr_schedule: str = "linear",
-        optimizer=None,
-        chunk_tokens: int = 1024,
-        concat_views: bool = True,
+        **encoder,
     ):
         _check_choice("hard_negatives", hard_negatives, HARD_NEGATIVES)
         _check_choice("false_negatives", false_negatives, FALSE_NEGATIVES)
@@ -133,8 +126,7 @@ class ClusterNS(SimCSE):
             raise ConfigError(f"method.momentum (γ) must be in [0, 1], got {momentum}")
         if hard_negatives != "none" and hard_negative_weight <= 0:
             raise ConfigError("method.hard_negative_weight (μ) must be > 0; use method.hard_negatives=none instead")
-        super().__init__(backbone, pooling, eval_pooling, max_length, temperature, lr, head_lr_multiplier,
-                         lr_schedule, optimizer, chunk_tokens=chunk_tokens, concat_views=concat_views)
+        super().__init__(temperature=temperature, lr_schedule=lr_schedule, **encoder)
         self.save_hyperparameters(ignore=["optimizer"])
         self.num_clusters = num_clusters
         self.momentum = momentum

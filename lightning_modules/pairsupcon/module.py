@@ -38,19 +38,12 @@ class PairSupCon(TextRepresentationModule):
 
     def __init__(
         self,
-        backbone: str = "minilm",
-        pooling: str = "mean",
-        max_length: int = 32,
         mode: str = "both",
         weighting: str = "hardneg",
         beta: float = 1.0,
         temperature: float = 0.05,
         projection_dim: int = 128,
-        lr: float = 5e-6,
-        head_lr_multiplier: float = 100.0,
-        optimizer=None,
-        chunk_tokens: int = 1024,
-        concat_views: bool = True,
+        **encoder,
     ):
         if mode not in MODES:
             raise ConfigError(f"method.mode must be one of {MODES}, got '{mode}'")
@@ -60,8 +53,7 @@ class PairSupCon(TextRepresentationModule):
             raise ConfigError(f"method.temperature must be positive, got {temperature}")
         if beta < 0:
             raise ConfigError(f"method.beta must be >= 0, got {beta}")
-        super().__init__(backbone, pooling, None, max_length, lr, head_lr_multiplier, optimizer,
-                         chunk_tokens=chunk_tokens, concat_views=concat_views)
+        super().__init__(**encoder)
         self.save_hyperparameters(ignore=["optimizer"])
         dim = self.encoder.dim
         # heads exist only when their loss is used: DDP rejects parameters that never get a gradient

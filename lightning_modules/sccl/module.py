@@ -69,9 +69,6 @@ class SCCL(TextRepresentationModule):
     def __init__(
         self,
         num_clusters: int,
-        backbone: str = "minilm",
-        pooling: str = "mean",
-        max_length: int = 32,
         temperature: float = 0.5,
         alpha: float = 1.0,
         instance_weight: float | None = None,
@@ -80,18 +77,13 @@ class SCCL(TextRepresentationModule):
         augmentation: str = "explicit",
         objective: str = "joint",
         projection_dim: int = 128,
-        lr: float = 5e-6,
-        head_lr_multiplier: float = 100.0,
-        optimizer=None,
-        chunk_tokens: int = 1024,
-        concat_views: bool = True,
+        **encoder,
     ):
         if objective not in OBJECTIVES:
             raise ConfigError(f"method.objective must be one of {OBJECTIVES}, got '{objective}'")
         if temperature <= 0 or alpha <= 0:
             raise ConfigError("method.temperature and method.alpha must be positive")
-        super().__init__(backbone, pooling, None, max_length, lr, head_lr_multiplier, optimizer,
-                         chunk_tokens=chunk_tokens, concat_views=concat_views)
+        super().__init__(**encoder)
         instance_weight, cluster_weight = resolve_loss_weights(loss_weights, augmentation, instance_weight,
                                                                cluster_weight)
         self.save_hyperparameters(ignore=["optimizer"])

@@ -1,7 +1,8 @@
 """Behaviour shared by the methods' LightningModules: encoder, optimiser groups, evaluation."""
 from __future__ import annotations
 
-from typing import Callable, Iterable
+import inspect
+from typing import Iterable
 
 import lightning as L
 import torch
@@ -12,6 +13,22 @@ from lightning_modules.shared.registry import class_path
 
 # Kinds of training data (a datamodule's ``data_kind``, a method's ``trains_on``)
 SHORT_TEXT, SENTENCES, NLI = "short_text", "sentences", "nli"
+# The encoder settings of every method, defined once (config keys method.<name>; each method's yaml
+# passes them); a method changes a default in its ``encoder_defaults`` (SimCSE: [CLS] pooling, one rate).
+ENCODER_SETTINGS = {
+    "backbone": "minilm",  # alias (minilm, tiny), Hub name or local folder
+    "pooling": "mean",  # pooler in training
+    "eval_pooling": None,  # pooler for evaluation (None: the training pooler)
+    "max_length": 32,  # tokens per text
+    "lr": 5e-6,  # backbone learning rate
+    "head_lr_multiplier": 100.0,  # everything else (heads, centroids, pooler MLP) trains at lr x this
+    "optimizer": None,  # a partial optimiser (Hydra ``_partial_: true``); Adam when None
+    # speed (config keys encoder_chunk_tokens / encoder_concat_views): length-sorted chunks of at most this
+    # many padded tokens (0: off), and the views of a step in one encoder call; with dropout off they change
+    # speed, not results; in training they change which dropout mask each text draws (like another seed)
+    "chunk_tokens": 1024,
+    "concat_views": True,
+}
 DATA_KIND_NAMES = {SHORT_TEXT: "short texts (a CSV/TSV)", SENTENCES: "sentences, one per line",
                    NLI: "NLI sentence pairs"}
 
@@ -30,16 +47,8 @@ class TextRepresentationModule(L.LightningModule):
       clusters itself (``evaluation.predict``); ``cluster_context`` says whether the head needs other
       texts of a batch beside each new text (AECL's attention over samples).
 
-    Args:
-        backbone: backbone alias (``minilm``, ``tiny``), Hub name or local folder.
-        pooling: pooler used in training; ``eval_pooling`` the one used for evaluation.
-        lr: backbone learning rate; heads use ``lr * head_lr_multiplier`` (docs/methods/shared.md: x100).
-        optimizer: a partial optimiser (Hydra ``_partial_: true``); Adam when omitted.
-        chunk_tokens, concat_views: encoder speed settings (``TextEncoder``; config keys
-            ``encoder_chunk_tokens`` and ``encoder_concat_views``): length-sorted chunks of at most
-            ``chunk_tokens`` padded tokens (0: off), and the views of a step in one encoder call.
-            With dropout off they change speed, not results (up to float rounding); in training
-            they change which dropout mask each text draws, so a run differs as with another seed.
+    The encoder settings every method takes are :data:`ENCODER_SETTINGS` (config keys ``method.<name>``),
+    passed to the subclass as ``**encoder``; a method changes a default in its ``encoder_defaults``.
     """
 
     trains_on: tuple[str, ...] = ()
@@ -66,26 +75,29 @@ class TextRepresentationModule(L.LightningModule):
         ``context`` [C, d]: embeddings of other texts, for methods whose ``cluster_context`` is True."""
         raise NotImplementedError(f"{type(self).__name__} has no cluster head")
 
-    def __init__(
-        self,
-        backbone: str = "minilm",
-        pooling: str = "mean",
-        eval_pooling: str | None = None,
-        max_length: int = 32,
-        lr: float = 5e-6,
-        head_lr_multiplier: float = 100.0,
-        optimizer: Callable[..., torch.optim.Optimizer] | None = None,
-        chunk_tokens: int = 1024,
-        concat_views: bool = True,
-    ):
+    encoder_defaults: dict = {}
+
+    def __init__(self, **encoder):
         super().__init__()
-        self.encoder = TextEncoder.from_name(
-            backbone, pooling=pooling, max_length=max_length, chunk_tokens=chunk_tokens, concat_views=concat_views
-        )
-        self.eval_pooling = eval_pooling or pooling
-        self.lr = lr
-        self.head_lr_multiplier = head_lr_multiplier
-        self.optimizer_factory = optimizer
+        unknown = sorted(set(encoder) - set(ENCODER_SETTINGS))
+        if unknown:
+            raise TypeError(f"{type(self).__name__} got unknown argument(s) {unknown}; encoder settings are "
+                            f"{sorted(ENCODER_SETTINGS)}")
+        s = {**ENCODER_SETTINGS, **self.encoder_defaults, **encoder}
+        self.encoder = TextEncoder.from_name(s["backbone"], pooling=s["pooling"], max_length=s["max_length"],
+                                             chunk_tokens=s["chunk_tokens"], concat_views=s["concat_views"])
+        self.eval_pooling = s["eval_pooling"] or s["pooling"]
+        self.lr = s["lr"]
+        self.head_lr_multiplier = s["head_lr_multiplier"]
+        self.optimizer_factory = s["optimizer"]
+        self.encoder_settings = {k: v for k, v in s.items() if k != "optimizer"}
+
+    def save_hyperparameters(self, *args, ignore=None, frame=None, logger: bool = True) -> None:
+        """Lightning's, plus the resolved encoder settings (defaults included), so that a checkpoint
+        names its backbone, pooling and length even when the constructor got them from defaults."""
+        super().save_hyperparameters(*args, ignore=ignore, frame=frame or inspect.currentframe().f_back,
+                                     logger=logger)
+        self.hparams.update({k: v for k, v in self.encoder_settings.items() if k not in self.hparams})
 
     def head_parameters(self) -> Iterable[nn.Parameter]:
         """Everything outside the backbone (heads, centroids, pooler MLP) trains at the head rate."""

@@ -53,29 +53,21 @@ class SimCSE(TextRepresentationModule):
             SimCSE and ClusterNS train with) or ``constant``.
     """
 
+    encoder_defaults = {"pooling": "cls", "eval_pooling": "cls_before_pooler", "lr": 3e-5, "head_lr_multiplier": 1.0}
     trains_on = (SENTENCES, SHORT_TEXT)  # on short texts each text is a sentence
     default_objective = "sts_selection.best"
 
     def __init__(
         self,
-        backbone: str = "minilm",
-        pooling: str = "cls",
-        eval_pooling: str = "cls_before_pooler",
-        max_length: int = 32,
         temperature: float = 0.05,
-        lr: float = 3e-5,
-        head_lr_multiplier: float = 1.0,
         lr_schedule: str = "linear",
-        optimizer=None,
-        chunk_tokens: int = 1024,
-        concat_views: bool = True,
+        **encoder,
     ):
         if temperature <= 0:
             raise ConfigError(f"method.temperature must be positive, got {temperature}")
         if lr_schedule not in LR_SCHEDULES:
             raise ConfigError(f"method.lr_schedule must be one of {LR_SCHEDULES}, got '{lr_schedule}'")
-        super().__init__(backbone, pooling, eval_pooling, max_length, lr, head_lr_multiplier, optimizer,
-                         chunk_tokens=chunk_tokens, concat_views=concat_views)
+        super().__init__(**encoder)
         self.save_hyperparameters(ignore=["optimizer"])
         self.temperature = temperature
         self.lr_schedule = lr_schedule
