@@ -6,7 +6,7 @@ PYTHON := $(BIN)/python
 export PROJECT_ROOT := $(CURDIR)
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install test test-slow test-all run bench lint clean
+.PHONY: install test test-slow test-all run bench bench-grad-cache lint clean
 
 STAMP := $(VENV)/.installed
 
@@ -36,6 +36,10 @@ run: install
 # all parts, or some: make bench BENCH_ARGS="--only train" (parts: train, eval, e2e, inrun, memory)
 bench: install
 	$(PYTHON) scripts/bench.py $(BENCH_ARGS)
+
+# memory and time of one step with and without cached gradients (BENCHMARKS.md, its own section)
+bench-grad-cache: install
+	$(PYTHON) scripts/bench_grad_cache.py
 
 lint: install
 	$(BIN)/ruff check .

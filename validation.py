@@ -137,6 +137,7 @@ def validate(cfg: DictConfig) -> None:
     check_temperatures(cfg)
     check_num_clusters(cfg)
     check_method(cfg)
+    check_accumulation(cfg)
     check_budget(cfg)
     check_encoding(cfg)
     check_matmul_precision(cfg)
@@ -264,6 +265,23 @@ def check_method(cfg: DictConfig) -> None:
     info = ({"per_device": batch, "devices": devices, "nodes": nodes, "total": batch * devices * nodes}
             if known else None)
     method.check_config(_select(cfg, "method"), info)
+
+
+def check_accumulation(cfg: DictConfig) -> None:
+    """Gradient accumulation shrinks the in-batch negatives of every step: refused for in-batch losses."""
+    steps = _select(cfg, "trainer.accumulate_grad_batches", 1)
+    method = _method_class(cfg)
+    if not _is_int(steps) or steps <= 1 or method is None or method.min_batch_size(_select(cfg, "method")) < 2:
+        return
+    batch = _select(cfg, "dataset.batch_size", _select(cfg, "batch_size"))
+    raise ConfigError(
+        f"trainer.accumulate_grad_batches={steps}: {_name(cfg, 'method')} contrasts each text with the other texts "
+        f"of its step, so accumulating {steps} batches of {batch} trains with the negatives of {batch}, not of "
+        f"{steps * batch if _is_int(batch) else 'their sum'}. For the larger batch on the same memory set "
+        f"batch_size={steps * batch if _is_int(batch) else '<the larger batch>'} trainer.accumulate_grad_batches=1 "
+        "and encoder_grad_cache_tokens=2048 (cached gradients: the encoder runs in mini-batches of at most that many "
+        "tokens, the loss sees the whole batch; docs/cached_gradients.md)."
+    )
 
 
 def check_budget(cfg: DictConfig) -> None:

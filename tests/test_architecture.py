@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-TOP = ("errors", "console", "lightning_modules", "datamodules", "validation", "evaluation", "callbacks", "run",
-       "scripts")
+TOP = ("errors", "console", "lightning_modules", "datamodules", "validation", "evaluation", "callbacks",
+       "hydra_plugins", "run", "scripts")
 
 
 def layer(module: str) -> int:
@@ -25,7 +25,7 @@ def layer(module: str) -> int:
         return 1
     if module.startswith(("lightning_modules.", "datamodules")):
         return 2
-    order = {"validation": 3, "evaluation": 4, "callbacks": 5, "run": 6, "scripts": 7}
+    order = {"validation": 3, "evaluation": 4, "callbacks": 5, "hydra_plugins": 5, "run": 6, "scripts": 7}
     return order[module.split(".")[0]]
 
 

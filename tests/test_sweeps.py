@@ -3,6 +3,7 @@ the table a multirun ends with. Each test starts `python run.py -m ...` on the t
 import csv
 import json
 import os
+from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
@@ -194,3 +195,30 @@ def test_threads_per_job(setting, launcher, cores, expected):
 def test_threads_per_job_must_be_positive():
     with pytest.raises(ValueError, match="threads_per_job"):
         threads_for_job(0, None, 4)
+
+
+def test_optuna_study_resumes_in_its_database(toy_corpus, tmp_path):
+    """Three trials, the sweep ends; the same command with the same sweep folder and two more trials continues
+    the study: five trials in one study in <sweep>/optuna.db, five job folders, none overwritten."""
+    pytest.importorskip("hydra_plugins.hydra_optuna_sweeper", reason="the `sweep` extra (Optuna sweeper)")
+    import optuna
+
+    from callbacks.sweeps.optuna_sweeper import sqlite_file, trials_in_storage
+
+    assert sqlite_file("sqlite:////a/b/optuna.db") == Path("/a/b/optuna.db") and sqlite_file("postgresql://x") is None
+    sweep = tmp_path / "sweep"
+    base = ["hparams_search=sccl_optuna", *toy_cli(toy_corpus), "hydra.sweeper.sampler.n_startup_trials=3",
+            f"hydra.sweep.dir={sweep}"]
+    first = run_cli(base + ["hydra.sweeper.n_trials=3"])
+    assert first.returncode == 0, first.stderr[-3000:]
+    storage = f"sqlite:///{sweep / 'optuna.db'}"
+    assert trials_in_storage(storage, "sccl") == 3
+    runs_before = {p.name: (p / "results.json").read_text() for p in sweep.iterdir() if (p / "results.json").exists()}
+    assert sorted(runs_before) == ["0", "1", "2"]
+    second = run_cli(base + ["hydra.sweeper.n_trials=2"])
+    assert second.returncode == 0, second.stderr[-3000:]
+    study = optuna.load_study(study_name="sccl", storage=storage)
+    assert len(study.trials) == 5 and all(t.state == optuna.trial.TrialState.COMPLETE for t in study.trials)
+    assert all((sweep / str(i) / "results.json").exists() for i in range(5))
+    assert {name: (sweep / name / "results.json").read_text() for name in runs_before} == runs_before
+    assert len(read_trials(sweep)) == 5

@@ -14,8 +14,8 @@ from lightning_modules.shared.heads import ContrastHead
 OBJECTIVES = ("joint", "instance", "cluster")
 LOSS_WEIGHTS = ("reference", "paper")
 # (instance_weight, cluster_weight) per setting and augmentation mode (docs/methods/sccl.md): the reference code
-# uses η = 1 on L_instance in both modes and 0.5·L_cluster when the views are dropout-only; the
-# paper's text writes L_instance + η·L_cluster with η = 10.
+# with its default η = 1 weighs L_instance by η in both modes and L_cluster by 0.5 when the views are
+# dropout-only (the authors' documented runs passed η = 10); the paper's text writes L_instance + η·L_cluster.
 WEIGHTS = {
     ("reference", "explicit"): (1.0, 1.0),
     ("reference", "virtual"): (1.0, 0.5),
@@ -45,9 +45,10 @@ class SCCL(TextRepresentationModule):
 
     Loss = instance_weight · L_instance + cluster_weight · L_cluster. Weights left None come from
     ``loss_weights`` and the datamodule's ``augmentation`` mode (``WEIGHTS``): ``reference`` (default)
-    is what the authors' code runs, (1, 1) with explicit views and (1, 0.5) with virtual
-    (dropout-only) views; ``paper`` is the paper's text, L_instance + 10·L_cluster. A number given
-    for either weight overrides it. The resolved weights are stored in ``hparams``.
+    is the authors' code with its default η = 1, (1, 1) with explicit views and (1, 0.5) with virtual
+    (dropout-only) views (their documented runs set η = 10: ``instance_weight=10``); ``paper`` is the
+    paper's text, L_instance + 10·L_cluster. A number given for either weight overrides it. The resolved
+    weights are stored in ``hparams``.
     ``objective`` selects the paper's ablations: ``instance`` (Instance-CL only) or ``cluster``
     (clustering only).
 

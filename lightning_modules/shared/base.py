@@ -28,6 +28,9 @@ ENCODER_SETTINGS = {
     # speed, not results; in training they change which dropout mask each text draws (like another seed)
     "chunk_tokens": 1024,
     "concat_views": True,
+    # cached gradients (docs/cached_gradients.md): > 0 runs the encoder in mini-batches of at most this many
+    # padded tokens and holds the graph of one at a time; the gradients are those of the whole batch
+    "grad_cache_tokens": 0,
 }
 DATA_KIND_NAMES = {SHORT_TEXT: "short texts (a CSV/TSV)", SENTENCES: "sentences, one per line",
                    NLI: "NLI sentence pairs"}
@@ -85,7 +88,8 @@ class TextRepresentationModule(L.LightningModule):
                             f"{sorted(ENCODER_SETTINGS)}")
         s = {**ENCODER_SETTINGS, **self.encoder_defaults, **encoder}
         self.encoder = TextEncoder.from_name(s["backbone"], pooling=s["pooling"], max_length=s["max_length"],
-                                             chunk_tokens=s["chunk_tokens"], concat_views=s["concat_views"])
+                                             chunk_tokens=s["chunk_tokens"], concat_views=s["concat_views"],
+                                             grad_cache_tokens=s["grad_cache_tokens"])
         self.eval_pooling = s["eval_pooling"] or s["pooling"]
         self.lr = s["lr"]
         self.head_lr_multiplier = s["head_lr_multiplier"]

