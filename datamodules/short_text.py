@@ -341,6 +341,9 @@ class ShortTextDataModule(ResumableData, L.LightningDataModule):
         drop_last: bool = False,
         seed: int = 0,
         encoding: str = text_io.DEFAULT_ENCODING,
+        hub_dataset: str | None = None,
+        split: str = "train",
+        subset: str | None = None,
     ):
         super().__init__()
         if augmentation not in AUGMENTATIONS:
@@ -352,6 +355,8 @@ class ShortTextDataModule(ResumableData, L.LightningDataModule):
             )
         self.path = Path(data_dir) / file
         self.name = name or Path(file).stem
+        # a Hub dataset is read once (datasets library) into a Parquet file at ``path``, then read like any file
+        self.hub = (hub_dataset, split, subset) if hub_dataset else None
         self.text_column = text_column
         self.label_column = label_column
         self.aug_columns = list(aug_columns) if augmentation == "explicit" else []
@@ -384,6 +389,9 @@ class ShortTextDataModule(ResumableData, L.LightningDataModule):
     def setup(self, stage: str | None = None) -> None:
         if self.corpus is not None:
             return
+        if self.hub is not None and not self.path.is_file():
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            text_io.read_hub_dataset(*self.hub).to_parquet(self.path)
         corpus = load_corpus(self.path, self.text_column, self.label_column, self.aug_columns, self.encoding)
         k = self.num_clusters_for(corpus)
         distinct = len(set(corpus.texts))

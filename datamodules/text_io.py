@@ -149,14 +149,108 @@ def table_separator(path: str | Path, sep: str | None = None) -> str:
     return "\t" if Path(path).suffix.lower() in (".tsv", ".tab") else ","
 
 
+# file formats by extension; every reader returns a DataFrame of strings (missing cells NaN)
+FORMATS = {".csv": "csv", ".tsv": "csv", ".tab": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl",
+           ".parquet": "parquet", ".pq": "parquet", ".txt": "text"}
+TEXT_FILE_COLUMN = "text"  # the one column of a plain-text file (one text per line)
+
+
+def table_format(path: str | Path) -> str:
+    """``csv`` (also TSV), ``jsonl``, ``parquet`` or ``text``, from the file's extension (CSV when unknown)."""
+    return FORMATS.get(Path(path).suffix.lower(), "csv")
+
+
+def _as_strings(frame):
+    """Every cell as a string, as the CSV reader gives them; missing and empty cells NaN."""
+    import pandas as pd
+
+    def cell(value):
+        if value is None or (not isinstance(value, (list, dict)) and pd.isna(value)) or value == "":
+            return float("nan")
+        return value if isinstance(value, str) else str(value)
+
+    return frame.astype(object).map(cell)
+
+
+def _read_jsonl(path: Path, encoding: str | None, option: str):
+    """JSON Lines: one JSON object per line (blank lines skipped); the error names the line."""
+    import json
+
+    import pandas as pd
+
+    rows = []
+    for number, line in enumerate(iter_lines(path, encoding, option), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise TableError(f"'{path}' line {number} is not valid JSON ({err.msg}, column {err.colno}): a JSON "
+                             'Lines file holds one object per line, e.g. {"text": "...", "label": "..."}.') from None
+        if not isinstance(row, dict):
+            raise TableError(f"'{path}' line {number} holds a JSON {type(row).__name__}, not an object: each line "
+                             'must be one object, e.g. {"text": "...", "label": "..."}.')
+        rows.append(row)
+    if not rows:
+        raise EmptyTableError(f"'{path}' has no JSON object: it needs at least one line such as "
+                              '{"text": "..."}.')
+    return _as_strings(pd.DataFrame(rows))
+
+
+def _read_parquet(path: Path):
+    import pandas as pd
+
+    try:
+        frame = pd.read_parquet(path)
+    except ImportError:
+        raise TableError(f"'{path}': reading Parquet needs pyarrow (`pip install pyarrow`).") from None
+    except Exception as err:  # noqa: BLE001 - any failure to read is the user's file, reported in one line
+        raise TableError(f"'{path}' cannot be read as Parquet ({type(err).__name__}: "
+                         f"{str(err).strip().splitlines()[0][:160]}); is it a Parquet file?") from None
+    if frame.empty:
+        raise EmptyTableError(f"'{path}' has no rows.")
+    return _as_strings(frame)
+
+
+def _read_text_file(path: Path, encoding: str | None, option: str):
+    """One text per line, in a single column named ``text``; blank lines are rows without text."""
+    import pandas as pd
+
+    texts = [line.rstrip("\r\n") for line in iter_lines(path, encoding, option)]
+    if not any(t.strip() for t in texts):
+        raise EmptyTableError(f"'{path}' holds no text: a plain-text file has one text per line.")
+    return _as_strings(pd.DataFrame({TEXT_FILE_COLUMN: texts}))
+
+
+def read_hub_dataset(name: str, split: str = "train", subset: str | None = None):
+    """A Hugging Face Hub dataset's split as a DataFrame of strings (through the ``datasets`` library)."""
+    try:
+        import datasets
+    except ImportError:
+        raise TableError(f"dataset.name={name}: reading a Hub dataset needs the `datasets` package "
+                         "(`pip install datasets`).") from None
+    try:
+        data = datasets.load_dataset(name, subset, split=split)
+    except Exception as err:  # noqa: BLE001 - offline, unknown name or split: one message
+        raise TableError(
+            f"dataset.name={name} (split '{split}'{f', subset {subset}' if subset else ''}) cannot be loaded from "
+            f"the Hugging Face Hub ({type(err).__name__}: {str(err).strip().splitlines()[0][:200]}). Without network, "
+            f"download it where there is one (`huggingface-cli download {name} --repo-type dataset`) and point "
+            "HF_HOME at that cache, or save the split as a file (CSV, JSON Lines, Parquet) and use dataset=csv "
+            "dataset.file=<file>.") from None
+    return _as_strings(data.to_pandas())
+
+
 def read_table(path: str | Path, encoding: str | None = None, sep: str | None = None,
                option: str = "dataset.encoding", **kwargs):
-    """A CSV/TSV file as a pandas DataFrame of strings (empty cells are NaN unless ``kwargs`` say otherwise).
+    """A data file as a pandas DataFrame of strings (empty cells are NaN unless ``kwargs`` say otherwise).
 
-    The separator follows the extension unless ``sep`` is given. A byte that is not valid in
-    ``encoding`` raises :class:`TextDecodeError` with the file line; a missing file
+    The format follows the extension (:data:`FORMATS`: CSV/TSV, JSON Lines, Parquet, plain text with one
+    text per line in the column ``text``); for CSV the separator too, unless ``sep`` is given. A byte
+    that is not valid in ``encoding`` raises :class:`TextDecodeError` with the file line; a missing file
     (``MissingFileError``), an empty file (:class:`EmptyTableError`) or a malformed table
-    (:class:`TableError`) raise ``UserError`` subclasses too. ``kwargs`` go to ``pandas.read_csv``.
+    (:class:`TableError`, naming the line) raise ``UserError`` subclasses too. ``kwargs`` go to
+    ``pandas.read_csv``.
     """
     import pandas as pd
 
@@ -165,6 +259,13 @@ def read_table(path: str | Path, encoding: str | None = None, sep: str | None = 
     path = Path(path)
     if not path.is_file():
         raise MissingFileError(f"'{path}' does not exist" + (" (it is a folder)" if path.is_dir() else "") + ".")
+    kind = table_format(path) if not sep else "csv"
+    if kind == "jsonl":
+        return _read_jsonl(path, encoding, option)
+    if kind == "parquet":
+        return _read_parquet(path)
+    if kind == "text":
+        return _read_text_file(path, encoding, option)
     options = {"dtype": str, "keep_default_na": False, "na_values": [""]}
     options.update(kwargs)
     try:
@@ -179,9 +280,20 @@ def read_table(path: str | Path, encoding: str | None = None, sep: str | None = 
 
 
 def row_start_lines(path: str | Path, encoding: str | None = None, sep: str | None = None) -> list[int] | None:
-    """File line (1-based) on which each data row of a CSV/TSV starts, header excluded; blank lines
-    skipped as pandas does. Quoted fields may span lines. None when the file cannot be read so."""
+    """File line (1-based) on which each data row starts: for CSV/TSV the header excluded and blank lines
+    skipped as pandas does (quoted fields may span lines); for JSON Lines the non-blank lines; for a text
+    file every line. None when the file cannot be read so, and for Parquet (rows, not lines)."""
     import csv
+
+    kind = table_format(path) if not sep else "csv"
+    if kind == "parquet":
+        return None
+    if kind in ("jsonl", "text"):
+        try:
+            with open(path, encoding=reading_encoding(encoding)) as handle:
+                return [n for n, line in enumerate(handle, 1) if kind == "text" or line.strip()]
+        except (UnicodeDecodeError, OSError):
+            return None
 
     lines: list[int] = []
     try:

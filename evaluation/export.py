@@ -14,6 +14,11 @@ writes
   vectors the project evaluates.
 - from a clustering run (and without ``--pooling``): the run's ``kmeans_centroids.npy``, its ``.json``
   and ``clusters.json`` inside ``DIR/sentence-transformers``, for ``python -m evaluation.predict``.
+- from a run folder: a model card, ``README.md`` in both folders (``evaluation.model_card``).
+
+``--push-to-hub <repo id>`` then uploads the sentence-transformers folder to the Hugging Face Hub; without
+credentials or network it stops before uploading, with one message, the folder written. ``--dry-run``
+writes the folders and the card only.
 """
 
 from __future__ import annotations
@@ -25,9 +30,53 @@ from typing import Sequence
 
 from torch import nn
 
-from errors import ConfigError, exit_on_user_error
+from errors import ConfigError, UserError, exit_on_user_error
 
 ST_POOLING = {"mean": "mean", "cls_before_pooler": "cls", "cls": "cls"}
+
+
+class HubUploadError(UserError):
+    """The Hub cannot be reached or the user is not logged in; the exported folder stays on disk."""
+
+
+def write_cards(run_ref: str | Path, info: dict, repo_id: str | None) -> list[str]:
+    """The model card of a run folder (or of a checkpoint inside one) in both exported folders."""
+    from evaluation.model_card import build_card
+
+    ref = Path(run_ref)
+    run_dir = ref.parent.parent if ref.suffix == ".ckpt" else ref
+    if not (run_dir / "results.json").is_file() or not (run_dir / "config_resolved.yaml").is_file():
+        return []
+    card = build_card(run_dir, repo_id)
+    written = []
+    for folder in (info["sentence_transformers"], info["hf"]):
+        (Path(folder) / "README.md").write_text(card)
+        written.append(str(Path(folder) / "README.md"))
+    return written
+
+
+def push_to_hub(folder: str | Path, repo_id: str) -> str:
+    """Upload ``folder`` to the model repository ``repo_id`` (created if needed); the checks come first."""
+    import os
+
+    from huggingface_hub import HfApi, get_token
+
+    later = f"`huggingface-cli upload {repo_id} {folder}` uploads it later."
+    if os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false", "False"):
+        raise HubUploadError(f"--push-to-hub {repo_id}: HF_HUB_OFFLINE is set, so nothing was uploaded; the model "
+                             f"and its card are in {folder}. {later}")
+    token = get_token()
+    if not token:
+        raise HubUploadError(f"--push-to-hub {repo_id}: no Hugging Face credentials (run `huggingface-cli login` or "
+                             f"set HF_TOKEN), so nothing was uploaded; the model and its card are in {folder}. {later}")
+    api = HfApi(token=token)
+    try:
+        api.whoami()
+    except Exception as err:  # noqa: BLE001 - no network, a revoked token: one message, the folder kept
+        raise HubUploadError(f"--push-to-hub {repo_id}: the Hub cannot be reached ({type(err).__name__}), so "
+                             f"nothing was uploaded; the model and its card are in {folder}. {later}") from None
+    api.create_repo(repo_id, exist_ok=True)
+    return api.upload_folder(repo_id=repo_id, folder_path=str(folder)).commit_url
 
 
 def export_encoder(
@@ -119,8 +168,17 @@ def main(argv: Sequence[str] | None = None) -> dict:
     parser.add_argument("--out", required=True, type=Path, help="output folder (hf/ and sentence-transformers/)")
     parser.add_argument("--pooling", default=None, choices=sorted(ST_POOLING), help="default: the model's eval pooling")
     parser.add_argument("--max-seq-length", type=int, default=None, help="default: the encoder's max_length")
+    parser.add_argument("--push-to-hub", metavar="REPO_ID", default=None,
+                        help="upload the sentence-transformers folder (with its model card) to this Hub repository")
+    parser.add_argument("--dry-run", action="store_true", help="write the folders and the card, upload nothing")
     args = parser.parse_args(argv)
     info = export(args.run, args.out, args.pooling, args.max_seq_length)
+    cards = write_cards(args.run, info, args.push_to_hub)
+    if cards:
+        info["model_card"] = cards
+    (Path(args.out) / "export.json").write_text(json.dumps(info, indent=2))
+    if args.push_to_hub and not args.dry_run:
+        info["hub_commit"] = push_to_hub(info["sentence_transformers"], args.push_to_hub)
     print(json.dumps(info, indent=2))
     return info
 

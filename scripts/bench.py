@@ -653,6 +653,13 @@ def render(results: dict) -> str:
     return "\n".join(lines)
 
 
+def kept_sections(path: Path) -> str:
+    """Sections other scripts write into the same file between their markers (scripts/bench_grad_cache.py)."""
+    text = path.read_text() if path.is_file() else ""
+    start, end = "<!-- grad-cache:start -->", "<!-- grad-cache:end -->"
+    return "\n\n" + text[text.index(start): text.index(end) + len(end)] + "\n" if start in text and end in text else ""
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", default=",".join(PARTS), help=f"comma-separated parts: {','.join(PARTS)}")
@@ -685,7 +692,7 @@ def main() -> None:
                 "seconds": time.perf_counter() - start}
         results[part] = {"result": result, "meta": meta}
         out_json.write_text(json.dumps(results, indent=1))
-        out_md.write_text(render(results))
+        out_md.write_text(render(results) + kept_sections(out_md))
     print(render(results))
 
 

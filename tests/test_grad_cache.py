@@ -138,7 +138,7 @@ class _Step(nn.Module):
 
 
 def _rows(value, rank: int, world: int):
-    if isinstance(value, dict):
+    if hasattr(value, "items"):  # a dict or the tokenizer's BatchEncoding
         return {k: _rows(v, rank, world) for k, v in value.items()}
     return value[rank::world]
 

@@ -18,7 +18,8 @@ METHODS = sorted(p.stem for p in (CONF / "method").glob("*.yaml"))
 DATASETS = sorted(p.stem for p in (CONF / "dataset").glob("*.yaml"))
 BENCHMARKS = ["agnews", "biomedical", "googlenews_s", "googlenews_t", "googlenews_ts", "searchsnippets",
               "stackoverflow", "tweet"]
-SHORT_TEXT = ["csv", "demo", *BENCHMARKS]
+SHORT_TEXT = ["csv", "demo", "hf", *BENCHMARKS]
+NAMED = {"hf": ["dataset.name=some_user/some_texts"]}  # configs with a mandatory value
 # the decision (docs/configuration.md "Which method trains on which dataset"), written out by hand
 SUPPORTED = {
     "sccl": SHORT_TEXT,
@@ -35,8 +36,8 @@ def resolved_groups(tmp_path_factory):
     out = tmp_path_factory.mktemp("compose")
     methods = {m: OmegaConf.to_container(compose_config([f"method={m}"], out), resolve=True)["method"]
                for m in METHODS}
-    datasets = {d: OmegaConf.to_container(compose_config([f"dataset={d}"], out), resolve=True)["dataset"]
-                for d in DATASETS}
+    datasets = {d: OmegaConf.to_container(compose_config([f"dataset={d}", *NAMED.get(d, [])], out),
+                                          resolve=True)["dataset"] for d in DATASETS}
     return methods, datasets
 
 

@@ -84,6 +84,14 @@ class AECL(TextRepresentationModule):
         dropout: dropout of the clustering network (0.5).
     """
 
+    paper = ('AECL: Yao and Li, "Discriminative Representation learning via Attention-Enhanced Contrastive '
+             'Learning for Short Text Clustering", 2025')
+    citation = """@article{yao-li-2025-aecl,
+  title = {Discriminative Representation learning via Attention-Enhanced Contrastive Learning for Short Text
+    Clustering},
+  author = {Yao, Zhihao and Li, Bo},
+  year = {2025}
+}"""
     trains_on = (SHORT_TEXT,)
     default_objective = "clustering.final.head_acc"  # AECL predicts with its clustering network
     cluster_context = True

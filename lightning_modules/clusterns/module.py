@@ -83,6 +83,14 @@ class ClusterNS(SimCSE):
     """
 
     encoder_defaults = {"pooling": "cls", "eval_pooling": "cls_before_pooler", "lr": 5e-5, "head_lr_multiplier": 1.0}
+    paper = ('ClusterNS: Deng et al., "Clustering-Aware Negative Sampling for Unsupervised Sentence '
+             'Representation", Findings of ACL 2023')
+    citation = """@inproceedings{deng-etal-2023-clustering,
+  title = {Clustering-Aware Negative Sampling for Unsupervised Sentence Representation},
+  author = {Deng, Jinghao and Wan, Fanqi and Yang, Tao and Quan, Xiaojun and Wang, Rui},
+  booktitle = {Findings of ACL},
+  year = {2023}
+}"""
     @classmethod
     def check_config(cls, method_cfg, batch: dict | None) -> None:
         k = (method_cfg or {}).get("num_clusters")

@@ -28,6 +28,15 @@ class PairSupCon(TextRepresentationModule):
     classification loss is per process (DDP's gradient averaging makes it the global mean).
     """
 
+    paper = ('PairSupCon: Zhang et al., "Pairwise Supervised Contrastive Learning of Sentence Representations", '
+             'EMNLP 2021')
+    citation = """@inproceedings{zhang-etal-2021-pairwise,
+  title = {Pairwise Supervised Contrastive Learning of Sentence Representations},
+  author = {Zhang, Dejiao and Li, Shang-Wen and Xiao, Wei and Zhu, Henghui and Nallapati, Ramesh
+       and Arnold, Andrew O. and Xiang, Bing},
+  booktitle = {Proceedings of EMNLP},
+  year = {2021}
+}"""
     trains_on = (NLI,)
     default_objective = "sts_dev.spearman"
 

@@ -57,6 +57,14 @@ class SCCL(TextRepresentationModule):
     resumed run does not re-initialise them.
     """
 
+    paper = 'SCCL: Zhang et al., "Supporting Clustering with Contrastive Learning", NAACL 2021'
+    citation = """@inproceedings{zhang-etal-2021-supporting,
+  title = {Supporting Clustering with Contrastive Learning},
+  author = {Zhang, Dejiao and Nan, Feng and Wei, Xiaokai and Li, Shang-Wen and Zhu, Henghui
+       and McKeown, Kathleen and Nallapati, Ramesh and Arnold, Andrew O. and Xiang, Bing},
+  booktitle = {Proceedings of NAACL-HLT},
+  year = {2021}
+}"""
     trains_on = (SHORT_TEXT,)
     default_objective = "clustering.final.kmeans_acc"  # the paper reports KMeans on the embeddings
 

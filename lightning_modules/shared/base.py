@@ -41,6 +41,7 @@ class TextRepresentationModule(L.LightningModule):
 
     A method declares what the rest of the framework needs to know about it (docs/extending.md):
 
+    - ``paper`` and ``citation``: the paper it implements, in one line and as BibTeX (model cards).
     - ``trains_on``: the kinds of data it trains on (``SHORT_TEXT``, ``SENTENCES``, ``NLI``);
       ``validation`` pairs methods with datasets through it.
     - ``default_objective``: the results.json number a sweep maximises under ``objective=auto``.
@@ -54,6 +55,8 @@ class TextRepresentationModule(L.LightningModule):
     passed to the subclass as ``**encoder``; a method changes a default in its ``encoder_defaults``.
     """
 
+    paper: str = ""  # one line: method, authors, title, venue (model cards, reports)
+    citation: str = ""  # BibTeX of that paper
     trains_on: tuple[str, ...] = ()
     default_objective: str | None = None
     cluster_context: bool = False

@@ -54,6 +54,13 @@ class SimCSE(TextRepresentationModule):
     """
 
     encoder_defaults = {"pooling": "cls", "eval_pooling": "cls_before_pooler", "lr": 3e-5, "head_lr_multiplier": 1.0}
+    paper = 'SimCSE: Gao et al., "SimCSE: Simple Contrastive Learning of Sentence Embeddings", EMNLP 2021'
+    citation = """@inproceedings{gao-etal-2021-simcse,
+  title = {{SimCSE}: Simple Contrastive Learning of Sentence Embeddings},
+  author = {Gao, Tianyu and Yao, Xingcheng and Chen, Danqi},
+  booktitle = {Proceedings of EMNLP},
+  year = {2021}
+}"""
     trains_on = (SENTENCES, SHORT_TEXT)  # on short texts each text is a sentence
     default_objective = "sts_selection.best"
 
