@@ -310,7 +310,8 @@ def plot_training_curves(path: Path, metrics_csv: Path, title: str = "") -> Path
         for key in keys:
             series = frame[["step", key]].dropna().sort_values("step")
             series = series.groupby("step", as_index=False).last()  # one value per step
-            series = series[~series["step"].isin(partial)]
+            if key.startswith("train/"):  # evaluations do not depend on the training batch
+                series = series[~series["step"].isin(partial)]
             marker = "o" if len(series) <= 30 else None
             ax.plot(series["step"], series[key], marker=marker, markersize=3, linewidth=1.2,
                     label=key.split("/", 1)[1])
@@ -318,7 +319,8 @@ def plot_training_curves(path: Path, metrics_csv: Path, title: str = "") -> Path
             ax.axvline(step, color="grey", linestyle="--", linewidth=0.8)
             ax.annotate(label, (step, 1.0), xycoords=("data", "axes fraction"), fontsize=7, color="dimgrey",
                         rotation=90, ha="right", va="top")
-        ax.set_title(name + (f" ({len(partial)} smaller last batches left out)" if partial else ""), fontsize=10)
+        dropped = partial and any(key.startswith("train/") for key in keys)
+        ax.set_title(name + (f" ({len(partial)} smaller last batches left out)" if dropped else ""), fontsize=10)
         ax.set_xlabel("step", fontsize=8)
         ax.tick_params(labelsize=8)
         ax.grid(alpha=0.3)

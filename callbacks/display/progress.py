@@ -31,10 +31,16 @@ def train_description(current_epoch: int, max_epochs: int | None, global_step: i
 
 
 class StepProgressBar(RichProgressBar):
-    """``RichProgressBar`` whose description is ``Epoch E · step S/N`` for step-budgeted runs, on stderr."""
+    """``RichProgressBar`` whose description is ``Epoch E · step S/N`` for step-budgeted runs, on stderr; off
+    when stderr is not a terminal (``PlainProgressLines`` writes progress there)."""
 
     def __init__(self, *args, console_kwargs: dict | None = None, **kwargs):
         super().__init__(*args, console_kwargs={"stderr": True, **(console_kwargs or {})}, **kwargs)
+
+    def setup(self, trainer, pl_module, stage: str) -> None:
+        super().setup(trainer, pl_module, stage)
+        if not sys.stderr.isatty():  # a log file would only get the bar's last frame: PlainProgressLines serves it
+            self.disable()
 
     def _get_train_description(self, current_epoch: int) -> str:
         trainer = self.trainer
