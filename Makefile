@@ -6,7 +6,7 @@ PYTHON := $(BIN)/python
 export PROJECT_ROOT := $(CURDIR)
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install test test-slow test-all run bench bench-grad-cache lint clean
+.PHONY: install test test-slow test-all run bench bench-grad-cache bench-gpu precision-gpu lint clean
 
 STAMP := $(VENV)/.installed
 
@@ -40,6 +40,14 @@ bench: install
 # memory and time of one step with and without cached gradients (BENCHMARKS.md, its own section)
 bench-grad-cache: install
 	$(PYTHON) scripts/bench_grad_cache.py
+
+# on a GPU machine (docs/gpu.md): paper-scale steps, every precision, our step against the authors' layout
+bench-gpu: install
+	$(PYTHON) scripts/bench_gpu.py $(BENCH_ARGS)
+
+# on a GPU machine: bf16 and fp16 against fp32 for every method (skipped without a GPU)
+precision-gpu: install
+	$(PYTHON) -m pytest -m "slow or not slow" tests/test_precision_gpu.py -v
 
 lint: install
 	$(BIN)/ruff check .
