@@ -64,7 +64,7 @@ def command_of(run_dir: Path) -> str:
     overrides = run_dir / ".hydra" / "overrides.yaml"
     parts = [str(o) for o in OmegaConf.load(overrides)] if overrides.is_file() else []
     parts = [p for p in parts if not p.startswith(("hydra.run.dir", "paths.output_dir"))]
-    return "python run.py " + " ".join(parts)
+    return ("python run.py " + " ".join(parts)).rstrip()
 
 
 def build_card(run_dir: str | Path, repo_id: str | None = None) -> str:
