@@ -107,7 +107,10 @@ def test_backbone_trains_with_dropout_so_virtual_views_differ():
 
 
 def test_progress_bar_shows_the_step_count(toy_corpus, tmp_path, monkeypatch):
+    from callbacks.display import progress
     from callbacks.display.progress import StepProgressBar
+
+    monkeypatch.setattr(progress, "stderr_is_terminal", lambda: True)  # pytest captures stderr: a terminal here
 
     bar_overrides = [o for o in toy_overrides(toy_corpus, 4) if o not in ("~callbacks.progress",
                                                                             "trainer.enable_progress_bar=false")]
@@ -123,3 +126,22 @@ def test_progress_bar_shows_the_step_count(toy_corpus, tmp_path, monkeypatch):
     monkeypatch.setattr(StepProgressBar, "on_train_batch_end", spy)
     train(config)
     assert seen and seen[-1].strip().endswith("step 4/4")
+
+
+def test_progress_bar_is_off_without_a_terminal(toy_corpus, tmp_path, monkeypatch):
+    """Output to a file would only get the bar's last frame; the plain progress lines serve it instead."""
+    from callbacks.display import progress
+
+    monkeypatch.setattr(progress, "stderr_is_terminal", lambda: False)
+    bar_overrides = [o for o in toy_overrides(toy_corpus, 2) if o not in ("~callbacks.progress",
+                                                                            "trainer.enable_progress_bar=false")]
+    states = []
+    original = progress.StepProgressBar.on_train_start
+
+    def spy(self, trainer, pl_module):
+        original(self, trainer, pl_module)
+        states.append(self.is_disabled)
+
+    monkeypatch.setattr(progress.StepProgressBar, "on_train_start", spy)
+    train(compose_config(bar_overrides, tmp_path / "run"))
+    assert states == [True]

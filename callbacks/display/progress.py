@@ -20,6 +20,11 @@ from lightning.pytorch.utilities.model_summary import get_formatted_model_size, 
 log = logging.getLogger(__name__)
 
 
+def stderr_is_terminal() -> bool:
+    """Whether progress goes to a person's terminal (else to a file: a scheduler's log, nohup, CI)."""
+    return sys.stderr.isatty()
+
+
 def train_description(current_epoch: int, max_epochs: int | None, global_step: int, max_steps: int) -> str:
     """Text in front of the training bar: the epoch, and the step budget when there is one."""
     text = f"Epoch {current_epoch}"
@@ -39,7 +44,7 @@ class StepProgressBar(RichProgressBar):
 
     def setup(self, trainer, pl_module, stage: str) -> None:
         super().setup(trainer, pl_module, stage)
-        if not sys.stderr.isatty():  # a log file would only get the bar's last frame: PlainProgressLines serves it
+        if not stderr_is_terminal():  # a log file would only get the bar's last frame: PlainProgressLines serves it
             self.disable()
 
     def _get_train_description(self, current_epoch: int) -> str:
@@ -142,7 +147,7 @@ class PlainProgressLines(Callback):
         self._last_time = self._last_step = None
 
     def on_train_start(self, trainer, pl_module) -> None:
-        self._active = trainer.is_global_zero and (self.when == "always" or not sys.stderr.isatty())
+        self._active = trainer.is_global_zero and (self.when == "always" or not stderr_is_terminal())
         self._last_time, self._last_step = time.monotonic(), trainer.global_step
 
     def total_steps(self, trainer) -> int | None:
