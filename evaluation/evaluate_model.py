@@ -1,7 +1,7 @@
 """Evaluate any model on clustering, STS and transfer from one command (docs/evaluation.md).
 
     python -m evaluation.evaluate_model --model <run dir | .ckpt | folder | Hub name | minilm>
-        [--tasks clustering,sts,transfer] [--out DIR] [--seeds 10]
+        [--tasks clustering,sts,transfer,mteb] [--mteb-tasks STS12,my.csv] [--out DIR] [--seeds 10]
         [--short-text-dir ../shared/data/short_text] [--senteval-dir ../shared/data/senteval/downstream]
     python -m evaluation.evaluate_model --compare a.json b.json ...
 
@@ -17,6 +17,9 @@
   PyTorch logistic regression, the papers' protocol; ``sklearn``: scikit-learn logistic
   regression; ``senteval-toolkit``: the installed SentEval package); slow on CPU, so not in the
   default task list. Tables and headline rows name the protocol.
+- mteb: ``evaluation.mteb_eval`` runs the MTEB tasks named by ``--mteb-tasks`` (MTEB names or local
+  tables) through the ``mteb`` package with this encoder; MTEB's result files go to ``<out>/mteb/``
+  and the table is named after MTEB's protocol and version.
 
 Writes ``<out>/<model slug>.md`` and ``.json``; ``--compare`` prints the headline numbers of
 several such JSON files side by side.
@@ -64,7 +67,7 @@ SHORT_NAMES = {
     "googlenews_s": "G-S",
     "googlenews_t": "G-T",
 }
-TASKS = ("clustering", "sts", "transfer")
+TASKS = ("clustering", "sts", "transfer", "mteb")
 DEFAULT_TASKS = ("clustering", "sts")
 
 Encode = Callable[[list[str]], np.ndarray]
@@ -254,6 +257,7 @@ def evaluate_encoder(
     kmeans_backend: str | None = None,
     kmeans_n_init: int = 10,
     embedding_cache: str | Path | None = None,
+    mteb_options: dict | None = None,
 ) -> dict:
     """Run the requested evaluations of ``encoder`` (a ``TextEncoder``) with ``pooling``.
 
@@ -264,6 +268,9 @@ def evaluate_encoder(
     Token limits: 32 for clustering (the papers' training length), the backbone's limit for STS
     (as ``evaluation.sts``: SimCSE does not truncate) and 128 for transfer (as
     ``evaluation.transfer``). A task whose data folder is absent is noted, not fatal.
+
+    ``mteb_options`` (task ``mteb``): ``tasks`` (MTEB names or local tables), ``out_dir`` (MTEB's result
+    files), ``label``, ``max_length`` (default: the encoder's own, i.e. the run's), ``sts_range``.
     """
     unknown = [t for t in tasks if t not in TASKS]
     if unknown:
@@ -309,6 +316,16 @@ def evaluate_encoder(
                 for t, r in result["transfer"]["tasks"].items()
                 if "skipped" in r
             ]
+        elif task == "mteb":
+            from evaluation.mteb_eval import evaluate_mteb
+
+            options = dict(mteb_options or {})
+            length = options.pop("max_length", None) or encoder.max_length
+            with max_length(encoder, length):
+                result["mteb"] = evaluate_mteb(
+                    encode, options.pop("tasks", ()), options.pop("out_dir", "outputs/evaluation/mteb"),
+                    options.pop("label", "model"), max_tokens=length, batch_size=batch_size, log=log, **options)
+            result["mteb"]["max_length"] = length
         result["seconds"][task] = round(time.perf_counter() - start, 1)
     return result
 
@@ -325,6 +342,11 @@ def to_markdown(result: dict, label: str) -> str:
     if "transfer" in result:
         title = f"Transfer (SentEval tasks, protocol {result['transfer'].get('protocol', 'sklearn')})"
         parts += [transfer_markdown(result["transfer"], title).replace("# Transfer", "## Transfer", 1)]
+    if "mteb" in result:
+        from evaluation.mteb_eval import markdown_table as mteb_markdown
+
+        parts += [f"## {result['mteb']['protocol']}", "", f"Token limit {result['mteb']['max_length']}.", "",
+                  mteb_markdown(result["mteb"], label)]
     if result.get("notes"):
         parts += ["## Notes", ""] + [f"- {n}" for n in result["notes"]] + [""]
     parts += ["Wall time per task (s): " + ", ".join(f"{t} {s}" for t, s in result["seconds"].items()), ""]
@@ -373,6 +395,10 @@ def headline_rows(result: dict) -> dict[str, float | None]:
                 rows[f"transfer {task} ({protocol})"] = r["acc"]
         if transfer.get("avg") is not None:
             rows[f"transfer avg ({len(transfer['avg_over'])} tasks, {protocol})"] = transfer["avg"]
+    mteb = result.get("mteb")
+    if mteb:
+        for task, r in mteb["tasks"].items():
+            rows[f"MTEB {task} ({r['main_score_name']})"] = None if r["main_score"] is None else 100 * r["main_score"]
     return rows
 
 
@@ -394,6 +420,12 @@ def compare_files(paths: Sequence[str | Path]) -> str:
 
 
 # --------------------------------------------------------------------------------- CLI
+
+
+def is_run_reference(model_ref: str) -> bool:
+    """A checkpoint or a run folder of this project (its encoder carries the run's max_length)."""
+    path = Path(model_ref)
+    return path.suffix == ".ckpt" or (path.is_dir() and (path / "config_resolved.yaml").is_file())
 
 
 def write_outputs(result: dict, out_dir: str | Path, stem: str, label: str) -> tuple[Path, Path]:
@@ -454,6 +486,16 @@ def main(argv: Sequence[str] | None = None) -> dict | str:
         "--transfer-setting", default="default", choices=("default", "prototyping"), help="SentEval classifier setting"
     )
     parser.add_argument("--transfer-jobs", type=int, default=1, help="processes for the senteval protocol's folds")
+    parser.add_argument(
+        "--mteb-tasks", default="",
+        help="with --tasks mteb: comma-separated MTEB task names (e.g. STS12,SciDocsRR) or local tables "
+        "(text,label: clustering; sentence1,sentence2,score: STS)",
+    )
+    parser.add_argument(
+        "--mteb-max-length", type=int, default=None,
+        help="token limit for MTEB (default: a run's or checkpoint's max_length; other models: their position limit)"
+    )
+    parser.add_argument("--mteb-sts-range", default="0:5", help="lo:hi of the scores of local STS tables")
     args = parser.parse_args(argv)
 
     if args.compare:
@@ -474,6 +516,16 @@ def main(argv: Sequence[str] | None = None) -> dict | str:
         from evaluation.transfer import check_transfer_options
 
         check_transfer_options(transfer_options)  # before the model is loaded
+    label = args.name or model_slug(args.model)
+    mteb_options = None
+    if "mteb" in tasks:
+        from evaluation.mteb_eval import check_data_available, parse_range, resolve_tasks
+
+        names = [t.strip() for t in args.mteb_tasks.split(",") if t.strip()]
+        sts_range = parse_range(args.mteb_sts_range)
+        check_data_available(resolve_tasks(names, sts_range))  # before the model is loaded
+        mteb_options = {"tasks": names, "out_dir": args.out / "mteb", "label": label,
+                        "max_length": args.mteb_max_length, "sts_range": sts_range}
 
     from evaluation.load import load_encoder
 
@@ -482,7 +534,9 @@ def main(argv: Sequence[str] | None = None) -> dict | str:
 
     start = time.perf_counter()
     encoder, pooling = load_encoder(args.model, args.pooling)
-    label = args.name or model_slug(args.model)
+    if mteb_options is not None and mteb_options["max_length"] is None and not is_run_reference(args.model):
+        mteb_options["max_length"] = min(int(encoder.tokenizer.model_max_length),
+                                         int(encoder.backbone.config.max_position_embeddings))
     result = evaluate_encoder(
         encoder,
         pooling,
@@ -498,6 +552,7 @@ def main(argv: Sequence[str] | None = None) -> dict | str:
         kmeans_backend=args.kmeans_backend,
         kmeans_n_init=args.kmeans_n_init,
         embedding_cache=args.embedding_cache,
+        mteb_options=mteb_options,
     )
     import torch
 

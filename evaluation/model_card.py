@@ -60,6 +60,19 @@ def transfer_table(transfer: dict) -> list[str]:
             "| " + " | ".join(f"{tasks[t]['acc']:.2f}" for t in done) + f" | {transfer.get('avg', 0):.2f} |", ""]
 
 
+def mteb_table(results: dict) -> list[str]:
+    """MTEB's main score per task, from the headline of whichever end-of-run evaluation ran it."""
+    rows = {}
+    for section in ("final_evaluation", "mteb_evaluation"):
+        for key, value in ((results.get(section) or {}).get("headline") or {}).items():
+            if key.startswith("MTEB ") and value is not None:
+                rows[key[len("MTEB "):]] = value
+    if not rows:
+        return []
+    return ["### MTEB (MTEB's protocol, each task's main score x100)", "", "| task (metric) | score |", "|---|---|"] + [
+        f"| {task} | {value:.2f} |" for task, value in rows.items()] + [""]
+
+
 def command_of(run_dir: Path) -> str:
     overrides = run_dir / ".hydra" / "overrides.yaml"
     parts = [str(o) for o in OmegaConf.load(overrides)] if overrides.is_file() else []
@@ -96,6 +109,7 @@ def build_card(run_dir: str | Path, repo_id: str | None = None) -> str:
     lines += ["", "## Results", ""]
     tables = clustering_table(results.get("clustering") or {}) + sts_table(results.get("sts") or {})
     tables += transfer_table(((results.get("final_evaluation") or {}).get("transfer")) or {})
+    tables += mteb_table(results)
     lines += tables or ["No evaluation results in this run's results.json.", ""]
     lines += ["## Citation", "", "```bibtex", cls.citation.strip() or f"% {cls.__name__}: no citation declared", "```",
               ""]

@@ -25,7 +25,8 @@ def hand_made_run(folder: Path) -> Path:
     results = {"steps": 200, "sts": {"aggregation": "all", "avg": 0.7123,
                                      "spearman": {"STS12": 0.61, "STSB": 0.8012, "SICKR": 0.725}},
                "final_evaluation": {"transfer": {"protocol_name": "SentEval PyTorch logistic regression",
-                                                 "tasks": {"MR": {"acc": 75.5}, "CR": {"acc": 80.25}}, "avg": 77.875}}}
+                                                 "tasks": {"MR": {"acc": 75.5}, "CR": {"acc": 80.25}}, "avg": 77.875}},
+               "mteb_evaluation": {"headline": {"MTEB STS12 (cosine_spearman)": 61.234}}}
     (folder / "results.json").write_text(json.dumps(results))
     return folder
 
@@ -38,6 +39,7 @@ def test_card_holds_method_recipe_data_results_command_and_citation(tmp_path):
     assert "| `steps` | `200` |" in card and "| `seed` | `3` |" in card
     assert "`wiki` (wiki1m_for_simcse.txt)" in card
     assert "`python run.py method=clusterns dataset=wiki`" in card  # the run folder override is not part of it
+    assert "### MTEB (MTEB's protocol" in card and "| STS12 (cosine_spearman) | 61.23 |" in card
     assert "`all` aggregation" in card and "| 61.00 | 80.12 | 72.50 | 71.23 |" in card
     assert "Protocol: SentEval PyTorch logistic regression" in card and "| 75.50 | 80.25 | 77.88 |" in card
     assert "@inproceedings{deng-etal-2023-clustering" in card

@@ -10,6 +10,7 @@ the results are written into the run directory as ``evaluation.md``/``evaluation
 
 from __future__ import annotations
 
+import datetime as dt
 import time
 from pathlib import Path
 from typing import Sequence
@@ -23,7 +24,7 @@ class FinalEvaluation(Callback):
     """Evaluates ``pl_module.encoder`` with ``pl_module.eval_pooling`` once, at the end of training.
 
     Args:
-        tasks: subset of ``clustering``, ``sts``, ``transfer``.
+        tasks: subset of ``clustering``, ``sts``, ``transfer``, ``mteb``.
         senteval_dir: SentEval's ``downstream`` folder (STS and transfer data).
         short_text_dir: folder of the clustering benchmark CSVs.
         clustering_datasets: conf/dataset names to cluster (default: the eight benchmarks;
@@ -32,7 +33,13 @@ class FinalEvaluation(Callback):
         transfer_options: keyword arguments for ``evaluation.transfer.evaluate_transfer``, e.g.
             ``{protocol: senteval, setting: default}`` (SentEval's PyTorch logistic regression, the
             papers' protocol and the default) or ``{protocol: sklearn}``; checked here, before training.
-        output_dir: run directory for the Markdown/JSON files (none written when null).
+        output_dir: run directory for the Markdown/JSON files (none written when null); MTEB's own
+            result files go to its ``mteb/`` sub-folder.
+        mteb_tasks: with task ``mteb``: MTEB task names or local tables (``evaluation.mteb_eval``);
+            checked here, before training (an unknown name, or a Hub task offline, stops the run).
+        mteb_max_length: MTEB's token limit (default: the run's ``encoder.max_length``).
+        results_key: the results.json section (and file stem, ``<results_key>.md``) of this evaluation,
+            so that two instances (PairSupCon's and the generic ``callbacks.mteb``) do not collide.
     """
 
     results_key = "final_evaluation"
@@ -49,11 +56,17 @@ class FinalEvaluation(Callback):
         batch_size: int = 128,
         print_table: bool = True,
         kmeans_backend: str | None = None,
+        mteb_tasks: Sequence[str] = (),
+        mteb_max_length: int | None = None,
+        results_key: str = "final_evaluation",
     ):
         from lightning_modules.shared.kmeans import resolve_kmeans_backend
 
         self.kmeans_backend = resolve_kmeans_backend(kmeans_backend)
+        self.results_key = results_key
         self.tasks = list(tasks)
+        if "mteb" in self.tasks and not mteb_tasks:
+            self.tasks.remove("mteb")  # the generic entry of conf/callbacks: off until tasks are named
         self.senteval_dir = senteval_dir
         self.short_text_dir = short_text_dir
         self.clustering_datasets = list(clustering_datasets) if clustering_datasets else list(BENCHMARKS)
@@ -63,6 +76,12 @@ class FinalEvaluation(Callback):
             from evaluation.transfer import check_transfer_options
 
             check_transfer_options(self.transfer_options)  # a bad option fails now, not after training
+        self.mteb_tasks = list(mteb_tasks or ())
+        self.mteb_max_length = mteb_max_length
+        if "mteb" in self.tasks:
+            from evaluation.mteb_eval import check_data_available, resolve_tasks
+
+            check_data_available(resolve_tasks(self.mteb_tasks))
         self.output_dir = Path(output_dir) if output_dir else None
         self.batch_size = batch_size
         self.print_table = print_table
@@ -77,6 +96,9 @@ class FinalEvaluation(Callback):
             kwargs["senteval_dir"] = self.senteval_dir
         if self.short_text_dir:
             kwargs["short_text_dir"] = self.short_text_dir
+        label = f"{type(pl_module).__name__} step {trainer.global_step}"
+        mteb_options = {"tasks": self.mteb_tasks, "max_length": self.mteb_max_length, "label": type(pl_module).__name__,
+                        "out_dir": (self.output_dir or Path("outputs/evaluation")) / "mteb"}
         self.result = evaluate_encoder(
             pl_module.encoder,
             pl_module.eval_pooling,
@@ -86,12 +108,14 @@ class FinalEvaluation(Callback):
             transfer_options=self.transfer_options,
             batch_size=self.batch_size,
             kmeans_backend=self.kmeans_backend,
+            mteb_options=mteb_options,
             **kwargs,
         )
-        self.result.update(step=trainer.global_step, wall_seconds=round(time.perf_counter() - start, 1))
+        self.result.update(step=trainer.global_step, date=dt.date.today().isoformat(),
+                           wall_seconds=round(time.perf_counter() - start, 1))
         if self.output_dir is not None:
-            label = f"{type(pl_module).__name__} step {trainer.global_step}"
-            md_path, _ = write_outputs(self.result, self.output_dir, "evaluation", label)
+            stem = "evaluation" if self.results_key == "final_evaluation" else self.results_key
+            md_path, _ = write_outputs(self.result, self.output_dir, stem, label)
             if self.print_table:
                 print(md_path.read_text())
 
