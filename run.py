@@ -57,7 +57,7 @@ def instantiate_method(cfg: DictConfig, datamodule=None):
     method_cfg = OmegaConf.to_container(cfg.method, resolve=True)
     for key in ("name", "callbacks"):
         method_cfg.pop(key, None)
-    if "num_clusters" in method_cfg and method_cfg["num_clusters"] is None and datamodule is not None:
+    if "num_clusters" in method_cfg and method_cfg["num_clusters"] in (None, "auto") and datamodule is not None:
         if not hasattr(datamodule, "num_clusters"):
             raise ConfigError(
                 f"method.num_clusters is null but the dataset '{cfg.dataset.name}' has no classes to count; "
@@ -75,6 +75,43 @@ def instantiate_datamodule(cfg: DictConfig):
     if data_cfg.get("num_clusters", 0) is None:
         data_cfg.pop("num_clusters")
     return hydra.utils.instantiate(data_cfg)
+
+
+def resolve_auto_clusters(cfg: DictConfig, datamodule, output_dir: Path) -> dict | None:
+    """``dataset.num_clusters=auto``: choose K from the training texts, without labels, before training.
+
+    The texts are embedded by the untrained backbone with the method's pooling and the run's token
+    limit, and ``evaluation.choose_k`` scans ``choose_k.k`` under ``choose_k.rule``. The choice is kept in
+    ``<run>/choose_k/choose_k.json``, so a resumed run reuses it instead of choosing again.
+    """
+    if getattr(datamodule, "requested_clusters", None) != "auto":
+        return None
+    from evaluation.choose_k import choose_k, write_outputs
+    from lightning_modules.shared.encoder import TextEncoder
+
+    folder = output_dir / "choose_k"
+    saved = folder / "choose_k.json"
+    if saved.is_file():
+        result = json.loads(saved.read_text())
+        log.info("num_clusters=auto: K=%d, as chosen before (%s)", result["recommended"]["k"], saved)
+    else:
+        settings = cfg.get("choose_k") or {}
+        pooling = cfg.method.get("pooling") or "mean"
+        encoder = TextEncoder.from_name(cfg.backbone.name, pooling=pooling, max_length=int(cfg.max_length)).eval()
+        log.info("num_clusters=auto: embedding %d texts with the untrained %s and scanning K=%s",
+                 len(datamodule.texts), cfg.backbone.name, settings.get("k", "2:60"))
+        embeddings = encoder.encode(datamodule.texts, batch_size=128).numpy()
+        result = choose_k(embeddings, settings.get("k", "2:60"), int(settings.get("seeds", 5)),
+                          settings.get("rule", "silhouette"), int(settings.get("silhouette_sample", 3000)),
+                          log=log.info)
+        with writing(saved):
+            write_outputs(result, folder, f"{cfg.dataset.name} ({cfg.backbone.name}, before training)")
+    datamodule.requested_clusters = int(result["recommended"]["k"])
+    rec = result["recommended"]
+    log.info("num_clusters=auto: K=%d (%s); HDBSCAN found %s clusters", rec["k"], rec["rule_text"],
+             result["hdbscan"].get("clusters"))
+    return {"k": rec["k"], "rule": rec["rule"], "rule_text": rec["rule_text"], "ks": result["ks"],
+            "hdbscan_clusters": result["hdbscan"].get("clusters"), "details": str(saved)}
 
 
 def instantiate_callbacks(cfg: DictConfig) -> list:
@@ -105,6 +142,7 @@ def train(cfg: DictConfig) -> dict:
 
     datamodule = instantiate_datamodule(cfg)
     datamodule.setup("fit")
+    auto_k = resolve_auto_clusters(cfg, datamodule, output_dir)
     validation.check_data(cfg, datamodule, checkpoint_hparams)
     model = instantiate_method(cfg, datamodule)
     callbacks = instantiate_callbacks(cfg)
@@ -132,6 +170,8 @@ def train(cfg: DictConfig) -> dict:
         "checkpoint": str(output_dir / "checkpoints" / "last.ckpt"),
         **control.results_fields(),
     }
+    if auto_k is not None:
+        results["num_clusters_choice"] = auto_k
     for callback in callbacks:
         if hasattr(callback, "summary"):
             results[getattr(callback, "results_key", type(callback).__name__)] = callback.summary()

@@ -229,6 +229,8 @@ def check_num_clusters(cfg: DictConfig) -> None:
     for key, value in (("dataset.num_clusters", data_k), ("method.num_clusters", method_k)):
         if value is None or (key == "method.num_clusters" and value == data_k):
             continue
+        if key == "dataset.num_clusters" and value == "auto":
+            continue  # chosen without labels before training (run.resolve_auto_clusters)
         if not _is_int(value) or value < 2:
             raise ConfigError(
                 f"{key}={value!r}: clustering needs K >= 2 clusters (with K=1 every text is in the same cluster "
@@ -473,7 +475,7 @@ def check_data(cfg: DictConfig, datamodule, checkpoint_hparams: dict | None = No
     if checkpoint_hparams and "num_clusters" in checkpoint_hparams:
         theirs = checkpoint_hparams["num_clusters"]
         ours = _select(cfg, "method.num_clusters")
-        if ours is None:
+        if ours is None or ours == "auto":
             ours = getattr(datamodule, "num_clusters", None)
         if ours is not None and theirs is not None and int(theirs) != int(ours):
             raise CheckpointError(

@@ -393,6 +393,9 @@ class ShortTextDataModule(ResumableData, L.LightningDataModule):
             self.path.parent.mkdir(parents=True, exist_ok=True)
             text_io.read_hub_dataset(*self.hub).to_parquet(self.path)
         corpus = load_corpus(self.path, self.text_column, self.label_column, self.aug_columns, self.encoding)
+        self.corpus = corpus
+        if self.requested_clusters == "auto":
+            return  # run.resolve_auto_clusters sets requested_clusters from the texts, before K is used
         k = self.num_clusters_for(corpus)
         distinct = len(set(corpus.texts))
         if k > distinct:
@@ -400,9 +403,11 @@ class ShortTextDataModule(ResumableData, L.LightningDataModule):
                 f"{k} clusters requested (dataset.num_clusters) but '{self.path}' has only {distinct} "
                 "distinct texts; lower dataset.num_clusters or use a larger file."
             )
-        self.corpus = corpus
 
     def num_clusters_for(self, corpus: ShortTextCorpus) -> int:
+        if self.requested_clusters == "auto":
+            raise DataConfigError("dataset.num_clusters=auto is resolved by run.py before training (evaluation."
+                                  "choose_k); outside run.py, choose K with `python -m evaluation.choose_k` and set it.")
         if self.requested_clusters is not None:
             if int(self.requested_clusters) < 2:
                 raise DataConfigError(

@@ -20,6 +20,12 @@ pairsupcon      sts_dev.spearman              STS-B dev of the final weights (Pa
 no default      the first of FALLBACKS that the run produced
 ==============  ============================  ====================================================
 
+Label-free shorthands (no labels needed; ``evaluation.label_free``): ``objective=silhouette``,
+``calinski_harabasz``, ``dunn`` (maximised) and ``davies_bouldin``, ``changed`` (lower is better: the
+entry's ``direction`` says ``minimize``, and a sweep over them sets ``hydra.sweeper.direction=minimize``)
+stand for ``clustering.final.kmeans_<name>``. ``auto`` on a clustering run without labels falls back
+to ``clustering.final.kmeans_silhouette`` and notes it.
+
 Test scores (``sts.*``: STS12-16, STS-B test, SICK-R; ``final_evaluation``) are never a default:
 tuning on them would report a tuned-on-test number. ``auto`` that finds no such number (e.g.
 clustering without labels) gives no objective (None) and says so; ``objective: null`` turns it
@@ -39,6 +45,15 @@ log = logging.getLogger(__name__)
 AUTO = "auto"
 DIRECTION = "maximize"
 FALLBACKS = ("clustering.final.kmeans_acc", "sts_selection.best", "sts_dev.spearman")
+LABEL_FREE_FALLBACK = "clustering.final.kmeans_silhouette"
+# objective=<shorthand> -> (dotted path, direction)
+SHORTHANDS = {
+    "silhouette": ("clustering.final.kmeans_silhouette", "maximize"),
+    "calinski_harabasz": ("clustering.final.kmeans_calinski_harabasz", "maximize"),
+    "dunn": ("clustering.final.kmeans_dunn", "maximize"),
+    "davies_bouldin": ("clustering.final.kmeans_davies_bouldin", "minimize"),
+    "changed": ("clustering.final.kmeans_changed", "minimize"),
+}
 # results.json sections written by evaluation callbacks (their ``results_key``): an objective under
 # one of these can be checked before training against the callbacks the run has
 CALLBACK_SECTIONS = {
@@ -92,8 +107,8 @@ def resolve_name(setting: str | None, default: str | None, results: Mapping) -> 
     if setting is None or str(setting).lower() in ("null", "none", ""):
         return None
     if setting != AUTO:
-        return str(setting)
-    candidates = [default] if default else list(FALLBACKS)
+        return SHORTHANDS.get(str(setting), (str(setting), None))[0]
+    candidates = ([default] if default else list(FALLBACKS)) + [LABEL_FREE_FALLBACK]
     for name in candidates:
         try:
             if is_finite_number(lookup(results, name)):
@@ -118,11 +133,17 @@ def objective_entry(setting: str | None, default: str | None, results: Mapping, 
     their sections empty, a missing number is no error: rank 0's value is the job's.
     """
     name = resolve_name(setting, default, results)
-    entry = {"name": name, "value": None, "direction": DIRECTION, "setting": setting}
+    direction = SHORTHANDS.get(str(setting), (None, DIRECTION))[1] or DIRECTION
+    if name and name.split(".")[-1].endswith(("_davies_bouldin", "_changed")):
+        direction = "minimize"
+    entry = {"name": name, "value": None, "direction": direction, "setting": setting}
     if name is None:
         if setting == AUTO:
             entry["note"] = f"no default objective ({default or 'none declared'}) in this run's results"
         return entry
+    if setting == AUTO and name == LABEL_FREE_FALLBACK:
+        entry["note"] = f"no labels: the method's default ({default or 'none declared'}) is missing, so the " \
+                        "label-free silhouette is the objective"
     if not rank_zero:
         try:
             value = lookup(results, name)
@@ -165,7 +186,7 @@ def check_sources(setting: str | None, result_sections: Iterable[str]) -> None:
     """
     if setting is None or setting == AUTO:
         return
-    section = str(setting).split(".")[0]
+    section = SHORTHANDS.get(str(setting), (str(setting), None))[0].split(".")[0]
     if section not in CALLBACK_SECTIONS:
         return
     present = set(result_sections)

@@ -2,19 +2,26 @@
 from __future__ import annotations
 
 import csv
+import logging
 import time
 from pathlib import Path
 
+import numpy as np
+
 from callbacks.evaluation.eval_outputs import cached_eval_outputs
 from callbacks.evaluation.periodic import PeriodicEvaluation
-from errors import writing
+from errors import ConfigError, writing
+from evaluation.label_free import DIRECTIONS as LABEL_FREE_DIRECTIONS
+from evaluation.label_free import best_index, label_free_scores, stable_step
 from evaluation.metrics import clustering_scores
 from lightning_modules.shared.kmeans import kmeans_fit, resolve_kmeans_backend
+
+log = logging.getLogger(__name__)
 
 
 def evaluate_outputs(
     outputs: dict, labels, num_clusters: int, seed: int = 0, n_init: int = 10, kmeans=None,
-    kmeans_backend: str | None = None,
+    kmeans_backend: str | None = None, previous: dict | None = None, label_free_sample: int | None = 2000,
 ) -> tuple[dict, dict]:
     """Scores and predictions from evaluation outputs.
 
@@ -23,6 +30,9 @@ def evaluate_outputs(
     are known (empty otherwise); predictions ``kmeans`` and ``head`` as integer arrays.
     ``kmeans``: a KMeans already fitted on these embeddings (its ``labels_`` are used), else one is
     fitted with ``kmeans_backend`` (``lightning_modules.shared.kmeans.kmeans_fit``; None: the default backend).
+    Label-free criteria (``evaluation.label_free``; ``kmeans_silhouette``, ``head_changed``, ...) are added for
+    every prediction unless ``label_free_sample`` is None; ``previous`` ({name: assignments} of the last
+    evaluation) gives ``<name>_changed``.
     """
     if kmeans is None:
         kmeans = kmeans_fit(outputs["embeddings"].numpy(), num_clusters, seed, n_init, kmeans_backend)
@@ -33,16 +43,52 @@ def evaluate_outputs(
     if labels is not None:
         for name, pred in predictions.items():
             metrics.update({f"{name}_{k}": v for k, v in clustering_scores(labels, pred).items()})
+    if label_free_sample is not None:
+        embeddings = outputs["embeddings"].numpy()
+        for name, pred in predictions.items():
+            scores = label_free_scores(embeddings, pred, num_clusters, (previous or {}).get(name), label_free_sample,
+                                       seed)
+            metrics.update({f"{name}_{k}": v for k, v in scores.items()})
     return metrics, predictions
+
+
+def monitor_direction(monitor: str) -> str:
+    """``max`` or ``min`` for a metric name such as ``kmeans_acc``, ``head_davies_bouldin``."""
+    base = monitor.split("_", 1)[1] if monitor.startswith(("kmeans_", "head_")) else monitor
+    if base in LABEL_FREE_DIRECTIONS:
+        if LABEL_FREE_DIRECTIONS[base] is None:
+            raise ConfigError(f"monitor={monitor}: {base} has no better direction; monitor another metric "
+                              f"({', '.join(n for n, d in LABEL_FREE_DIRECTIONS.items() if d)} or acc/nmi/ari/ami).")
+        return LABEL_FREE_DIRECTIONS[base]
+    if base in ("acc", "nmi", "ari", "ami"):
+        return "max"
+    raise ConfigError(f"monitor={monitor}: unknown metric; use <kmeans|head>_<acc|nmi|ari|ami> (labels) or "
+                      f"<kmeans|head>_<{'|'.join(n for n, d in LABEL_FREE_DIRECTIONS.items() if d)}> (no labels).")
+
+
+def uses_labels(monitor: str) -> bool:
+    return monitor.split("_", 1)[-1] in ("acc", "nmi", "ari", "ami")
 
 
 class ClusteringEvaluator(PeriodicEvaluation):
     """Evaluates clustering before training, every ``every_n_steps`` steps and at the end.
 
-    Logs ``val/kmeans_acc``, ``val/kmeans_nmi``, ``val/kmeans_ari``, ``val/kmeans_ami`` and the same
-    for the cluster head (``val/head_*``) when the module's ``eval_step`` returns ``head_pred``.
+    Logs ``val/kmeans_acc``, ``val/kmeans_nmi``, ``val/kmeans_ari``, ``val/kmeans_ami`` (with labels) and
+    the label-free ``val/kmeans_silhouette``, ``_calinski_harabasz``, ``_davies_bouldin``, ``_dunn``,
+    ``_size_entropy``, ``_changed`` (``evaluation.label_free``), and the same for the cluster head
+    (``val/head_*``) when the module's ``eval_step`` returns ``head_pred``.
     Needs the datamodule's ``eval_dataloader()``, ``labels`` (or None) and ``num_clusters``.
-    The best step is chosen by ``monitor`` (which uses the labels) and recorded as such.
+
+    Args:
+        monitor: the metric that picks the best step (``best_step`` in results.json): a label metric
+            (``kmeans_acc``: an oracle, recorded as ``best_selected_with_labels``) or a label-free one
+            (``kmeans_silhouette``, ``head_davies_bouldin`` (lower is better), ...). Without labels a label
+            metric falls back to ``kmeans_silhouette``, and the summary says so.
+        label_free: log the label-free criteria (their cost: a silhouette on ``label_free_sample`` texts
+            and three torchmetrics scores per prediction).
+        stop_when_changed_below: stop training once ``stop_patience`` consecutive evaluations changed the
+            cluster of fewer than this share of texts (``stop_key``, default ``kmeans_changed``; e.g. 0.01).
+            None: never stop early.
     At the end it writes ``predictions.csv`` into ``output_dir``.
     """
 
@@ -57,9 +103,30 @@ class ClusteringEvaluator(PeriodicEvaluation):
         evaluate_before: bool = True,
         output_dir: str | None = None,
         kmeans_backend: str | None = None,
+        label_free: bool = True,
+        label_free_sample: int = 2000,
+        stop_when_changed_below: float | None = None,
+        stop_patience: int = 3,
+        stop_key: str = "kmeans_changed",
     ):
         super().__init__(every_n_steps=every_n_steps, evaluate_before=evaluate_before)
+        monitor_direction(monitor)  # an unknown name fails now
+        if stop_when_changed_below is not None and not 0 < stop_when_changed_below < 1:
+            raise ConfigError(f"stop_when_changed_below={stop_when_changed_below}: a share in (0, 1), e.g. 0.01, "
+                              "or null to never stop early")
+        if stop_patience < 1:
+            raise ConfigError(f"stop_patience={stop_patience}: at least 1 evaluation")
+        if stop_when_changed_below is not None and not label_free:
+            raise ConfigError("stop_when_changed_below needs label_free=true (the share of changed assignments)")
+        if not stop_key.endswith("_changed"):
+            raise ConfigError(f"stop_key={stop_key}: kmeans_changed or head_changed")
         self.monitor = monitor
+        self.label_free_sample = label_free_sample if label_free else None
+        self.stop_when_changed_below = stop_when_changed_below
+        self.stop_patience = stop_patience
+        self.stop_key = stop_key
+        self.previous: dict = {}  # {prediction name: assignments of the last evaluation}, for `changed`
+        self.stopped: dict | None = None
         self.kmeans_seed = kmeans_seed
         self.kmeans_n_init = kmeans_n_init
         self.kmeans_backend = resolve_kmeans_backend(kmeans_backend)
@@ -68,6 +135,17 @@ class ClusteringEvaluator(PeriodicEvaluation):
         self.before_predictions: dict | None = None  # KMeans of the embeddings before training
         self.outputs: dict | None = None  # evaluation outputs behind ``predictions``
         self.kmeans_centers = None  # [K, d] centres of the KMeans behind ``predictions["kmeans"]``
+
+    def state_dict(self) -> dict:
+        state = super().state_dict()
+        state["previous"] = {k: np.asarray(v).tolist() for k, v in self.previous.items()}
+        state["stopped"] = self.stopped
+        return state
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        super().load_state_dict(state_dict)
+        self.previous = {k: np.asarray(v, dtype=np.int64) for k, v in (state_dict.get("previous") or {}).items()}
+        self.stopped = state_dict.get("stopped")
 
     # -- hooks (schedule and persistence in PeriodicEvaluation) ------------------------------------------
     def on_train_end(self, trainer, pl_module) -> None:
@@ -83,7 +161,9 @@ class ClusteringEvaluator(PeriodicEvaluation):
         kmeans = kmeans_fit(
             outputs["embeddings"].numpy(), dm.num_clusters, self.kmeans_seed, self.kmeans_n_init, self.kmeans_backend
         )
-        metrics, predictions = evaluate_outputs(outputs, dm.labels, dm.num_clusters, kmeans=kmeans)
+        metrics, predictions = evaluate_outputs(outputs, dm.labels, dm.num_clusters, self.kmeans_seed, kmeans=kmeans,
+                                                previous=self.previous, label_free_sample=self.label_free_sample)
+        self.previous = {k: np.asarray(v, dtype=np.int64) for k, v in predictions.items()}
         entry = {"step": trainer.global_step, "epoch": trainer.current_epoch, **metrics}
         entry["eval_seconds"] = round(time.perf_counter() - start, 3)
         if record:
@@ -96,23 +176,53 @@ class ClusteringEvaluator(PeriodicEvaluation):
         if trainer.is_global_zero and metrics:
             for logger in trainer.loggers:
                 logger.log_metrics({f"val/{k}": v for k, v in metrics.items()}, step=trainer.global_step)
+        if record and self.stop_when_changed_below is not None:
+            self._maybe_stop(trainer)
         return entry
 
-    def best(self) -> dict | None:
-        scored = [h for h in self.history if self.monitor in h]
-        return max(scored, key=lambda h: (h[self.monitor], -h["step"])) if scored else None
+    def _maybe_stop(self, trainer) -> None:
+        done = stable_step(self.history, self.stop_key, self.stop_when_changed_below, self.stop_patience)
+        stop = done is not None and done == len(self.history) - 1 and self.stopped is None
+        stop = trainer.strategy.reduce_boolean_decision(stop, all=False)
+        if stop:
+            self.stopped = {
+                "step": trainer.global_step,
+                "rule": f"{self.stop_key} < {self.stop_when_changed_below} in {self.stop_patience} consecutive "
+                        "evaluations",
+            }
+            trainer.should_stop = True
+            log.info("stopping at step %d: %s", trainer.global_step, self.stopped["rule"])
+
+    def effective_monitor(self) -> str:
+        """``monitor``, or ``kmeans_silhouette`` when it needs labels that this run's data lacks."""
+        if uses_labels(self.monitor) and not any(self.monitor in h for h in self.history) \
+                and any("kmeans_silhouette" in h for h in self.history):
+            return "kmeans_silhouette"
+        return self.monitor
+
+    def best(self, monitor: str | None = None) -> dict | None:
+        monitor = monitor or self.effective_monitor()
+        scored = [h for h in self.history if monitor in h]
+        i = best_index([h[monitor] for h in scored], monitor_direction(monitor))
+        return scored[i] if i is not None else None
 
     def summary(self) -> dict:
-        best = self.best()
-        return {
+        monitor = self.effective_monitor()
+        best = self.best(monitor)
+        out = {
             "before": self.before,
             "final": self.final,
             "best": best,
             "best_step": best["step"] if best else None,
-            "best_selected_with_labels": best is not None,
-            "best_monitor": self.monitor if best else None,
+            "best_selected_with_labels": best is not None and uses_labels(monitor),
+            "best_monitor": monitor if best else None,
             "history": self.history,
         }
+        if monitor != self.monitor:
+            out["best_monitor_note"] = f"monitor {self.monitor} needs labels; chosen by {monitor} instead"
+        if self.stopped:
+            out["stopped_early"] = self.stopped
+        return out
 
     def write_predictions(self, datamodule, path: Path) -> None:
         if self.predictions is None:
