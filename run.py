@@ -103,7 +103,7 @@ def resolve_auto_clusters(cfg: DictConfig, datamodule, output_dir: Path) -> dict
         embeddings = encoder.encode(datamodule.texts, batch_size=128).numpy()
         result = choose_k(embeddings, settings.get("k", "2:60"), int(settings.get("seeds", 5)),
                           settings.get("rule", "silhouette"), int(settings.get("silhouette_sample", 3000)),
-                          log=log.info)
+                          log=log.info, max_texts=int(settings.get("max_texts", 5000)))
         with writing(saved):
             write_outputs(result, folder, f"{cfg.dataset.name} ({cfg.backbone.name}, before training)")
     datamodule.requested_clusters = int(result["recommended"]["k"])

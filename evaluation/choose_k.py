@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import math
 import sys
 import time
 from pathlib import Path
@@ -143,10 +142,19 @@ def choose_k(
     hdbscan_min_cluster_size: int = 10,
     kmeans_backend: str | None = None,
     log: Callable[[str], None] | None = None,
+    max_texts: int = 5000,
 ) -> dict:
-    """Scan K over ``embeddings`` [n, d]; ``{"ks", "rows", "recommended", "hdbscan", ...}``."""
+    """Scan K over ``embeddings`` [n, d]; ``{"ks", "rows", "recommended", "hdbscan", ...}``.
+
+    ``max_texts``: KMeans and the criteria run on a seeded sample of this many texts (0: all); the
+    cost of a scan grows with N x K, and K is a property of the corpus that a sample shows.
+    """
     if rule not in RULES:
         raise ConfigError(f"rule '{rule}': choose from {', '.join(RULES)}")
+    total = len(embeddings)
+    if max_texts and total > max_texts:
+        keep = np.sort(np.random.default_rng(0).choice(total, max_texts, replace=False))
+        embeddings = np.asarray(embeddings)[keep]
     ks = parse_k(k, len(embeddings))
     start = time.perf_counter()
     rows = scan_k(embeddings, ks, seeds, silhouette_sample, kmeans_backend, log)
@@ -154,16 +162,17 @@ def choose_k(
         reference = hdbscan_reference(embeddings, hdbscan_min_cluster_size)
     except ValueError as err:  # too few texts for HDBSCAN
         reference = {"clusters": None, "note": str(err)}
-    return {"texts": int(len(embeddings)), "ks": ks, "seeds": seeds, "silhouette_sample": silhouette_sample,
-            "rows": rows, "recommended": recommend(rows, rule), "hdbscan": reference,
-            "seconds": round(time.perf_counter() - start, 1)}
+    return {"texts": int(total), "texts_scanned": int(len(embeddings)), "ks": ks, "seeds": seeds,
+            "silhouette_sample": silhouette_sample, "rows": rows, "recommended": recommend(rows, rule),
+            "hdbscan": reference, "seconds": round(time.perf_counter() - start, 1)}
 
 
 # -- outputs -----------------------------------------------------------------------------------------------
 def to_markdown(result: dict, title: str) -> str:
     rec, ref = result["recommended"], result["hdbscan"]
     lines = [f"# Choosing K: {title}", "",
-             f"{result['texts']} texts; KMeans with {result['seeds']} seeds per K (one restart each; the lowest "
+             f"{result['texts']} texts ({result.get('texts_scanned', result['texts'])} of them scanned); "
+             f"KMeans with {result['seeds']} seeds per K (one restart each; the lowest "
              "inertia scored); silhouette with cosine distance on at most "
              f"{result['silhouette_sample']} texts; stability = mean ARI between the seeds' partitions.", "",
              f"**Recommended K = {rec['k']}** ({rec['rule_text']}).", "",
@@ -262,6 +271,8 @@ def main(argv: Sequence[str] | None = None) -> dict:
     parser.add_argument("--seeds", type=int, default=5, help="KMeans seeds per K (stability compares them)")
     parser.add_argument("--rule", default="silhouette", choices=tuple(RULES))
     parser.add_argument("--silhouette-sample", type=int, default=3000)
+    parser.add_argument("--max-texts", type=int, default=5000,
+                        help="scan a seeded sample of this many texts (0: all; the cost grows with N x K)")
     parser.add_argument("--hdbscan-min-cluster-size", type=int, default=10)
     parser.add_argument("--kmeans-backend", default=None)
     parser.add_argument("--batch-size", type=int, default=128)
@@ -287,7 +298,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
     else:
         raise MissingFileError(f"--input '{args.input}' does not exist.")
     result = choose_k(embeddings, args.k, args.seeds, args.rule, args.silhouette_sample,
-                      args.hdbscan_min_cluster_size, args.kmeans_backend, log)
+                      args.hdbscan_min_cluster_size, args.kmeans_backend, log, args.max_texts)
     paths = write_outputs(result, out, title)
     rec = result["recommended"]
     print(f"recommended K = {rec['k']} ({rec['rule_text']}); HDBSCAN: {result['hdbscan'].get('clusters')} clusters")

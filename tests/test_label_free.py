@@ -1,0 +1,188 @@
+"""Clustering without labels: the criteria (evaluation/label_free.py), choose_k, num_clusters=auto, label-free
+selection, objective and early stopping."""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from sklearn.metrics import calinski_harabasz_score, davies_bouldin_score
+
+from errors import ConfigError
+from evaluation.choose_k import choose_k, parse_k, recommend
+from evaluation.label_free import (
+    changed_share,
+    label_free_scores,
+    silhouette_cosine,
+    size_entropy,
+    stable_step,
+)
+
+
+def blobs(k=3, per=20, dim=8, spread=0.05, seed=0):
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(k, dim)) * 3
+    points = np.concatenate([c + spread * rng.normal(size=(per, dim)) for c in centres])
+    return points.astype(np.float32), np.repeat(np.arange(k), per)
+
+
+def naive_cosine_silhouette(x, labels):
+    unit = x / np.linalg.norm(x, axis=1, keepdims=True)
+    dist = 1 - unit @ unit.T
+    values = []
+    for i in range(len(x)):
+        own = [dist[i, j] for j in range(len(x)) if labels[j] == labels[i] and j != i]
+        if not own:
+            values.append(0.0)
+            continue
+        a = sum(own) / len(own)
+        b = min(np.mean([dist[i, j] for j in range(len(x)) if labels[j] == c]) for c in set(labels) if c != labels[i])
+        values.append((b - a) / max(a, b))
+    return float(np.mean(values))
+
+
+def naive_dunn(x, labels):
+    clusters = sorted(set(labels))
+    centres = {c: x[labels == c].mean(0) for c in clusters}
+    inter = min(np.linalg.norm(centres[a] - centres[b]) for a in clusters for b in clusters if a < b)
+    intra = max(np.linalg.norm(p - centres[c]) for c in clusters for p in x[labels == c])
+    return inter / intra
+
+
+def test_criteria_against_hand_written_loops_and_sklearn():
+    x, y = blobs(per=7)
+    y = y.copy()
+    y[0] = 1  # one point in the wrong cluster, so nothing is trivially perfect
+    scores = label_free_scores(x, y, 3)
+    assert scores["silhouette"] == pytest.approx(naive_cosine_silhouette(x, y), abs=1e-5)
+    assert scores["calinski_harabasz"] == pytest.approx(calinski_harabasz_score(x, y), rel=1e-5)
+    assert scores["davies_bouldin"] == pytest.approx(davies_bouldin_score(x, y), rel=1e-5)
+    assert scores["dunn"] == pytest.approx(naive_dunn(x.astype(np.float64), y), rel=1e-5)
+    assert "changed" not in scores
+
+
+def test_size_entropy_and_changed_share_by_hand():
+    assert size_entropy(np.array([0, 0, 1, 1]), 2) == pytest.approx(1.0)
+    expected = -(0.75 * math.log(0.75) + 0.25 * math.log(0.25)) / math.log(2)
+    assert size_entropy(np.array([0, 0, 0, 1]), 2) == pytest.approx(expected)
+    assert size_entropy(np.array([0, 0, 0, 0]), 4) == pytest.approx(0.0)
+    # renumbered clusters are the same partition; one text moved is 1/N
+    assert changed_share(np.array([0, 0, 1, 1, 2]), np.array([2, 2, 0, 0, 1])) == pytest.approx(0.0)
+    assert changed_share(np.array([0, 0, 1, 1, 2]), np.array([2, 2, 0, 1, 1])) == pytest.approx(0.2)
+
+
+def test_silhouette_samples_large_sets_and_is_nan_for_one_cluster():
+    x, y = blobs(per=50)
+    assert silhouette_cosine(x, y, sample=60, seed=1) == pytest.approx(silhouette_cosine(x, y, sample=60, seed=1))
+    assert silhouette_cosine(x, y, sample=60, seed=1) != silhouette_cosine(x, y, sample=60, seed=2)
+    assert math.isnan(silhouette_cosine(x, np.zeros(len(x), dtype=int)))
+
+
+def test_stable_step_needs_consecutive_evaluations():
+    history = [{"kmeans_changed": v} for v in (0.3, 0.005, 0.2, 0.004, 0.003, 0.001)]
+    assert stable_step(history, "kmeans_changed", 0.01, 2) == 4
+    assert stable_step(history, "kmeans_changed", 0.01, 4) is None
+    assert stable_step(history[:1] + [{}], "kmeans_changed", 0.01, 1) is None
+
+
+def test_parse_k_and_recommend_rule():
+    assert parse_k("2:6") == [2, 3, 4, 5, 6] and parse_k("2:10:4") == [2, 6, 10] and parse_k("8,4,1") == [4, 8]
+    assert parse_k("2:20", n_texts=5) == [2, 3, 4]
+    for bad in ("2-6", "a:b", "2:10:0", "1"):
+        with pytest.raises(ConfigError):
+            parse_k(bad)
+    rows = [{"k": 2, "silhouette": 0.1, "davies_bouldin": 2.0}, {"k": 3, "silhouette": 0.5, "davies_bouldin": 1.0},
+            {"k": 4, "silhouette": 0.5, "davies_bouldin": 0.5}]
+    assert recommend(rows, "silhouette")["k"] == 3  # tie: the smaller K
+    assert recommend(rows, "davies_bouldin")["k"] == 4
+
+
+def test_choose_k_finds_well_separated_blobs():
+    x, _ = blobs(k=4, per=25, spread=0.02)
+    result = choose_k(x, "2:8", seeds=3, silhouette_sample=1000, hdbscan_min_cluster_size=5)
+    assert result["recommended"]["k"] == 4
+    assert [r["k"] for r in result["rows"]] == list(range(2, 9))
+    assert result["rows"][2]["stability"] == pytest.approx(1.0)
+    assert result["hdbscan"]["clusters"] == 4
+
+
+def test_choose_k_cli_on_a_file_without_labels(tmp_path):
+    from evaluation.choose_k import main
+
+    texts = [f"{w} {i}" for i in range(10) for w in ("football match goal", "pasta tomato sauce", "stock market")]
+    (tmp_path / "mine.txt").write_text("\n".join(texts) + "\n")
+    result = main(["--input", str(tmp_path / "mine.txt"), "--model", "tiny", "--k", "2:5", "--seeds", "2",
+                   "--out", str(tmp_path / "ck")])
+    assert result["recommended"]["k"] in range(2, 6)
+    assert {p.name for p in (tmp_path / "ck").iterdir()} == {"choose_k.json", "choose_k.md", "choose_k.png"}
+    assert "Recommended K" in (tmp_path / "ck" / "choose_k.md").read_text()
+    with pytest.raises(SystemExit):
+        main(["--input", str(tmp_path / "mine.txt"), "--k", "2-5"])
+
+
+def unlabelled_run(tmp_path, extra):
+    from run import train
+    from tests.helpers import compose_config
+
+    texts = [f"{w} {i}" for i in range(12) for w in ("football match goal", "pasta tomato sauce", "stock market fell")]
+    (tmp_path / "mine.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+    out = tmp_path / "run"
+    results = train(compose_config(["backbone=tiny", "dataset=csv", f"data_dir={tmp_path}", "dataset.file=mine.jsonl",
+                                    "batch_size=8", "trainer.enable_progress_bar=false", "~callbacks.progress",
+                                    "print_table=false", "callbacks.report.plots=false",
+                                    "method.callbacks.centroid_init.n_init=2",
+                                    "dataset.callbacks.clustering_eval.kmeans_n_init=2"] + extra, out))
+    return results, out
+
+
+def test_auto_k_early_stop_label_free_selection_and_objective_in_one_unlabelled_run(tmp_path):
+    results, out = unlabelled_run(tmp_path, [
+        "dataset.num_clusters=auto", "choose_k.k=2:6", "choose_k.seeds=2", "trainer.max_steps=8",
+        "dataset.callbacks.clustering_eval.every_n_steps=1",
+        "dataset.callbacks.clustering_eval.stop_when_changed_below=0.99",
+        "dataset.callbacks.clustering_eval.stop_patience=2"])
+    choice = results["num_clusters_choice"]
+    saved = json.loads((out / "choose_k" / "choose_k.json").read_text())
+    assert choice["k"] == saved["recommended"]["k"] and choice["rule"] == "silhouette"
+    clustering = results["clustering"]
+    # every evaluation changes fewer than 99 % of assignments: two evaluations, then the run stops
+    assert results["steps"] == 2 and clustering["stopped_early"]["step"] == 2
+    first = clustering["history"][0]
+    assert {"kmeans_silhouette", "kmeans_davies_bouldin", "kmeans_calinski_harabasz", "kmeans_dunn",
+            "kmeans_size_entropy", "kmeans_changed"} <= set(first)
+    assert not any(k.endswith("_acc") for k in first)
+    assert clustering["best_selected_with_labels"] is False and clustering["best_monitor"] == "kmeans_silhouette"
+    assert results["objective"]["name"] == "clustering.final.kmeans_silhouette"
+    assert "no labels" in results["objective"]["note"]
+    predictions = (out / "predictions.csv").read_text().splitlines()
+    assert len({line.split(",")[-1] for line in predictions[1:]}) <= choice["k"]
+
+
+def test_label_free_monitor_and_objective_shorthand(tmp_path):
+    results, _ = unlabelled_run(tmp_path, [
+        "dataset.num_clusters=3", "trainer.max_steps=4", "dataset.callbacks.clustering_eval.every_n_steps=2",
+        "dataset.callbacks.clustering_eval.monitor=kmeans_davies_bouldin", "objective=davies_bouldin"])
+    history = results["clustering"]["history"]
+    best = min(history, key=lambda h: h["kmeans_davies_bouldin"])
+    assert results["clustering"]["best_step"] == best["step"]
+    assert results["objective"]["name"] == "clustering.final.kmeans_davies_bouldin"
+    assert results["objective"]["direction"] == "minimize"
+    assert results["objective"]["value"] == pytest.approx(results["clustering"]["final"]["kmeans_davies_bouldin"])
+
+
+def test_evaluator_arguments_are_checked_and_previous_assignments_survive_a_checkpoint():
+    from callbacks.evaluation.clustering_eval import ClusteringEvaluator, monitor_direction
+
+    assert monitor_direction("head_davies_bouldin") == "min" and monitor_direction("kmeans_acc") == "max"
+    for bad in ({"monitor": "kmeans_size_entropy"}, {"monitor": "kmeans_accuracy"},
+                {"stop_when_changed_below": 1.5}, {"stop_patience": 0},
+                {"stop_when_changed_below": 0.1, "label_free": False}):
+        with pytest.raises(ConfigError):
+            ClusteringEvaluator(**bad)
+    evaluator = ClusteringEvaluator()
+    evaluator.previous = {"kmeans": np.array([0, 2, 1])}
+    evaluator.stopped = {"step": 5, "rule": "x"}
+    restored = ClusteringEvaluator()
+    restored.load_state_dict(evaluator.state_dict())
+    assert restored.previous["kmeans"].tolist() == [0, 2, 1] and restored.stopped == {"step": 5, "rule": "x"}
