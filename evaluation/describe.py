@@ -6,8 +6,9 @@ writes ``<run>/clusters.md`` and ``<run>/clusters.json`` (a clustering run write
 end of training; this command redoes them, e.g. with other settings). Per cluster:
 
 - size (empty clusters of the head are listed too);
-- top words by class-based TF-IDF over the cluster's texts (``evaluation.ctfidf``: scikit-learn's
-  CountVectorizer, English stop words removed, BERTopic's c-TF-IDF);
+- top words by class-based TF-IDF over the cluster's texts (``evaluation.ctfidf``, BERTopic's c-TF-IDF);
+  a term is a word (English stop words removed), a character n-gram (``auto`` for scripts written
+  without spaces) or a piece of the backbone's tokenizer (``--tokenizer``);
 - the representative texts: the distinct texts nearest (Euclidean, as KMeans) the mean evaluation
   embedding of the cluster's texts (``embeddings/after.npy``; without it the run's encoder embeds the texts);
 - with labels: the majority label and the purity (share of the cluster's texts that carry it).
@@ -60,6 +61,8 @@ def describe_clusters(
     num_clusters: int | None = None,
     top_n: int = 10,
     representatives: int = 3,
+    tokenizer: str = "auto",
+    backbone: str | None = None,
 ) -> list[dict]:
     """One dict per cluster 0..K-1: ``cluster``, ``size``, ``top_words`` [[word, weight], ...],
     ``representatives`` [{"row", "text"}], and with labels ``majority_label`` and ``purity``."""
@@ -67,7 +70,7 @@ def describe_clusters(
     if len(texts) != len(clusters) or len(embeddings) != len(clusters):
         raise ValueError(f"{len(texts)} texts, {len(clusters)} cluster ids and {len(embeddings)} embeddings differ")
     k = int(num_clusters if num_clusters is not None else clusters.max() + 1)
-    words = top_words(texts, clusters, k, top_n)
+    words = top_words(texts, clusters, k, top_n, tokenizer=tokenizer, backbone=backbone)
     out = []
     for c in range(k):
         rows = np.flatnonzero(clusters == c)
@@ -87,10 +90,31 @@ def describe_clusters(
     return out
 
 
-def describe_run(run_dir: str | Path, top_n: int = 10, representatives: int = 3, embeddings=None) -> dict:
-    """Describe every partition of a run and write ``clusters.md`` / ``clusters.json``; returns the json."""
+def term_text(terms: str, backbone: str | None) -> str:
+    """What a c-TF-IDF term is, in words, for a resolved tokenizer setting."""
+    if terms.startswith("char:"):
+        lo, hi = terms[5:].split("-")
+        return f"character {lo}-grams within words" if lo == hi else \
+            f"character n-grams of {lo} to {hi} characters within words"
+    if terms == "backbone":
+        return f"pieces of the {backbone} tokenizer"
+    return "words of 2+ letters, English stop words removed"
+
+
+def describe_run(run_dir: str | Path, top_n: int = 10, representatives: int = 3, embeddings=None,
+                 tokenizer: str = "auto") -> dict:
+    """Describe every partition of a run and write ``clusters.md`` / ``clusters.json``; returns the json.
+
+    ``tokenizer``: what a c-TF-IDF term is (``evaluation.ctfidf.TOKENIZERS``; ``backbone`` uses the run's
+    tokenizer, ``auto`` picks character n-grams for scripts written without spaces).
+    """
+    from evaluation.ctfidf import resolve_tokenizer
+
     run_dir = Path(run_dir)
     predictions = run_files.load_predictions(run_dir)
+    cfg = run_files.load_config(run_dir)
+    backbone = run_files._select(cfg, "dataset.tokenizer") or run_files._select(cfg, "backbone.name")
+    terms = resolve_tokenizer(tokenizer, predictions.texts)
     if embeddings is None:
         embeddings = run_embeddings(run_dir, predictions.texts)
     k = run_files.num_clusters(run_dir, predictions)
@@ -100,11 +124,12 @@ def describe_run(run_dir: str | Path, top_n: int = 10, representatives: int = 3,
         "num_texts": len(predictions.texts),
         "num_clusters": k,
         "primary": predictions.primary,
-        "top_words": "c-TF-IDF (BERTopic) over each cluster's texts; CountVectorizer, English stop words removed",
+        "top_words": "c-TF-IDF (BERTopic) over each cluster's texts; " + term_text(terms, backbone),
+        "tokenizer": terms,
         "representatives": "distinct texts nearest the mean evaluation embedding of the cluster (Euclidean)",
         "partitions": {
             name: describe_clusters(predictions.texts, clusters, embeddings, predictions.labels, k, top_n,
-                                    representatives)
+                                    representatives, terms, backbone)
             for name, clusters in predictions.partitions.items()
         },
     }
@@ -151,7 +176,7 @@ def markdown(report: dict) -> str:
         f"# Clusters: {report['title']}",
         "",
         f"{report['num_texts']} texts in {report['num_clusters']} clusters of {source}. Top words: "
-        "class-based TF-IDF over each cluster's texts (English stop words removed); representative texts: "
+        f"{report['top_words']}; representative texts: "
         "nearest the cluster's mean embedding." + (" Purity: share of the cluster's texts with its majority "
                                                    "label." if labelled else ""),
         "",
@@ -183,8 +208,11 @@ def main(argv: Sequence[str] | None = None) -> dict:
     parser.add_argument("run", type=Path, help="run folder (holds predictions.csv)")
     parser.add_argument("--top-words", type=int, default=10, help="words per cluster (default 10)")
     parser.add_argument("--representatives", type=int, default=3, help="texts per cluster (default 3)")
+    parser.add_argument("--tokenizer", default="auto",
+                        help="c-TF-IDF terms: auto (character bigrams for Chinese, Japanese, Thai, ...; else words), "
+                        "word, char:A-B, or backbone (the run's tokenizer)")
     args = parser.parse_args(argv)
-    report = describe_run(args.run, args.top_words, args.representatives)
+    report = describe_run(args.run, args.top_words, args.representatives, tokenizer=args.tokenizer)
     print(f"wrote {args.run / run_files.CLUSTERS_MD} and {args.run / run_files.CLUSTERS_JSON}")
     return report
 

@@ -121,6 +121,7 @@ def _largest_id(predictions: RunPredictions) -> int:
 
 
 def _select(cfg, key: str):
+    """``key`` (dotted) of a run config, or None."""
     if cfg is None:
         return None
     from omegaconf import OmegaConf

@@ -47,8 +47,12 @@ class RunReport(Callback):
 
     def __init__(self, output_dir: str | None = None, describe: bool = True, plots: bool = True,
                  projection: str = "tsne", max_points: int = 3000, seed: int = 0, top_words: int = 10,
-                 representatives: int = 3):
+                 representatives: int = 3, tokenizer: str = "auto"):
+        from evaluation.ctfidf import resolve_tokenizer
         from evaluation.plots import PROJECTIONS
+
+        if tokenizer != "backbone":
+            resolve_tokenizer(tokenizer, [])  # a malformed setting fails before training
 
         if projection not in PROJECTIONS:
             raise ConfigError(f"callbacks.report.projection must be one of {PROJECTIONS}, got '{projection}'")
@@ -62,6 +66,7 @@ class RunReport(Callback):
         self.seed = seed
         self.top_words = top_words
         self.representatives = representatives
+        self.tokenizer = tokenizer
         self.before_path: str | None = None  # where this run's "before" embeddings are (kept in checkpoints)
         self.files: list[str] = []
         self.errors: list[str] = []
@@ -150,7 +155,8 @@ class RunReport(Callback):
     def _describe(self, embeddings: np.ndarray) -> None:
         from evaluation.describe import describe_run
 
-        describe_run(self.output_dir, self.top_words, self.representatives, embeddings=embeddings)
+        describe_run(self.output_dir, self.top_words, self.representatives, embeddings=embeddings,
+                     tokenizer=self.tokenizer)
         self.files += [run_files.CLUSTERS_MD, run_files.CLUSTERS_JSON]
         log.info("cluster descriptions: %s", self.output_dir / run_files.CLUSTERS_MD)
 
