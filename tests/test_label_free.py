@@ -186,3 +186,29 @@ def test_evaluator_arguments_are_checked_and_previous_assignments_survive_a_chec
     restored = ClusteringEvaluator()
     restored.load_state_dict(evaluator.state_dict())
     assert restored.previous["kmeans"].tolist() == [0, 2, 1] and restored.stopped == {"step": 5, "rule": "x"}
+
+
+def test_selection_report_reads_hand_made_runs(tmp_path):
+    from tests.helpers import load_script
+
+    report = load_script("label_free_report")
+    history = [
+        {"step": 20, "kmeans_acc": 0.50, "kmeans_silhouette": 0.10, "kmeans_calinski_harabasz": 9.0,
+         "kmeans_davies_bouldin": 3.0, "kmeans_dunn": 0.2, "kmeans_changed": 0.30},
+        {"step": 40, "kmeans_acc": 0.70, "kmeans_silhouette": 0.05, "kmeans_calinski_harabasz": 8.0,
+         "kmeans_davies_bouldin": 2.0, "kmeans_dunn": 0.1, "kmeans_changed": 0.005},
+        {"step": 60, "kmeans_acc": 0.60, "kmeans_silhouette": 0.20, "kmeans_calinski_harabasz": 7.0,
+         "kmeans_davies_bouldin": 4.0, "kmeans_dunn": 0.3, "kmeans_changed": 0.004},
+    ]
+    (tmp_path / "0").mkdir()
+    (tmp_path / "0" / "results.json").write_text(json.dumps(
+        {"dataset": "toy", "steps": 60, "clustering": {"history": history}}))
+    rows = report.selection_rows(tmp_path)
+    assert len(rows) == 1
+    row = rows[0]
+    assert row["oracle"] == pytest.approx(70.0) and row["oracle_step"] == 40 and row["last"] == pytest.approx(60.0)
+    assert row["silhouette"] == (60, pytest.approx(60.0)) and row["calinski_harabasz"] == (20, pytest.approx(50.0))
+    assert row["davies_bouldin"] == (40, pytest.approx(70.0))
+    assert row["stop"] == (None, None)  # two evaluations under 1 %, the rule wants three
+    table = report.selection_table(rows)
+    assert "| toy | 60.00 | 70.00 (40) | 60.00 (60) | 50.00 (20) | 70.00 (40) | 60.00 (60) | never |" in table
