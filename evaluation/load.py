@@ -99,6 +99,10 @@ def load_checkpoint_encoder(ckpt: str | Path, pooling: str | None = None) -> tup
         eval_pooling = hp.get("eval_pooling") or encoder.pooling
         log.info("rebuilt the encoder of %s from its hyper-parameters (no run config found)", ckpt)
     encoder.eval()
+    if pooling == "cls" and encoder.mlp is None:
+        warnings.warn(f"'{ckpt}': the run trained no cls MLP (pooling {encoder.pooling}); pooling cls evaluates the "
+                      "raw [CLS] state (cls_before_pooler).", stacklevel=2)
+        pooling = "cls_before_pooler"
     return encoder, pooling or eval_pooling
 
 
@@ -159,6 +163,10 @@ def load_sentence_transformers_folder(folder: str | Path, pooling: str | None = 
         weights = _load_dense_weights(dense_dir)
         encoder.mlp[0].load_state_dict({"weight": weights["linear.weight"], "bias": weights["linear.bias"]})
     encoder.eval()
+    if pooling == "cls" and native != "cls":  # the folder holds no trained cls MLP (no Dense module)
+        encoder.pooling, encoder.mlp = "cls", torch.nn.Sequential(torch.nn.Linear(encoder.dim, encoder.dim),
+                                                                  torch.nn.Tanh())
+        pooling = trained_pooler_or_cls_state(encoder, str(folder))
     return encoder, pooling or native
 
 
@@ -170,6 +178,30 @@ def _load_dense_weights(folder: Path) -> dict[str, torch.Tensor]:
     if (folder / "pytorch_model.bin").is_file():
         return torch.load(folder / "pytorch_model.bin", map_location="cpu", weights_only=True)
     raise ModelLoadError(f"Dense module folder '{folder}' has no model.safetensors or pytorch_model.bin.")
+
+
+def trained_pooler_or_cls_state(encoder: TextEncoder, ref: str) -> str:
+    """``--pooling cls`` on a model whose cls MLP was not trained with it (a Hub model, a plain Hugging Face
+    or sentence-transformers folder): the MLP takes the weights of the model's own trained pooler (BERT's and
+    RoBERTa's ``pooler``: dense + tanh, what ``cls`` computes), and the choice is logged. A model without a
+    trained pooler is evaluated on the raw [CLS] state (``cls_before_pooler``) with a warning that names it,
+    never through a randomly initialised MLP. Returns the pooling to evaluate with."""
+    pooler = getattr(encoder.backbone, "pooler", None)
+    dense = getattr(pooler, "dense", None)
+    activation = getattr(pooler, "activation", None)
+    untrained = [k for k in getattr(encoder.backbone, "newly_initialised", []) if k.startswith("pooler")]
+    if isinstance(dense, torch.nn.Linear) and isinstance(activation, torch.nn.Tanh) and not untrained \
+            and tuple(dense.weight.shape) == (encoder.dim, encoder.dim):
+        encoder.mlp[0].load_state_dict(dense.state_dict())
+        log.info("'%s': pooling cls uses the model's trained pooler (%s: dense + tanh on [CLS])", ref,
+                 type(pooler).__name__)
+        return "cls"
+    why = "its pooler was not in the checkpoint (initialised at random)" if untrained else "it has no pooler"
+    warnings.warn(f"'{ref}': pooling cls would go through a randomly initialised MLP ({why}); evaluating the raw "
+                  "[CLS] state (cls_before_pooler) instead.", stacklevel=2)
+    encoder.mlp = None
+    encoder.pooling = "cls_before_pooler"
+    return "cls_before_pooler"
 
 
 def load_encoder(model_ref: str | Path, pooling: str | None = None) -> tuple[TextEncoder, str]:
@@ -206,6 +238,8 @@ def load_encoder(model_ref: str | Path, pooling: str | None = None) -> tuple[Tex
             f"{' / '.join(ALIASES)} (offline)."
         ) from err
     encoder.eval()
+    if pooling == "cls":
+        pooling = trained_pooler_or_cls_state(encoder, ref)
     return encoder, pooling or "mean"
 
 

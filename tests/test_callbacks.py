@@ -35,7 +35,11 @@ def test_evaluate_outputs_scores_kmeans_and_head():
 def test_evaluate_outputs_without_labels_gives_predictions_only():
     x, _, _ = blobs()
     metrics, predictions = evaluate_outputs({"embeddings": x}, None, 3)
-    assert metrics == {} and len(set(predictions["kmeans"])) == 3
+    assert not any(k.endswith(("_acc", "_nmi", "_ari", "_ami")) for k in metrics)
+    assert metrics["kmeans_silhouette"] > 0.5 and "kmeans_changed" not in metrics  # no earlier evaluation
+    assert len(set(predictions["kmeans"])) == 3
+    metrics, _ = evaluate_outputs({"embeddings": x}, None, 3, label_free_sample=None)
+    assert metrics == {}
 
 
 def test_evaluator_best_step_and_state_round_trip():

@@ -81,12 +81,18 @@ def load_backbone(name: str, **tiny_kwargs):
         return build_tiny_bert(**tiny_kwargs)
     from transformers import AutoModel
 
-    return _from_pretrained(AutoModel, resolve_backbone_path(name))
+    return _from_pretrained(AutoModel, resolve_backbone_path(name), loading_info=True)
 
 
-def _from_pretrained(cls, path: str):
+def _from_pretrained(cls, path: str, loading_info: bool = False):
+    """``cls.from_pretrained(path)``; a model loaded with ``loading_info`` keeps the names of the weights the
+    checkpoint lacked (initialised at random) in ``newly_initialised``, e.g. a pooler that was never trained."""
     try:
-        return cls.from_pretrained(path)
+        if not loading_info:
+            return cls.from_pretrained(path)
+        model, info = cls.from_pretrained(path, output_loading_info=True)
+        model.newly_initialised = sorted(info.get("missing_keys") or [])
+        return model
     except (OSError, ValueError) as err:
         if Path(path).exists():
             raise
