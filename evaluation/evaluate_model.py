@@ -165,13 +165,22 @@ def evaluate_clustering(
                 f"{entry.path}: no label column '{entry.label_column}'; clustering evaluation needs labels."
             )
         k = entry.num_clusters or len(np.unique(corpus.labels))
-        embeddings = np.asarray(encode(corpus.texts), dtype=np.float32)  # [n, d]
+        embeddings = encode(corpus.texts)  # [n, d]; a sparse [n, V] for the bag-of-words baselines
+        sparse_rows = hasattr(embeddings, "tocsr")
+        if not sparse_rows:
+            embeddings = np.asarray(embeddings, dtype=np.float32)
         embed_seconds = time.perf_counter() - start
         if embeddings.shape[0] != len(corpus.texts):
             raise ValueError(
                 f"encode returned {embeddings.shape[0]} rows for {len(corpus.texts)} texts of {entry.path}"
             )
-        scores = kmeans_scores(embeddings, corpus.labels, k, seeds=seeds, backend=backend, n_init=kmeans_n_init)
+        if sparse_rows:
+            from evaluation.metrics import sparse_kmeans_scores
+
+            out["kmeans"] = {"backend": "sklearn (sparse)", "n_init": kmeans_n_init}
+            scores = sparse_kmeans_scores(embeddings, corpus.labels, k, seeds=seeds, n_init=kmeans_n_init)
+        else:
+            scores = kmeans_scores(embeddings, corpus.labels, k, seeds=seeds, backend=backend, n_init=kmeans_n_init)
         out["datasets"][entry.name] = {
             **scores,
             "n": len(corpus.texts),
@@ -222,6 +231,8 @@ def kmeans_description(kmeans: dict | None) -> str:
     """'fast float32, 10 restarts' for a result's ``kmeans`` entry (older results name none: sklearn float64)."""
     if not kmeans:
         return "sklearn float64 n_init=10"
+    if kmeans["backend"].endswith("(sparse)"):
+        return f"{kmeans['backend']} float64, {kmeans['n_init']} restarts"
     return f"{kmeans['backend']} float32, {kmeans['n_init']} restarts"
 
 
@@ -437,10 +448,34 @@ def write_outputs(result: dict, out_dir: str | Path, stem: str, label: str) -> t
     return md_path, json_path
 
 
+def evaluate_baseline(args, tasks: Sequence[str], label: str, log, start: float) -> dict:
+    """``--model tfidf`` / ``--model bow``: the bag-of-words clustering rows (``evaluation.bow_baseline``)."""
+    from evaluation.bow_baseline import DESCRIPTIONS, features
+
+    if list(tasks) != ["clustering"]:
+        raise ConfigError(f"--model {args.model} is a clustering baseline: use --tasks clustering "
+                          f"(got {','.join(tasks)})")
+    sets = clustering_sets(args.short_text_dir, [d.strip() for d in args.datasets.split(",") if d.strip()],
+                           encoding=args.encoding)
+    result: dict = {"pooling": args.model, "notes": [DESCRIPTIONS[args.model]], "seconds": {}}
+    result["clustering"] = evaluate_clustering(features(args.model), sets, tuple(range(args.seeds)), log,
+                                               kmeans_n_init=args.kmeans_n_init)
+    result["clustering"]["max_length"] = None
+    result["notes"] += [f"clustering: {n} skipped ({w})" for n, w in result["clustering"]["skipped"].items()]
+    result["seconds"]["clustering"] = round(time.perf_counter() - start, 1)
+    result.update(model=args.model, label=label, date=dt.date.today().isoformat(),
+                  wall_seconds=round(time.perf_counter() - start, 1), short_text_dir=str(args.short_text_dir))
+    md_path, json_path = write_outputs(result, args.out, label, label)
+    print(md_path.read_text())
+    print(f"wrote {md_path} and {json_path} ({result['wall_seconds']} s)", file=sys.stderr)
+    return result
+
+
 @exit_on_user_error
 def main(argv: Sequence[str] | None = None) -> dict | str:
     parser = argparse.ArgumentParser(prog="python -m evaluation.evaluate_model", description=__doc__.split("\n")[0])
-    parser.add_argument("--model", help="run dir, .ckpt, sentence-transformers/HF folder, Hub name, minilm or tiny")
+    parser.add_argument("--model", help="run dir, .ckpt, sentence-transformers/HF folder, Hub name, minilm or tiny; "
+                        "tfidf or bow: the bag-of-words clustering baselines")
     parser.add_argument(
         "--compare", nargs="+", metavar="JSON", help="print a side-by-side table of result files and exit"
     )
@@ -527,12 +562,16 @@ def main(argv: Sequence[str] | None = None) -> dict | str:
         mteb_options = {"tasks": names, "out_dir": args.out / "mteb", "label": label,
                         "max_length": args.mteb_max_length, "sts_range": sts_range}
 
-    from evaluation.load import load_encoder
+    from evaluation.bow_baseline import BASELINES
 
     def log(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
 
     start = time.perf_counter()
+    if args.model in BASELINES:
+        return evaluate_baseline(args, tasks, label, log, start)
+    from evaluation.load import load_encoder
+
     encoder, pooling = load_encoder(args.model, args.pooling)
     if mteb_options is not None and mteb_options["max_length"] is None and not is_run_reference(args.model):
         mteb_options["max_length"] = min(int(encoder.tokenizer.model_max_length),

@@ -57,3 +57,19 @@ def kmeans_scores(
         out[key] = float(values.mean())
         out[f"{key}_std"] = float(values.std())
     return out
+
+
+def sparse_kmeans_scores(features, labels, num_clusters: int, seeds=(0,), n_init: int = 10) -> dict[str, float]:
+    """``kmeans_scores`` for a sparse matrix (bag-of-words / TF-IDF baselines): scikit-learn's KMeans works on
+    the sparse rows directly (k-means++, ``n_init`` restarts, ``random_state`` = each seed), so a vocabulary
+    of tens of thousands of words costs what its non-zeros cost."""
+    from sklearn.cluster import KMeans
+
+    runs = [clustering_scores(labels, KMeans(num_clusters, n_init=n_init, random_state=seed).fit(features).labels_)
+            for seed in seeds]
+    out: dict[str, float] = {}
+    for key in runs[0]:
+        values = np.array([r[key] for r in runs])
+        out[key] = float(values.mean())
+        out[f"{key}_std"] = float(values.std())
+    return out
