@@ -312,6 +312,10 @@ class ShortTextDataModule(ResumableData, L.LightningDataModule):
         augmentation: ``explicit`` (views from ``aug_columns``) or ``virtual`` (text twice).
         num_clusters: K; ``None`` takes the number of distinct labels.
         eval_sort_by_length: the evaluation loader groups texts of similar length.
+        eval_shuffle_seed: with ``eval_sort_by_length=false``, the evaluation batches follow one fixed random
+            permutation of the texts drawn with this seed (the AECL authors' evaluation: a shuffled loader,
+            batches of 400), instead of the file order. It matters for a head whose prediction depends on
+            the other texts of its batch (AECL's sample-level attention); embeddings do not depend on it.
         length_grouping: 0 (default) draws training batches at random; G > 0 groups rows of similar
             token length within windows of G batches (:class:`LengthGroupedBatchSampler`):
             faster on CPU, but it changes which negatives share a batch. Single process only.
@@ -337,6 +341,7 @@ class ShortTextDataModule(ResumableData, L.LightningDataModule):
         num_workers: int = 0,
         pad_to_max: bool = False,
         eval_sort_by_length: bool = True,
+        eval_shuffle_seed: int | None = None,
         length_grouping: int = 0,
         drop_last: bool = False,
         seed: int = 0,
@@ -369,6 +374,10 @@ class ShortTextDataModule(ResumableData, L.LightningDataModule):
         self.num_workers = num_workers
         self.pad_to_max = pad_to_max
         self.eval_sort_by_length = eval_sort_by_length
+        if eval_shuffle_seed is not None and eval_sort_by_length:
+            raise DataConfigError("dataset.eval_shuffle_seed orders the evaluation batches at random; it needs "
+                                  "dataset.eval_sort_by_length=false (length-sorted batches have their own order).")
+        self.eval_shuffle_seed = eval_shuffle_seed
         self.drop_last = drop_last
         self.seed = seed
         self.encoding = text_io.check_encoding(encoding)
@@ -500,7 +509,10 @@ class ShortTextDataModule(ResumableData, L.LightningDataModule):
                 self._eval_lengths = token_lengths(self.tokenizer, texts, self.max_length)
             batches = length_sorted_batches(self._eval_lengths, size)
         else:
-            batches = [list(range(s, min(s + size, len(texts)))) for s in range(0, len(texts), size)]
+            order = list(range(len(texts)))
+            if self.eval_shuffle_seed is not None:
+                order = np.random.default_rng(self.eval_shuffle_seed).permutation(len(texts)).tolist()
+            batches = [order[s:s + size] for s in range(0, len(texts), size)]
         return DataLoader(
             _IndexSet(texts),
             batch_sampler=batches,

@@ -54,6 +54,20 @@ def test_eval_loader_covers_every_row_once_in_fixed_order(toy_corpus):
     assert counts == sorted(counts) and counts[0] < counts[-1]
 
 
+def test_eval_loader_can_follow_one_fixed_random_permutation(toy_corpus):
+    import numpy as np
+
+    dm = make_dm(toy_corpus, eval_sort_by_length=False, eval_shuffle_seed=3, eval_batch_size=8)
+    batches = [b["index"].tolist() for b in dm.eval_dataloader()]
+    assert [len(b) for b in batches] == [8, 8, 8, 8, 4]
+    assert [i for b in batches for i in b] == np.random.default_rng(3).permutation(36).tolist()
+    assert batches == [b["index"].tolist() for b in dm.eval_dataloader()]  # the same order every evaluation
+    in_file_order = make_dm(toy_corpus, eval_sort_by_length=False, eval_batch_size=8)
+    assert [i for b in in_file_order.eval_dataloader() for i in b["index"].tolist()] == list(range(36))
+    with pytest.raises(DataConfigError, match="eval_sort_by_length=false"):
+        make_dm(toy_corpus, eval_shuffle_seed=3)
+
+
 def test_missing_text_column_names_file_and_columns(toy_corpus):
     with pytest.raises(DataConfigError, match=r"Column 'body'.*toy.csv.*\['label', 'text0', 'text1'\]"):
         make_dm(toy_corpus, text_column="body").setup()
@@ -142,3 +156,29 @@ def test_length_grouping_loader_and_bad_value(toy_corpus):
     assert sorted(rows) == list(range(36))
     with pytest.raises(DataConfigError, match="length_grouping"):
         make_dm(toy_corpus, length_grouping=-1)
+
+
+def test_eval_only_evaluates_the_checkpoint_again_instead_of_reusing_its_history():
+    from callbacks.evaluation.periodic import PeriodicEvaluation
+    from callbacks.safety.run_control import EvaluateOnly
+
+    class Counting(PeriodicEvaluation):
+        def _evaluate(self, trainer, pl_module, record=True):
+            entry = {"step": trainer.global_step, "fresh": True}
+            self.history.append(entry)
+            return entry
+
+    class Trainer:
+        global_step = 7
+        should_stop = False
+
+    evaluator = Counting()
+    evaluator.history = [{"step": 7, "fresh": False}]  # restored from the checkpoint
+    trainer = Trainer()
+    trainer.callbacks = [evaluator]
+    evaluator.on_train_end(trainer, None)
+    assert evaluator.final == {"step": 7, "fresh": False}  # an ordinary end of training reuses it
+    EvaluateOnly().on_train_start(trainer, None)
+    evaluator.on_train_end(trainer, None)
+    assert trainer.should_stop and evaluator.final == {"step": 7, "fresh": True}
+    assert evaluator.history == [{"step": 7, "fresh": True}]

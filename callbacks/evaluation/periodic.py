@@ -28,6 +28,9 @@ class PeriodicEvaluation(Callback):
         self.before: dict | None = None
         self.history: list[dict] = []
         self.final: dict | None = None
+        # eval_only=true sets this: the checkpoint's last step is evaluated again with this run's settings
+        # (e.g. another evaluation batch order) instead of reusing the entry restored from the checkpoint
+        self.reevaluate_final = False
 
     def state_dict(self) -> dict:
         return {"before": self.before, "history": self.history}
@@ -46,6 +49,8 @@ class PeriodicEvaluation(Callback):
             self._evaluate(trainer, pl_module)
 
     def on_train_end(self, trainer, pl_module) -> None:
+        if self.reevaluate_final:
+            self.history = [h for h in self.history if h["step"] != trainer.global_step]
         self.final = self._evaluated(trainer.global_step) or self._evaluate(trainer, pl_module)
 
     def _evaluated(self, step: int) -> dict | None:

@@ -50,6 +50,9 @@ class EvaluateOnly(Callback):
 
     def on_train_start(self, trainer, pl_module) -> None:
         trainer.should_stop = True
+        for callback in trainer.callbacks:  # periodic evaluations: evaluate the checkpoint anew, not from history
+            if hasattr(callback, "reevaluate_final"):
+                callback.reevaluate_final = True
 
 
 def run_command(extra: dict[str, str]) -> str:

@@ -283,8 +283,10 @@ class AECL(TextRepresentationModule):
         ``head_pred`` (argmax of G_p(H)).
 
         The attention mixes the samples of the EVALUATION batch, so ``head_pred`` depends on
-        which texts share a batch: the datamodule's eval batches are length-sorted and fixed,
-        which keeps predictions deterministic. ``projections`` lets the NS diagnostic
+        which texts share a batch: the datamodule's eval batches are fixed (length-sorted by default; one
+        seeded random permutation in batches of 400 with ``dataset.eval_sort_by_length=false
+        dataset.eval_shuffle_seed=0 dataset.eval_batch_size=400``, as the authors evaluate), which keeps
+        predictions deterministic. ``projections`` lets the NS diagnostic
         (``callbacks.evaluation.attention_ns``) recompute S per eval batch without another encoder pass.
         """
         out = self.forward_view(batch["original"], pooling=self.eval_pooling)
