@@ -90,6 +90,14 @@ class Group:
         return [sys.executable, str(ROOT / "run.py"), "-m", *self.overrides(out, smoke, **kwargs)]
 
 
+# the SCCL recipes read the authors' contextual-substitution files (two views); these CPU comparisons run on
+# the shared file with its one EDA column, on the CPU trainer (a GPU run adds --extra trainer=gpu_fp32)
+SCCL_ON_SHARED_FILE = {
+    "trainer": "cpu",
+    "dataset.file": "searchsnippets.csv",
+    "dataset.text_column": "text0",
+    "dataset.aug_columns": "[text1]",
+}
 TINY_SHORT_TEXT = {
     "backbone": "tiny",
     "dataset.callbacks.clustering_eval.kmeans_n_init": "1",
@@ -104,6 +112,7 @@ GROUPS: dict[str, Group] = {
             "(paper: both ablations clearly worse than joint). KMeans on the final embeddings; head too.",
             fixed={
                 "experiment": "sccl_searchsnippets",
+                **SCCL_ON_SHARED_FILE,
                 "backbone": "minilm",
                 "batch_size": "64",
                 "trainer.max_steps": "300",
@@ -179,6 +188,7 @@ GROUPS: dict[str, Group] = {
             "ACC/NMI on SearchSnippets, after 70 epochs at batch 400).",
             fixed={
                 "experiment": "sccl_searchsnippets",
+                **SCCL_ON_SHARED_FILE,
                 "backbone": "minilm",
                 "batch_size": "64",
                 "trainer.max_epochs": str(AECL_EPOCHS),

@@ -40,8 +40,15 @@ def test_sccl_paper_settings_in_experiments(tmp_path):
     bio = compose_config(["experiment=sccl_biomedical"], tmp_path)
     so = compose_config(["experiment=sccl_stackoverflow"], tmp_path)
     assert bio.method.alpha == 10 and so.method.alpha == 1
-    assert so.batch_size == 400 and so.method.lr == 5e-6 and so.method.head_lr_multiplier == 100
+    # the authors' README command: lr 1e-5 (x100 for the heads), --eta 10 on the instance loss, two
+    # contextual-substitution views, 3000 iterations, evaluation every 100, float32 on a GPU
+    assert so.batch_size == 400 and so.method.lr == 1e-5 and so.method.head_lr_multiplier == 100
     assert so.method.temperature == 0.5 and so.backbone.name.endswith("distilbert-base-nli-stsb-mean-tokens")
+    assert so.method.instance_weight == 10 and so.method.loss_weights == "reference"
+    assert so.dataset.file == "stackoverflow_trans_subst_20.csv" and list(so.dataset.aug_columns) == ["text1", "text2"]
+    assert so.dataset.text_column == "text" and so.dataset.augmentation == "explicit"
+    assert so.trainer.max_steps == 3000 and so.trainer.precision == "32-true" and so.trainer.accelerator == "gpu"
+    assert so.dataset.callbacks.clustering_eval.every_n_steps == 100
 
 
 @pytest.mark.parametrize("override", ["dataset=nosuchset", "method=nosuchmethod"])

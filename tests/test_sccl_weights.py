@@ -35,8 +35,9 @@ def test_unknown_setting_or_mode_is_a_clear_error():
     "overrides,expected",
     [(["dataset=searchsnippets"], (1.0, 1.0)),  # explicit EDA column
      (["dataset=demo"], (1.0, 0.5)),  # virtual views
-     (["experiment=sccl_googlenews_ts"], (1.0, 0.5)),  # virtual: the file has no augmentation column
-     (["experiment=sccl_searchsnippets"], (1.0, 1.0)),
+     (["experiment=sccl_googlenews_ts"], (10.0, 1.0)),  # the authors' runs: --eta 10, explicit views
+     (["experiment=sccl_searchsnippets"], (10.0, 1.0)),
+     (["experiment=sccl_searchsnippets", "dataset.augmentation=virtual"], (10.0, 0.5)),
      (["dataset=searchsnippets", "method.loss_weights=paper"], (1.0, 10.0)),
      (["dataset=demo", "method.cluster_weight=3"], (1.0, 3.0))],
 )
