@@ -87,6 +87,15 @@ def load_backbone(name: str, **tiny_kwargs):
 def _from_pretrained(cls, path: str, loading_info: bool = False):
     """``cls.from_pretrained(path)``; a model loaded with ``loading_info`` keeps the names of the weights the
     checkpoint lacked (initialised at random) in ``newly_initialised``, e.g. a pooler that was never trained."""
+    from lightning_modules.shared.hub import offline_reason
+
+    reason = offline_reason(path)
+    if reason:  # fail now instead of after a minute of retries
+        raise BackboneUnavailableError(
+            f"Could not load backbone '{path}' ({reason}). Use `backbone=minilm` for the offline all-MiniLM-L6-v2 "
+            "shipped with the project's dependencies, or point `backbone.name` at a local model folder "
+            f"(`hf download {path} --local-dir models/{path}` where there is network)."
+        )
     try:
         if not loading_info:
             return cls.from_pretrained(path)
