@@ -1,0 +1,165 @@
+"""A paper's published table beside this project's runs (docs/evaluation.md, "The paper's table beside yours").
+
+    python -m evaluation.paper_table sccl_table1 --runs logs/train/multiruns/<sweep>
+    python -m evaluation.paper_table --list
+
+The published numbers are data: ``evaluation/paper_tables/<table>.yaml`` (the paper, the table, one entry
+per row with its values per dataset, which runs it is compared with, and the command that makes such a
+run). Under ``--runs`` every ``results.json`` of ``run.py`` (matched by ``method`` and ``dataset``; the
+row's ``metrics`` are dotted paths in it, fractions) and every JSON of ``evaluation.evaluate_model``
+(matched by its ``model``, e.g. ``tfidf``; its clustering ACC/NMI per dataset) is read. For each row and
+dataset with runs it prints: paper | this project (mean ± std over the runs found, n) | difference; then
+the rows without a run and the exact command that would make each.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from errors import ConfigError, MissingFileError, exit_on_user_error
+
+TABLES = Path(__file__).resolve().parent / "paper_tables"
+
+
+def available() -> list[str]:
+    return sorted(p.stem for p in TABLES.glob("*.yaml"))
+
+
+def load_table(name: str) -> dict:
+    import yaml
+
+    path = Path(name) if name.endswith(".yaml") else TABLES / f"{name}.yaml"
+    if not path.is_file():
+        raise ConfigError(f"no paper table '{name}'; available: {', '.join(available())}")
+    table = yaml.safe_load(path.read_text(encoding="utf-8"))
+    for row in table.get("rows", []):
+        if row.get("source") not in ("run", "evaluate_model"):
+            raise ConfigError(f"{path}: row {row.get('name')!r} needs source: run or evaluate_model")
+        for dataset, values in row["values"].items():
+            if len(values) != len(table["columns"]):
+                raise ConfigError(f"{path}: row {row['name']}, {dataset}: {len(values)} values for columns "
+                                  f"{table['columns']}")
+    return table
+
+
+def _lookup(results: dict, path: str):
+    node = results
+    for part in path.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node if isinstance(node, (int, float)) and not isinstance(node, bool) else None
+
+
+def find_results(folder: Path) -> tuple[list[dict], list[dict]]:
+    """(run.py results, evaluate_model results) under ``folder``."""
+    runs, evaluations = [], []
+    for path in sorted(folder.rglob("*.json")):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if not isinstance(data, dict):
+            continue
+        if path.name == "results.json" and "method" in data and "dataset" in data:
+            runs.append({"path": path, **data})
+        elif "model" in data and isinstance(data.get("clustering"), dict) and "datasets" in data["clustering"]:
+            evaluations.append({"path": path, **data})
+    return runs, evaluations
+
+
+def values_for(row: dict, dataset: str, runs: list[dict], evaluations: list[dict],
+               columns: Sequence[str]) -> tuple[list[list], set[str]]:
+    """One list of per-run values (x100) per column, and what the matched runs were (backbone, steps)."""
+    out: list[list] = [[] for _ in columns]
+    what: set[str] = set()
+    if row["source"] == "run":
+        for run in runs:
+            if run["method"] != row["method"] or run["dataset"] != dataset:
+                continue
+            what.add(f"{run.get('backbone', '?')}, {run.get('steps', '?')} steps")
+            for i, metric in enumerate(row["metrics"]):
+                value = _lookup(run, metric)
+                if value is not None:
+                    out[i].append(100 * value)
+    else:
+        keys = [c.lower() for c in columns]
+        for ev in evaluations:
+            if ev.get("model") != row["model"] or dataset not in ev["clustering"]["datasets"]:
+                continue
+            what.add(f"{ev['model']}, {len(ev['clustering'].get('seeds', []))} KMeans seeds")
+            for i, key in enumerate(keys):
+                value = ev["clustering"]["datasets"][dataset].get(key)
+                if value is not None:
+                    out[i].append(100 * value)
+    return out, what
+
+
+def compare(table: dict, runs: list[dict], evaluations: list[dict]) -> dict:
+    """``{"rows": [...], "missing": [...]}``: matched cells and the rows without runs (with commands)."""
+    matched, missing = [], []
+    for row in table["rows"]:
+        for dataset, paper in row["values"].items():
+            found, what = values_for(row, dataset, runs, evaluations, table["columns"])
+            if not any(found):
+                missing.append({"row": row["name"], "dataset": dataset,
+                                "command": row["command"].format(dataset=dataset)})
+                continue
+            for column, published, ours in zip(table["columns"], paper, found):
+                if not ours:
+                    continue
+                mean = float(np.mean(ours))
+                matched.append({"row": row["name"], "dataset": dataset, "metric": column, "paper": published,
+                                "mean": mean, "std": float(np.std(ours)), "n": len(ours),
+                                "difference": mean - published, "runs": "; ".join(sorted(what))})
+    return {"rows": matched, "missing": missing}
+
+
+def markdown(table: dict, result: dict) -> str:
+    lines = [f"# {table['paper']}, {table['table']}: the paper beside this project's runs", ""]
+    if result["rows"]:
+        lines += ["| row | dataset | metric | paper | this project (mean ± std, runs) | difference | runs found |",
+                  "|---|---|---|---:|---:|---:|---|"]
+        lines += [f"| {r['row']} | {r['dataset']} | {r['metric']} | {r['paper']:.2f} | "
+                  f"{r['mean']:.2f} ± {r['std']:.2f} ({r['n']}) | {r['difference']:+.2f} | {r['runs']} |"
+                  for r in result["rows"]]
+        lines += ["", "A run counts for a row when its method and dataset match; compare like with like (the "
+                  "paper's recipe is `experiment=<method>_<dataset>`, the runs found are listed per row)."]
+    else:
+        lines += ["No run under --runs matches a row of this table."]
+    if result["missing"]:
+        lines += ["", f"Rows without a run ({len(result['missing'])}); the command that makes one:", ""]
+        lines += [f"- {m['row']}, {m['dataset']}: `{m['command']}`" for m in result["missing"]]
+    return "\n".join(lines) + "\n"
+
+
+@exit_on_user_error
+def main(argv: Sequence[str] | None = None) -> str:
+    parser = argparse.ArgumentParser(prog="python -m evaluation.paper_table", description=__doc__.split("\n")[0])
+    parser.add_argument("table", nargs="?", help=f"one of: {', '.join(available())} (or a .yaml file)")
+    parser.add_argument("--runs", type=Path, help="folder searched for results.json and evaluate_model JSON files")
+    parser.add_argument("--out", type=Path, default=None, help="also write the Markdown here")
+    parser.add_argument("--list", action="store_true", help="list the paper tables")
+    args = parser.parse_args(argv)
+    if args.list or not args.table:
+        text = "\n".join(available())
+        print(text)
+        return text
+    table = load_table(args.table)
+    if args.runs is None or not args.runs.is_dir():
+        raise MissingFileError(f"--runs '{args.runs}' is not a folder (give the folder holding the runs' results).")
+    runs, evaluations = find_results(args.runs)
+    text = markdown(table, compare(table, runs, evaluations))
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text, encoding="utf-8")
+    print(text)
+    return text
+
+
+if __name__ == "__main__":
+    main()
