@@ -164,6 +164,7 @@ GROUPS: dict[str, Group] = {
             "train/confident_share says whether stage 3 had confident pseudo-labels.",
             fixed={
                 "experiment": "aecl_searchsnippets",
+                "trainer": "cpu",  # the recipe's GPU trainer: --extra trainer=gpu_fp32 on a GPU
                 "backbone": "minilm",
                 "batch_size": "64",
                 "method.e1": str(AECL_E1),

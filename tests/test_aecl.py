@@ -47,9 +47,12 @@ def test_stage_for_epoch_switches_at_e1_and_e1_plus_e2():
     assert [stage_for_epoch(e, 1, 0) for e in range(3)] == [1, 3, 3]
     with pytest.raises(ValueError):
         stage_for_epoch(-1, 1, 1)
+    # the reference code's 0-based loop keeps stage 1 while epoch <= E1: one epoch more
+    assert [stage_for_epoch(e, 2, 1, "reference") for e in range(5)] == [1, 1, 1, 2, 3]
 
 
-@pytest.mark.parametrize("kwargs", [{"e1": -1}, {"e2": 1.5}, {"kmeans_n_init": 0}])
+@pytest.mark.parametrize("kwargs", [{"e1": -1}, {"e2": 1.5}, {"kmeans_n_init": 0}, {"schedule": "code"},
+                                    {"pseudo_labels": "twice"}, {"kmeans_tol": 0.01, "kmeans_backend": "fast"}])
 def test_stage_switch_validates_arguments(kwargs):
     with pytest.raises(ValueError):
         AECLStageSwitch(**kwargs)
@@ -97,6 +100,35 @@ def test_stage_switch_recomputes_kmeans_labels_at_each_stage_two_epoch(monkeypat
     module.pseudo_label_epoch = torch.tensor(2)
     callback.on_train_epoch_start(SimpleNamespace(current_epoch=2, strategy=strategy), module)
     assert calls == [1, 2]
+
+
+def test_reference_schedule_computes_the_pseudo_labels_once_and_keeps_them(monkeypatch):
+    calls, fits = [], []
+    points = torch.tensor([[0.0, 0.0], [0.1, 0.0], [5.0, 5.0], [5.1, 5.0]])
+
+    def fake_outputs(trainer, module):
+        calls.append(trainer.current_epoch)
+        return {"embeddings": points}
+
+    real_fit = stage_switch.kmeans_fit
+
+    def recording_fit(*args, **kwargs):
+        fits.append((args[3], args[4], kwargs))
+        return real_fit(*args, **kwargs)
+
+    monkeypatch.setattr(stage_switch, "cached_eval_outputs", fake_outputs)
+    monkeypatch.setattr(stage_switch, "kmeans_fit", recording_fit)
+    module = _FakeAECL()  # e1 = 1, e2 = 2
+    callback = AECLStageSwitch(kmeans_seed=0, kmeans_n_init=1, kmeans_backend="sklearn", schedule="reference",
+                               pseudo_labels="once", kmeans_max_iter=3000, kmeans_tol=0.01)
+    strategy = SimpleNamespace(broadcast=lambda x, src=0: x)
+    callback.setup(None, module, "fit")
+    stages = []
+    for epoch in range(6):
+        callback.on_train_epoch_start(SimpleNamespace(current_epoch=epoch, strategy=strategy), module)
+        stages.append(module.stage)
+    assert stages == [1, 1, 2, 2, 3, 3] and calls == [2]  # stage 1 = e1 + 1 epochs; one KMeans, kept
+    assert fits == [(1, "sklearn", {"max_iter": 3000, "tol": 0.01})] and int(module.pseudo_label_epoch) == 2
 
 
 def test_stage_switch_rejects_other_modules():
@@ -226,10 +258,21 @@ def test_aecl_experiments_carry_the_paper_settings(tmp_path, dataset, e1, e2, la
     cfg = compose_config([f"experiment=aecl_{dataset}"], tmp_path)
     assert (cfg.method.e1, cfg.method.e2, cfg.method.lambda4) == (e1, e2, lambda4)
     m = cfg.method
-    assert (m.tau_instance, m.tau_cluster, m.lambda1, m.lambda2, m.lambda3) == (1.0, 0.5, 10.0, 5.0, 0.01)
-    assert cfg.batch_size == 400 and cfg.max_length == 32
-    assert cfg.trainer.max_epochs == 70 and cfg.trainer.max_steps == -1
+    # the authors' train.py: temperatures 0.5 / 1.0, its loss forms, stage 1 = E1 + 1 epochs, one KMeans
+    assert (m.tau_instance, m.tau_cluster, m.lambda1, m.lambda2, m.lambda3) == (0.5, 1.0, 10.0, 5.0, 0.01)
+    assert m.reference is True and m.head_lr_multiplier * m.lr == pytest.approx(5e-4)
+    switch = m.callbacks.stage_switch
+    assert (switch.schedule, switch.pseudo_labels, switch.kmeans_n_init, switch.kmeans_max_iter, switch.kmeans_tol,
+            switch.kmeans_backend, switch.kmeans_seed) == ("reference", "once", 1, 3000, 0.01, "sklearn", 0)
+    assert cfg.batch_size == 400 and cfg.max_length == 32 and cfg.seed == 0
+    assert cfg.trainer.max_epochs == 70 and cfg.trainer.max_steps == -1 and cfg.trainer.precision == "32-true"
     assert cfg.backbone.name.endswith("distilbert-base-nli-stsb-mean-tokens") and cfg.method.lr == 5e-6
+    # the head is evaluated on one random permutation in batches of 400, once per epoch
+    dataset_cfg = cfg.dataset
+    order = (dataset_cfg.eval_batch_size, dataset_cfg.eval_sort_by_length, dataset_cfg.eval_shuffle_seed)
+    assert order == (400, False, 0)
+    sizes = {"searchsnippets": 12340, "stackoverflow": 20000, "googlenews_t": 11109, "tweet": 2472}
+    assert cfg.dataset.callbacks.clustering_eval.every_n_steps == -(-sizes[dataset] // 400)
 
 
 # -- NS diagnostic ---------------------------------------------------------------------------------------

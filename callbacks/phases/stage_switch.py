@@ -12,17 +12,31 @@ from lightning_modules.shared.kmeans import kmeans_fit, resolve_kmeans_backend
 MODULE_NEEDS = ("stage", "set_stage", "set_pseudo_labels", "pseudo_label_epoch", "num_clusters", "eval_step")
 
 
-def stage_for_epoch(epoch: int, e1: int, e2: int) -> int:
-    """Stage of the 0-based ``epoch``: 1 for the first ``e1`` epochs, 2 for the next ``e2``, then 3.
+SCHEDULES = ("paper", "reference")
+PSEUDO_LABELS = ("every_epoch", "once")
 
-    This is Algorithm 1 with 1-based epochs (stage 1 while epoch ≤ E1). The reference code
-    compares a 0-based epoch with ``<= E1`` and so runs one stage-1 epoch more.
+
+def stage1_epochs(e1: int, schedule: str = "paper") -> int:
+    """Epochs of stage 1: ``e1`` (Algorithm 1), or ``e1 + 1`` as the reference code runs it (its 0-based
+    epoch loop keeps stage 1 while ``epoch <= E1``)."""
+    if schedule not in SCHEDULES:
+        raise ConfigError(f"AECLStageSwitch: schedule must be one of {SCHEDULES}, got {schedule!r}")
+    return e1 + (1 if schedule == "reference" else 0)
+
+
+def stage_for_epoch(epoch: int, e1: int, e2: int, schedule: str = "paper") -> int:
+    """Stage of the 0-based ``epoch``: 1 for the first ``stage1_epochs(e1, schedule)`` epochs, 2 for the
+    next ``e2``, then 3.
+
+    ``paper`` is Algorithm 1 with 1-based epochs (stage 1 while epoch ≤ E1). ``reference``: the reference
+    code compares a 0-based epoch with ``<= E1`` and so runs one stage-1 epoch more.
     """
     if epoch < 0 or e1 < 0 or e2 < 0:
         raise ValueError(f"epoch, e1 and e2 must be >= 0, got epoch={epoch}, e1={e1}, e2={e2}")
-    if epoch < e1:
+    first = stage1_epochs(e1, schedule)
+    if epoch < first:
         return 1
-    return 2 if epoch < e1 + e2 else 3
+    return 2 if epoch < first + e2 else 3
 
 
 def _check_epochs(e1, e2) -> None:
@@ -34,11 +48,14 @@ def _check_epochs(e1, e2) -> None:
 class AECLStageSwitch(Callback):
     """Sets the module's stage at the start of every epoch and computes stage-2 pseudo-labels.
 
-    Stage 1 for ``e1`` epochs, stage 2 for ``e2`` epochs, stage 3 afterwards
-    (``stage_for_epoch``). At the start of EACH stage-2 epoch the pseudo-labels are KMeans
-    clusters (``kmeans_seed``, ``kmeans_n_init``) of the encoder embeddings V⁰ of the whole
-    training set, i.e. ``eval_step``'s ``embeddings`` over the datamodule's evaluation loader
-    (shared with other callbacks through ``cached_eval_outputs``). Logs ``train/stage``.
+    Stage 1 for ``e1`` epochs (``schedule=reference``: ``e1 + 1``, as the reference code runs),
+    stage 2 for ``e2`` epochs, stage 3 afterwards (``stage_for_epoch``). The pseudo-labels are KMeans
+    clusters (``kmeans_seed``, ``kmeans_n_init``, ``kmeans_max_iter``, ``kmeans_tol``) of the encoder
+    embeddings V⁰ of the whole training set, i.e. ``eval_step``'s ``embeddings`` over the datamodule's
+    evaluation loader (shared with other callbacks through ``cached_eval_outputs``), computed at the
+    start of EACH stage-2 epoch (``pseudo_labels=every_epoch``) or ONCE, at the start of stage 2, and
+    kept through it (``once``: the reference code, whose KMeans after the last stage-1 epoch is the
+    last one it keeps). Logs ``train/stage``.
 
     Needs on the module: ``set_stage(int)``, ``set_pseudo_labels(labels, epoch)``,
     ``pseudo_label_epoch`` (the epoch the current labels were computed for), ``num_clusters``,
@@ -56,11 +73,21 @@ class AECLStageSwitch(Callback):
 
     def __init__(
         self, e1: int | None = None, e2: int | None = None, kmeans_seed: int = 0, kmeans_n_init: int = 10,
-        kmeans_backend: str | None = None,
+        kmeans_backend: str | None = None, schedule: str = "paper", pseudo_labels: str = "every_epoch",
+        kmeans_max_iter: int | None = None, kmeans_tol: float | None = None,
     ):
         _check_epochs(e1, e2)
         if kmeans_n_init < 1:
             raise ConfigError(f"AECLStageSwitch: kmeans_n_init must be >= 1, got {kmeans_n_init}")
+        stage1_epochs(0, schedule)  # checks the name
+        if pseudo_labels not in PSEUDO_LABELS:
+            raise ConfigError(f"AECLStageSwitch: pseudo_labels must be one of {PSEUDO_LABELS}, got {pseudo_labels!r}")
+        if kmeans_tol is not None and resolve_kmeans_backend(kmeans_backend) != "sklearn":
+            raise ConfigError("AECLStageSwitch: kmeans_tol is scikit-learn's tolerance; set kmeans_backend=sklearn")
+        self.schedule = schedule
+        self.pseudo_labels = pseudo_labels
+        self.kmeans_max_iter = kmeans_max_iter
+        self.kmeans_tol = kmeans_tol
         self.e1 = e1
         self.e2 = e2
         self.kmeans_seed = kmeans_seed
@@ -83,7 +110,7 @@ class AECLStageSwitch(Callback):
 
     # -- persistence: the schedule a checkpoint was trained with -------------------------------------
     def state_dict(self) -> dict:
-        return {"e1": self.e1, "e2": self.e2}
+        return {"e1": self.e1, "e2": self.e2, "schedule": self.schedule}
 
     def load_state_dict(self, state_dict: dict) -> None:
         self._saved_schedule = dict(state_dict)
@@ -99,9 +126,12 @@ class AECLStageSwitch(Callback):
     # -- hooks ------------------------------------------------------------------------------------------
     def on_train_epoch_start(self, trainer, pl_module) -> None:
         epoch = trainer.current_epoch
-        stage = stage_for_epoch(epoch, self.e1, self.e2)
+        stage = stage_for_epoch(epoch, self.e1, self.e2, self.schedule)
         pl_module.set_stage(stage)
-        if stage == 2 and int(pl_module.pseudo_label_epoch) != epoch:
+        labelled = int(pl_module.pseudo_label_epoch)
+        first_stage2 = stage1_epochs(self.e1, self.schedule)
+        stale = labelled != epoch if self.pseudo_labels == "every_epoch" else labelled < first_stage2
+        if stage == 2 and stale:
             pl_module.set_pseudo_labels(self.kmeans_labels(trainer, pl_module), epoch)
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
@@ -111,7 +141,8 @@ class AECLStageSwitch(Callback):
         """KMeans clusters [n] of the whole training set's embeddings, in row order."""
         embeddings = cached_eval_outputs(trainer, pl_module)["embeddings"]  # [n, d]
         labels = kmeans_fit(
-            embeddings.numpy(), pl_module.num_clusters, self.kmeans_seed, self.kmeans_n_init, self.kmeans_backend
+            embeddings.numpy(), pl_module.num_clusters, self.kmeans_seed, self.kmeans_n_init, self.kmeans_backend,
+            max_iter=self.kmeans_max_iter, tol=self.kmeans_tol,
         ).labels_
         labels = torch.as_tensor(labels, dtype=torch.long)  # [n]
         return trainer.strategy.broadcast(labels, src=0)

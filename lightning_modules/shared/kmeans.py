@@ -60,6 +60,7 @@ def kmeans_fit(
     backend: str | None = None,
     dtype: str = "float32",
     max_iter: int | None = None,
+    tol: float | None = None,
 ) -> KMeansResult:
     """KMeans of ``embeddings`` [n, d] into ``num_clusters``; the same seed gives the same clusters.
 
@@ -75,10 +76,13 @@ def kmeans_fit(
       faiss has no convergence test) from ``n_init`` random initialisations seeded by ``seed``,
       keeping the lowest inertia; every row is used (no subsampling). Always float32.
     - ``sklearn``: scikit-learn's KMeans (k-means++ initialisation, ``n_init`` restarts,
-      ``random_state=seed``, at most ``max_iter`` (300) iterations with its tolerance test) on
+      ``random_state=seed``, at most ``max_iter`` (300) iterations with its tolerance test, ``tol``
+      (scikit-learn's 1e-4 when None; this backend only)) on
       ``dtype`` (float32 by default; ``float64`` is what the older evaluations used).
     """
     backend = resolve_kmeans_backend(backend)
+    if tol is not None and backend != "sklearn":
+        raise ValueError(f"tol is scikit-learn's convergence tolerance: use backend='sklearn' (got '{backend}')")
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got '{dtype}'")
     if n_init < 1:
@@ -94,7 +98,8 @@ def kmeans_fit(
         return _fast_kmeans(data.astype(DTYPES[dtype]), num_clusters, seed, n_init, max_iter or 300)
     from sklearn.cluster import KMeans
 
-    fitted = KMeans(n_clusters=num_clusters, random_state=seed, n_init=n_init, max_iter=max_iter or 300)
+    fitted = KMeans(n_clusters=num_clusters, random_state=seed, n_init=n_init, max_iter=max_iter or 300,
+                    tol=1e-4 if tol is None else tol)
     return _from_sklearn(fitted.fit(data.astype(DTYPES[dtype])), "sklearn")
 
 
