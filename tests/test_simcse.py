@@ -161,8 +161,27 @@ def test_method_configs_follow_the_papers(tmp_path):
     for cfg in (simcse, bert, roberta):
         assert cfg.trainer.max_epochs == 1 and cfg.method.head_lr_multiplier == 1
         selection = cfg.method.callbacks.sts_selection
-        assert selection.every_n_steps == 125 and selection.patience == 3
+        # ClusterNS: --early_stop 3; SimCSE keeps the best evaluation but never stops early
+        assert selection.every_n_steps == 125 and selection.patience == (0 if cfg is simcse else 3)
         assert cfg.method.pooling == "cls" and cfg.method.eval_pooling == "cls_before_pooler"
+        assert cfg.trainer.precision == "16-mixed" and cfg.trainer.accelerator == "gpu"  # --fp16
+    for cfg in (bert, roberta):  # the reference code's centroid update and BML reduction
+        assert (cfg.method.centroid_update, cfg.method.bml_reduction) == ("sum", "matrix")
+
+
+@pytest.mark.parametrize("row,batch,lr,extra", [
+    ("simcse_roberta_base", 512, 1e-5, {}), ("simcse_bert_large", 64, 1e-5, {}),
+    ("simcse_roberta_large", 512, 3e-5, {}),
+    ("clusterns_bert_large", 512, 5e-5, {"kmean_cosine": 0.5, "bml_weight": 5e-5, "bml_alpha": 0.25}),
+    ("clusterns_roberta_large", 512, 5e-5, {"momentum": 5e-4, "bml_weight": 0.0, "false_negatives": "none"}),
+])
+def test_new_paper_rows_compose_with_the_authors_settings(tmp_path, row, batch, lr, extra):
+    from tests.helpers import compose_config
+
+    cfg = compose_config([f"experiment={row}"], tmp_path)
+    assert (cfg.batch_size, cfg.method.lr, cfg.max_length, cfg.trainer.max_epochs) == (batch, lr, 32, 1)
+    assert all(cfg.method[key] == value for key, value in extra.items())
+    assert cfg.backbone.name in ("roberta-base", "bert-large-uncased", "roberta-large")
 
 
 def test_streaming_datamodule_rebuilds_its_shard_when_ddp_starts(tmp_path, monkeypatch):
@@ -205,3 +224,28 @@ def test_simcse_end_to_end_on_tiny(tmp_path):
     header = (out / "csv" / "metrics.csv").read_text().splitlines()[0].split(",")
     assert {"train/loss", "train/sim_positive", "train/sim_in_batch_negative", "val/stsb_spearman"} <= set(header)
     assert (out / "sts.md").is_file() and (out / "sts.json").is_file()
+
+
+@pytest.mark.parametrize("row", ["simcse_roberta_base", "simcse_bert_large", "simcse_roberta_large",
+                                 "clusterns_bert_large", "clusterns_roberta_large"])
+def test_new_paper_rows_run_a_few_steps_on_the_tiny_backbone(tmp_path, row):
+    from run import train
+    from tests.helpers import compose_config
+
+    wiki = tmp_path / "wiki.txt"
+    wiki.write_text("".join(f"sentence number {i} about topic {i % 3}\n" for i in range(40)))
+    folder = tmp_path / "sts" / "STS" / "STSBenchmark"
+    folder.mkdir(parents=True)
+    for split in ("dev", "test"):
+        rows = [f"g\tf\ty\t{i}\t{i % 5}.0\ta cat number {i}\ta dog number {i * 7 % 11}" for i in range(12)]
+        (folder / f"sts-{split}.csv").write_text("\n".join(rows) + "\n")
+    overrides = [
+        f"experiment={row}", "backbone=tiny", "trainer=cpu", "trainer.precision=32-true", f"dataset.path={wiki}",
+        f"sts_data_dir={tmp_path / 'sts'}", "batch_size=8", "trainer.max_steps=2", "trainer.enable_progress_bar=false",
+        "~callbacks.progress", "print_table=false", "callbacks.report.plots=false",
+        "method.callbacks.sts_selection.every_n_steps=1",
+    ] + (["method.num_clusters=2"] if row.startswith("clusterns") else [])
+    with pytest.warns(Warning, match="SICKR"):
+        results = train(compose_config(overrides, tmp_path / "run"))
+    assert results["steps"] == 2 and results["method"] == row.split("_")[0]
+    assert [h["step"] for h in results["sts_selection"]["history"]] == [1, 2]
