@@ -358,3 +358,53 @@ def test_pairsupcon_trains_and_evaluates_at_the_end(tiny_nli, tmp_path):
     assert torch.allclose(encoder.encode(texts), rebuilt.encode(texts), atol=1e-6)
     untrained, _ = load_encoder("tiny")
     assert not torch.allclose(encoder.encode(texts), untrained.encode(texts), atol=1e-4)
+
+
+@pytest.mark.parametrize("row,backbone", [("pairsupcon_bert_base", "bert-base-uncased"),
+                                          ("pairsupcon_bert_large", "bert-large-uncased"),
+                                          ("pairsupcon_distilbert_base", "distilbert-base-uncased")])
+def test_paper_rows_train_and_evaluate_as_the_authors(tmp_path, row, backbone):
+    from tests.helpers import compose_config
+
+    cfg = compose_config([f"experiment={row}"], tmp_path)
+    assert cfg.backbone.name == backbone and (cfg.batch_size, cfg.max_length, cfg.seed) == (1024, 32, 0)
+    m = cfg.method
+    assert (m.mode, m.weighting, m.beta, m.temperature, m.lr, m.head_lr_multiplier) == (
+        "both", "hardneg", 1.0, 0.05, 5e-6, 100.0)
+    assert cfg.trainer.max_epochs == 3 and cfg.trainer.precision == "32-true"
+    # the authors' evaluation embeds at 64 tokens for clustering and STS
+    assert m.callbacks.final_eval.clustering_max_length == 64 and m.callbacks.sts_eval.max_length == 64
+
+
+def test_final_evaluation_passes_its_token_limits(monkeypatch):
+    import callbacks.evaluation.final_eval as final_eval
+
+    seen = {}
+
+    def fake_evaluate(encoder, pooling, tasks, **kwargs):
+        seen.update(kwargs)
+        return {"notes": []}
+
+    monkeypatch.setattr(final_eval, "evaluate_encoder", fake_evaluate)
+    callback = final_eval.FinalEvaluation(tasks=["clustering"], clustering_max_length=64, sts_max_length=64)
+    trainer = type("T", (), {"is_global_zero": True, "global_step": 3})()
+    module = type("M", (), {"encoder": None, "eval_pooling": "mean"})()
+    callback.on_train_end(trainer, module)
+    assert seen["clustering_max_length"] == 64 and seen["sts_max_length"] == 64
+
+
+def test_distilbert_row_runs_a_few_steps_on_the_tiny_backbone(tmp_path, tiny_nli):
+    import warnings
+
+    from run import train
+    from tests.helpers import compose_config
+
+    sts_dir = write_tiny_sts(tmp_path / "senteval")
+    overrides = pairsupcon_overrides(tiny_nli, sts_dir, steps=2)
+    overrides[0] = "experiment=pairsupcon_distilbert_base"
+    overrides += ["trainer=cpu", "trainer.max_epochs=-1", "method.callbacks.final_eval.tasks=[]"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the six absent STS tasks
+        results = train(compose_config(overrides, tmp_path / "run"))
+    assert results["steps"] == 2 and results["method"] == "pairsupcon"
+    assert results["sts"]["max_length"] == 64  # the authors' evaluation length

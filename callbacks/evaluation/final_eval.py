@@ -38,6 +38,8 @@ class FinalEvaluation(Callback):
         mteb_tasks: with task ``mteb``: MTEB task names or local tables (``evaluation.mteb_eval``);
             checked here, before training (an unknown name, or a Hub task offline, stops the run).
         mteb_max_length: MTEB's token limit (default: the run's ``encoder.max_length``).
+        clustering_max_length: token limit of the clustering embeddings (32, the papers' training length;
+            PairSupCon's evaluation code: 64). sts_max_length: STS's (None: the backbone's limit).
         results_key: the results.json section (and file stem, ``<results_key>.md``) of this evaluation,
             so that two instances (PairSupCon's and the generic ``callbacks.mteb``) do not collide.
     """
@@ -59,11 +61,15 @@ class FinalEvaluation(Callback):
         mteb_tasks: Sequence[str] = (),
         mteb_max_length: int | None = None,
         results_key: str = "final_evaluation",
+        clustering_max_length: int = 32,
+        sts_max_length: int | None = None,
     ):
         from lightning_modules.shared.kmeans import resolve_kmeans_backend
 
         self.kmeans_backend = resolve_kmeans_backend(kmeans_backend)
         self.results_key = results_key
+        self.clustering_max_length = clustering_max_length
+        self.sts_max_length = sts_max_length
         self.tasks = list(tasks)
         if "mteb" in self.tasks and not mteb_tasks:
             self.tasks.remove("mteb")  # the generic entry of conf/callbacks: off until tasks are named
@@ -109,6 +115,8 @@ class FinalEvaluation(Callback):
             batch_size=self.batch_size,
             kmeans_backend=self.kmeans_backend,
             mteb_options=mteb_options,
+            clustering_max_length=self.clustering_max_length,
+            sts_max_length=self.sts_max_length,
             **kwargs,
         )
         self.result.update(step=trainer.global_step, date=dt.date.today().isoformat(),

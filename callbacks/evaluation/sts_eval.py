@@ -116,6 +116,7 @@ class FinalStsEvaluation(Callback):
             "step": r["step"],
             "pooling": r["pooling"],
             "aggregation": r["aggregation"],
+            "max_length": self.max_length,  # None: the backbone's limit
             "spearman": {task: v["spearman"] for task, v in r["tasks"].items()},
             "avg": r["avg"],
             "avg_over": r["avg_over"],
