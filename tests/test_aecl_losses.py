@@ -113,6 +113,34 @@ def test_similarity_guided_loss_matches_loops(tau, form):
     assert similarity_guided_loss(*args, temperature=tau, form=form).item() == pytest.approx(naive, rel=1e-9, abs=1e-6)
 
 
+def test_no_ic_ablation_keeps_only_the_two_view_term():
+    """AECL Table 3 "No IC": eq 7 removed, L_I = -(1/2N) Σ_i Σ_v log l1_i with l1 from eq 6 (a loop)."""
+    z0, z1, h0, h1, s0, s1, clusters = batch()
+    tau, n = 0.5, len(z0)
+
+    def e(a, b):
+        return math.exp(cos(a, b) / tau)
+
+    total = 0.0
+    for i in range(n):
+        others = [k for k in range(n) if k != i]
+        l1 = e(z0[i], z1[i]) / sum(e(z0[i], z0[k]) + e(z0[i], z1[k]) for k in others)
+        l1 += e(z1[i], z0[i]) / sum(e(z1[i], z1[k]) + e(z1[i], z0[k]) for k in others)
+        total += -2 * math.log(l1)
+    args = (z0, z1, h0, h1, s0, s1, clusters)
+    got = similarity_guided_loss(*args, temperature=tau, guided=False)
+    assert got.item() == pytest.approx(total / (2 * n), rel=1e-9)
+    # the attention and the consistent representations no longer matter
+    other = similarity_guided_loss(z0, z1, h1, h0, s1, s0, torch.zeros(n, dtype=torch.long), tau, guided=False)
+    assert other.item() == pytest.approx(got.item(), rel=1e-12)
+    assert got.item() != pytest.approx(similarity_guided_loss(*args, temperature=tau).item(), rel=1e-3)
+    # the code's stacked form without soft1: -mean log(num_i / den_j) over the broadcast matrix
+    num, den, _ = naive_stacked_pieces(*args, tau)
+    expected = -sum(math.log(num[i] / den[j]) for i in range(2 * n) for j in range(2 * n)) / (4 * n * n)
+    assert similarity_guided_loss(*args, temperature=tau, form="reference", guided=False).item() == pytest.approx(
+        expected, rel=1e-9)
+
+
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_reference_broadcast_matches_loops_on_random_batches(seed):
     """Random batch sizes and cluster layouts, float32 as in training, to 1e-6."""

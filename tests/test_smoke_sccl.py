@@ -145,3 +145,42 @@ def test_progress_bar_is_off_without_a_terminal(toy_corpus, tmp_path, monkeypatc
     monkeypatch.setattr(progress.StepProgressBar, "on_train_start", spy)
     train(compose_config(bar_overrides, tmp_path / "run"))
     assert states == [True]
+
+
+def test_sequential_variant_contrasts_first_then_clusters_from_fresh_centroids(toy_corpus, tmp_path):
+    import pandas as pd
+
+    out = tmp_path / "run"
+    results = run_toy(toy_corpus, out, ["method.objective=sequential", "method.sequential_switch_step=2"], steps=4)
+    assert results["steps"] == 4
+    frame = pd.read_csv(out / "csv" / "metrics.csv")
+    cluster = frame.dropna(subset=["train/cluster_loss"])["step"].tolist()
+    assert cluster == [2, 3]  # clustering only from the switch on (the CSV's 0-based update index)
+    # the clustering evaluation before the switch has no head (no centroids yet), after it has one
+    history = results["clustering"]["history"]
+    assert "head_acc" in history[-1] and "head_acc" not in results["clustering"]["before"]
+
+
+def test_sequential_variant_switches_objective_at_the_step():
+    from types import SimpleNamespace
+
+    from lightning_modules.sccl.module import SCCL
+
+    module = SCCL(num_clusters=2, backbone="tiny", objective="sequential", sequential_switch_step=3)
+    seen = []
+    for step in range(5):
+        module._trainer = SimpleNamespace(global_step=step)
+        seen.append((module.active_objective(), module.needs_centroid_init))
+    assert seen == [("instance", False)] * 3 + [("cluster", True)] * 2
+    module.set_centroids(module.centroids.detach() + 1)
+    assert module.needs_centroid_init is False  # initialised once, kept (and saved for a resume)
+
+
+def test_sequential_variant_needs_its_switch_step():
+    from errors import ConfigError
+    from lightning_modules.sccl.module import SCCL
+
+    with pytest.raises(ConfigError, match="sequential_switch_step"):
+        SCCL(num_clusters=2, backbone="tiny", objective="sequential")
+    with pytest.raises(ConfigError, match="objective=sequential only"):
+        SCCL(num_clusters=2, backbone="tiny", sequential_switch_step=5)

@@ -25,8 +25,9 @@ class KMeansCentroidInit(Callback):
 
     Needs on the module: ``needs_centroid_init`` (bool), ``set_centroids(tensor)``, ``num_clusters``
     and ``eval_step(batch) -> {"embeddings": ...}``; on the datamodule: ``eval_dataloader()``.
-    Runs at train start only when the module says its centroids are not initialised, so a
-    resumed run keeps the centroids it saved. Under DDP the centres of rank 0 are broadcast.
+    Runs at train start, and at the start of any later step, when the module says its centroids
+    need initialising (SCCL's sequential variant asks at its switch to clustering), so a resumed
+    run keeps the centroids it saved. Under DDP the centres of rank 0 are broadcast.
     """
 
     def __init__(self, seed: int = 0, n_init: int = 10, kmeans_backend: str | None = None):
@@ -37,6 +38,12 @@ class KMeansCentroidInit(Callback):
         self.kmeans_backend = resolve_kmeans_backend(kmeans_backend)
 
     def on_train_start(self, trainer, pl_module) -> None:
+        self._initialise_if_needed(trainer, pl_module)
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        self._initialise_if_needed(trainer, pl_module)
+
+    def _initialise_if_needed(self, trainer, pl_module) -> None:
         if not getattr(pl_module, "needs_centroid_init", False):
             return
         embeddings = cached_eval_outputs(trainer, pl_module)["embeddings"]

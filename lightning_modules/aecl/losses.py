@@ -62,6 +62,7 @@ def similarity_guided_loss(
     clusters: torch.Tensor,
     temperature: float = 1.0,
     form: str = "paper",
+    guided: bool = True,
 ) -> torch.Tensor:
     """Similarity-guided contrastive loss L_I (AECL eqs 6, 7, 9; docs/methods/aecl.md). Scalar.
 
@@ -101,6 +102,8 @@ def similarity_guided_loss(
         z0, z1, h0, h1: [N, D]; s0, s1: [N, N]; clusters: [N] integer cluster ids.
         temperature: τ_I (paper 1.0, reference code 0.5).
         form: ``paper`` | ``reference`` | ``rowwise`` (see above).
+        guided: False drops the similarity-guided term (eq 7: l2 in the paper form, soft1 in the code's):
+            the "No IC" ablation of AECL Table 3, where only the two-view term l1 (eq 6) is left.
     """
     if form not in INSTANCE_LOSS_FORMS:
         raise ValueError(f"the instance-loss form must be one of {INSTANCE_LOSS_FORMS}, got '{form}'")
@@ -110,7 +113,8 @@ def similarity_guided_loss(
         raise ValueError(f"temperature must be positive, got {temperature}")
     same = clusters.view(-1, 1) == clusters.view(1, -1)  # [N, N] j ∈ Λ_i
     if form != "paper":
-        return _similarity_guided_stacked(z0, z1, (h0, h1), (s0, s1), same, temperature, broadcast=form == "reference")
+        return _similarity_guided_stacked(z0, z1, (h0, h1), (s0, s1), same, temperature,
+                                          broadcast=form == "reference", guided=guided)
 
     off = ~torch.eye(n, dtype=torch.bool, device=z0.device)  # [N, N] k ≠ i
     off2 = torch.cat([off, off], dim=1)  # [N, 2N]
@@ -119,6 +123,8 @@ def similarity_guided_loss(
     log_l1_a = positive - _masked_logsumexp(torch.cat([_cosine(z0, z0) / temperature, zz01], dim=1), off2)  # [N]
     log_l1_b = positive - _masked_logsumexp(torch.cat([_cosine(z1, z1) / temperature, zz01.T], dim=1), off2)  # [N]
 
+    if not guided:  # No IC: -(1/2N) Σ_i Σ_v log l1_i, the same l1 in both views' logs
+        return -torch.stack([log_l1_a, log_l1_b]).logsumexp(dim=0).mean()
     per_view = []
     for z, h, s in ((z0, h0, s0), (z1, h1, s1)):
         zz = _cosine(z, z) / temperature  # [N, N]
@@ -140,8 +146,9 @@ def _stacked_ratio_masks(n: int, device) -> tuple[torch.Tensor, torch.Tensor]:
     return counterpart, negatives
 
 
-def _similarity_guided_stacked(z0, z1, hs, ss, same, temperature, broadcast: bool) -> torch.Tensor:
-    """The reference code's stacked-matrix L_I: ``broadcast`` True = its train.py, False = row by row."""
+def _similarity_guided_stacked(z0, z1, hs, ss, same, temperature, broadcast: bool, guided: bool = True) -> torch.Tensor:
+    """The reference code's stacked-matrix L_I: ``broadcast`` True = its train.py, False = row by row;
+    ``guided`` False leaves out soft1 (No IC)."""
     n = z0.shape[0]
     counterpart, negatives = _stacked_ratio_masks(n, z0.device)
     rows = torch.arange(2 * n, device=z0.device)
@@ -153,6 +160,8 @@ def _similarity_guided_stacked(z0, z1, hs, ss, same, temperature, broadcast: boo
         log_soft0 = log_num.unsqueeze(1) - log_den.unsqueeze(0)  # [2N, 2N] log(num_i / den_j)
     else:
         log_soft0 = log_num - log_den  # [2N] log(num_r / den_r)
+    if not guided:
+        return -log_soft0.mean()
     same2 = same.repeat(2, 2)  # [2N, 2N]
     eye2 = torch.eye(2 * n, dtype=torch.bool, device=z0.device)
     losses = []

@@ -80,6 +80,8 @@ class AECL(TextRepresentationModule):
         confidence_threshold: stage-3 pseudo-label threshold (0.95).
         reference: the reference code's variant of every loss (see above).
         instance_loss: L_I form, ``paper`` | ``reference`` | ``rowwise``; None follows ``reference``.
+        guided_instance_loss: False is AECL Table 3's "No IC" ablation: L_I without the similarity-guided
+            term (eq 7), only the two-view contrast (eq 6).
         e1, e2: stage lengths in epochs; read by the stage callback.
         dropout: dropout of the clustering network (0.5).
     """
@@ -132,6 +134,7 @@ class AECL(TextRepresentationModule):
         e2: int = 1,
         reference: bool = False,
         instance_loss: str | None = None,
+        guided_instance_loss: bool = True,
         dropout: float = 0.5,
         **encoder,
     ):
@@ -161,6 +164,7 @@ class AECL(TextRepresentationModule):
         self.e1, self.e2 = int(e1), int(e2)
         self.reference = reference
         self.instance_loss = instance_loss
+        self.guided_instance_loss = bool(guided_instance_loss)
         self.register_buffer("training_stage", torch.tensor(1, dtype=torch.long))
         self.register_buffer("pseudo_labels", torch.empty(0, dtype=torch.long))
         self.register_buffer("pseudo_label_epoch", torch.tensor(-1, dtype=torch.long))
@@ -229,7 +233,7 @@ class AECL(TextRepresentationModule):
         losses = {
             "instance_loss": similarity_guided_loss(
                 out0["z"], out1["z"], out0["h"], out1["h"], out0["s"], out1["s"], clusters,
-                self.tau_instance, form=self.instance_loss_form,
+                self.tau_instance, form=self.instance_loss_form, guided=self.guided_instance_loss,
             )
         }
         confidence = p0.detach().max(dim=1).values  # [N] max p⁰

@@ -11,7 +11,7 @@ from lightning_modules.shared.contrastive import nt_xent
 from lightning_modules.shared.distributed import ddp_loss_scale, gather_with_grad
 from lightning_modules.shared.heads import ContrastHead
 
-OBJECTIVES = ("joint", "instance", "cluster")
+OBJECTIVES = ("joint", "instance", "cluster", "sequential")
 LOSS_WEIGHTS = ("reference", "paper")
 # (instance_weight, cluster_weight) per setting and augmentation mode (docs/methods/sccl.md): the reference code
 # with its default η = 1 weighs L_instance by η in both modes and L_cluster by 0.5 when the views are
@@ -49,8 +49,10 @@ class SCCL(TextRepresentationModule):
     (dropout-only) views (their documented runs set η = 10: ``instance_weight=10``); ``paper`` is the
     paper's text, L_instance + 10·L_cluster. A number given for either weight overrides it. The resolved
     weights are stored in ``hparams``.
-    ``objective`` selects the paper's ablations: ``instance`` (Instance-CL only) or ``cluster``
-    (clustering only).
+    ``objective`` selects the paper's ablations: ``instance`` (Instance-CL only), ``cluster``
+    (clustering only) or ``sequential`` (SCCL-Seq, Figure 3: Instance-CL alone for the first
+    ``sequential_switch_step`` steps, then clustering alone, its centroids initialised by KMeans on the
+    embeddings Instance-CL has learned, at the switch).
 
     The centroids are parameters in the encoder's space, filled by KMeans before the first step
     (``callbacks.phases.centroid_init.KMeansCentroidInit``); ``centroids_ready`` records that this happened, so a
@@ -85,11 +87,17 @@ class SCCL(TextRepresentationModule):
         loss_weights: str = "reference",
         augmentation: str = "explicit",
         objective: str = "joint",
+        sequential_switch_step: int | None = None,
         projection_dim: int = 128,
         **encoder,
     ):
         if objective not in OBJECTIVES:
             raise ConfigError(f"method.objective must be one of {OBJECTIVES}, got '{objective}'")
+        if objective == "sequential" and (sequential_switch_step is None or int(sequential_switch_step) < 1):
+            raise ConfigError("method.objective=sequential needs method.sequential_switch_step >= 1: the step at which "
+                              f"Instance-CL hands over to clustering (got {sequential_switch_step})")
+        if objective != "sequential" and sequential_switch_step is not None:
+            raise ConfigError("method.sequential_switch_step applies to method.objective=sequential only")
         if temperature <= 0 or alpha <= 0:
             raise ConfigError("method.temperature and method.alpha must be positive")
         super().__init__(**encoder)
@@ -108,6 +116,14 @@ class SCCL(TextRepresentationModule):
         self.cluster_weight = cluster_weight
         self.augmentation = augmentation
         self.objective = objective
+        self.sequential_switch_step = None if sequential_switch_step is None else int(sequential_switch_step)
+
+    def active_objective(self) -> str:
+        """``objective``, or for ``sequential`` the part of it that runs at this step."""
+        if self.objective != "sequential":
+            return self.objective
+        step = self.trainer.global_step if self._trainer is not None else 0
+        return "instance" if step < self.sequential_switch_step else "cluster"
 
     def on_fit_start(self) -> None:
         super().on_fit_start()
@@ -122,7 +138,11 @@ class SCCL(TextRepresentationModule):
     # -- state used by callbacks ---------------------------------------------------------------
     @property
     def needs_centroid_init(self) -> bool:
-        return not bool(self.centroids_ready)
+        """True when KMeans must fill the centroids now: before the first step, or, for ``sequential``,
+        at the switch to clustering (before it the centroids are not used)."""
+        if bool(self.centroids_ready):
+            return False
+        return self.objective != "sequential" or self.active_objective() == "cluster"
 
     @torch.no_grad()
     def set_centroids(self, centroids: torch.Tensor) -> None:
@@ -142,13 +162,14 @@ class SCCL(TextRepresentationModule):
         losses = {}
         total = e1.new_zeros(())
         backward = e1.new_zeros(())
-        if self.objective in ("joint", "instance"):
+        objective = self.active_objective()
+        if objective in ("joint", "instance"):
             z1 = gather_with_grad(self.contrast_head(e1))  # [W*N, 128]
             z2 = gather_with_grad(self.contrast_head(e2))  # [W*N, 128]
             losses["instance_loss"] = nt_xent(z1, z2, self.temperature)
             total = total + self.instance_weight * losses["instance_loss"]
             backward = backward + self.instance_weight * losses["instance_loss"] * ddp_loss_scale()
-        if self.objective in ("joint", "cluster"):
+        if objective in ("joint", "cluster"):
             if self.needs_centroid_init:
                 raise SetupError(
                     "SCCL's centroids were never initialised: add callbacks.phases.centroid_init.KMeansCentroidInit "
@@ -167,6 +188,6 @@ class SCCL(TextRepresentationModule):
     @torch.no_grad()
     def eval_step(self, batch: dict) -> dict[str, torch.Tensor]:
         out = super().eval_step(batch)
-        if not self.needs_centroid_init:
+        if bool(self.centroids_ready):  # the head exists once KMeans has filled the centroids
             out["head_pred"] = self.assign(out["embeddings"]).argmax(dim=1)  # eval pooling == training pooling
         return out
