@@ -68,6 +68,12 @@ SHORT_NAMES = {
     "googlenews_t": "G-T",
 }
 TASKS = ("clustering", "sts", "transfer", "mteb")
+# clustering protocols: the papers' ways of turning a model into cluster assignments
+CLUSTERING_PROTOCOLS = {
+    "pairsupcon": "PairSupCon protocol (Table 1): the model's evaluation pooling, 32 tokens, KMeans seeds 0..S-1",
+    "clusterns": "ClusterNS Table 6 protocol: the raw [CLS] state, 128 tokens, one scikit-learn KMeans per set "
+                 "(seed 0, 10 restarts; the authors' cluster_eval.py left the seed unset)",
+}
 DEFAULT_TASKS = ("clustering", "sts")
 
 Encode = Callable[[list[str]], np.ndarray]
@@ -347,7 +353,10 @@ def to_markdown(result: dict, label: str) -> str:
 
     parts = [f"# Evaluation of {label}", "", f"Pooling: `{result['pooling']}`. Date: {result.get('date', '-')}.", ""]
     if "clustering" in result:
-        parts += ["## Clustering (PairSupCon protocol)", "", clustering_markdown(result["clustering"], label)]
+        protocol = result["clustering"].get("protocol", "pairsupcon")
+        title = "PairSupCon protocol" if protocol == "pairsupcon" else "ClusterNS Table 6 protocol"
+        parts += [f"## Clustering ({title})", "", CLUSTERING_PROTOCOLS[protocol] + ".", "",
+                  clustering_markdown(result["clustering"], label)]
     if "sts" in result:
         parts += ["## STS (cosine similarity, SimCSE's protocol)", "", sts_markdown(result["sts"], label)]
     if "transfer" in result:
@@ -495,6 +504,11 @@ def main(argv: Sequence[str] | None = None) -> dict | str:
     )
     parser.add_argument("--kmeans-n-init", type=int, default=10, help="KMeans restarts per seed")
     parser.add_argument(
+        "--clustering-protocol", default="pairsupcon", choices=tuple(CLUSTERING_PROTOCOLS),
+        help="pairsupcon (default): evaluation pooling, 32 tokens, --seeds KMeans seeds; clusterns: ClusterNS "
+        "Table 6, raw [CLS], 128 tokens, one scikit-learn KMeans (overrides --pooling, --seeds, --kmeans-backend)",
+    )
+    parser.add_argument(
         "--embedding-cache", type=Path, default=None,
         help="folder keeping the embeddings (keyed by a hash of the weights) for later runs of the same model",
     )
@@ -572,6 +586,9 @@ def main(argv: Sequence[str] | None = None) -> dict | str:
         return evaluate_baseline(args, tasks, label, log, start)
     from evaluation.load import load_encoder
 
+    clustering_max_length = 32
+    if args.clustering_protocol == "clusterns":
+        args.pooling, args.seeds, args.kmeans_backend, clustering_max_length = "cls_before_pooler", 1, "sklearn", 128
     encoder, pooling = load_encoder(args.model, args.pooling)
     if mteb_options is not None and mteb_options["max_length"] is None and not is_run_reference(args.model):
         mteb_options["max_length"] = min(int(encoder.tokenizer.model_max_length),
@@ -592,7 +609,10 @@ def main(argv: Sequence[str] | None = None) -> dict | str:
         kmeans_n_init=args.kmeans_n_init,
         embedding_cache=args.embedding_cache,
         mteb_options=mteb_options,
+        clustering_max_length=clustering_max_length,
     )
+    if "clustering" in result:
+        result["clustering"]["protocol"] = args.clustering_protocol
     import torch
 
     result.update(
