@@ -67,7 +67,7 @@ SHORT_NAMES = {
     "googlenews_s": "G-S",
     "googlenews_t": "G-T",
 }
-TASKS = ("clustering", "sts", "transfer", "mteb")
+TASKS = ("clustering", "sts", "transfer", "mteb", "few_shot")
 # clustering protocols: the papers' ways of turning a model into cluster assignments
 CLUSTERING_PROTOCOLS = {
     "pairsupcon": "PairSupCon protocol (Table 1): the model's evaluation pooling, 32 tokens, KMeans seeds 0..S-1",
@@ -275,6 +275,7 @@ def evaluate_encoder(
     kmeans_n_init: int = 10,
     embedding_cache: str | Path | None = None,
     mteb_options: dict | None = None,
+    few_shot_options: dict | None = None,
 ) -> dict:
     """Run the requested evaluations of ``encoder`` (a ``TextEncoder``) with ``pooling``.
 
@@ -333,6 +334,15 @@ def evaluate_encoder(
                 for t, r in result["transfer"]["tasks"].items()
                 if "skipped" in r
             ]
+        elif task == "few_shot":
+            from evaluation.few_shot import evaluate_few_shot
+
+            options = dict(few_shot_options or {})
+            with max_length(encoder, transfer_max_length):
+                result["few_shot"] = evaluate_few_shot(encode, senteval_dir, log=log, **options)
+            result["few_shot"]["max_length"] = transfer_max_length
+            result["notes"] += [f"few_shot: {t} skipped ({r['skipped']})"
+                                for t, r in result["few_shot"]["tasks"].items() if "skipped" in r]
         elif task == "mteb":
             from evaluation.mteb_eval import evaluate_mteb
 
@@ -362,6 +372,11 @@ def to_markdown(result: dict, label: str) -> str:
     if "transfer" in result:
         title = f"Transfer (SentEval tasks, protocol {result['transfer'].get('protocol', 'sklearn')})"
         parts += [transfer_markdown(result["transfer"], title).replace("# Transfer", "## Transfer", 1)]
+    if "few_shot" in result:
+        from evaluation.few_shot import markdown_table as few_shot_markdown
+
+        parts += ["## Few-shot transfer (PairSupCon Table 6 protocol)", "",
+                  few_shot_markdown(result["few_shot"], label)]
     if "mteb" in result:
         from evaluation.mteb_eval import markdown_table as mteb_markdown
 
@@ -415,6 +430,11 @@ def headline_rows(result: dict) -> dict[str, float | None]:
                 rows[f"transfer {task} ({protocol})"] = r["acc"]
         if transfer.get("avg") is not None:
             rows[f"transfer avg ({len(transfer['avg_over'])} tasks, {protocol})"] = transfer["avg"]
+    few_shot = result.get("few_shot")
+    if few_shot:
+        for task, r in few_shot["tasks"].items():
+            if "acc" in r:
+                rows[f"few-shot {task} ({few_shot['k']} per class)"] = r["acc"]
     mteb = result.get("mteb")
     if mteb:
         for task, r in mteb["tasks"].items():
@@ -545,6 +565,8 @@ def main(argv: Sequence[str] | None = None) -> dict | str:
         help="token limit for MTEB (default: a run's or checkpoint's max_length; other models: their position limit)"
     )
     parser.add_argument("--mteb-sts-range", default="0:5", help="lo:hi of the scores of local STS tables")
+    parser.add_argument("--few-shot-k", type=int, default=16, help="--tasks few_shot: examples per class (16)")
+    parser.add_argument("--few-shot-sets", type=int, default=5, help="--tasks few_shot: sampled training sets (5)")
     args = parser.parse_args(argv)
 
     if args.compare:
@@ -610,6 +632,7 @@ def main(argv: Sequence[str] | None = None) -> dict | str:
         embedding_cache=args.embedding_cache,
         mteb_options=mteb_options,
         clustering_max_length=clustering_max_length,
+        few_shot_options={"k": args.few_shot_k, "sets": args.few_shot_sets},
     )
     if "clustering" in result:
         result["clustering"]["protocol"] = args.clustering_protocol
