@@ -235,7 +235,7 @@ def read_hub_dataset(name: str, split: str = "train", subset: str | None = None)
         raise TableError(
             f"dataset.name={name} (split '{split}'{f', subset {subset}' if subset else ''}) cannot be loaded from "
             f"the Hugging Face Hub ({type(err).__name__}: {str(err).strip().splitlines()[0][:200]}). Without network, "
-            f"download it where there is one (`huggingface-cli download {name} --repo-type dataset`) and point "
+            f"download it where there is one (`hf download {name} --repo-type dataset`) and point "
             "HF_HOME at that cache, or save the split as a file (CSV, JSON Lines, Parquet) and use dataset=csv "
             "dataset.file=<file>.") from None
     return _as_strings(data.to_pandas())

@@ -61,13 +61,13 @@ def push_to_hub(folder: str | Path, repo_id: str) -> str:
 
     from huggingface_hub import HfApi, get_token
 
-    later = f"`huggingface-cli upload {repo_id} {folder}` uploads it later."
+    later = f"`hf upload {repo_id} {folder}` uploads it later."
     if os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false", "False"):
         raise HubUploadError(f"--push-to-hub {repo_id}: HF_HUB_OFFLINE is set, so nothing was uploaded; the model "
                              f"and its card are in {folder}. {later}")
     token = get_token()
     if not token:
-        raise HubUploadError(f"--push-to-hub {repo_id}: no Hugging Face credentials (run `huggingface-cli login` or "
+        raise HubUploadError(f"--push-to-hub {repo_id}: no Hugging Face credentials (run `hf auth login` or "
                              f"set HF_TOKEN), so nothing was uploaded; the model and its card are in {folder}. {later}")
     api = HfApi(token=token)
     try:

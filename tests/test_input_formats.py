@@ -84,7 +84,7 @@ def test_hub_dataset_offline_is_one_message(monkeypatch, tmp_path):
         read_hub_dataset("someone/short_texts", "train")
     message = str(err.value)
     assert message.startswith("dataset.name=someone/short_texts (split 'train') cannot be loaded")
-    assert "huggingface-cli download someone/short_texts --repo-type dataset" in message and "\n" not in message
+    assert "hf download someone/short_texts --repo-type dataset" in message and "\n" not in message
 
 
 def test_hub_dataset_run_offline_stops_with_one_line(tmp_path):

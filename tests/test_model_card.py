@@ -76,5 +76,5 @@ def test_push_without_network_or_credentials_stops_before_uploading(tiny_run, tm
     assert stop.value.code == 2
     err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]  # not the bars
     assert len(err) == 1 and expected in err[0] and "nothing was uploaded" in err[0]
-    assert "huggingface-cli upload me/sccl-tiny" in err[0]
+    assert "hf upload me/sccl-tiny" in err[0]
     assert (tmp_path / "out" / "sentence-transformers" / "README.md").is_file()  # the folder is kept
