@@ -165,6 +165,9 @@ def _cell(text: str, limit: int = 160) -> str:
     return text.replace("|", "\\|")
 
 
+DEFAULT_TOP_WORDS = "c-TF-IDF (BERTopic) over each cluster's texts; words of 2+ letters, English stop words removed"
+
+
 def markdown(report: dict) -> str:
     """``clusters.md``: a summary table, then each cluster's top words and representative texts."""
     name = report["primary"]
@@ -176,7 +179,7 @@ def markdown(report: dict) -> str:
         f"# Clusters: {report['title']}",
         "",
         f"{report['num_texts']} texts in {report['num_clusters']} clusters of {source}. Top words: "
-        f"{report['top_words']}; representative texts: "
+        f"{report.get('top_words') or DEFAULT_TOP_WORDS}; representative texts: "
         "nearest the cluster's mean embedding." + (" Purity: share of the cluster's texts with its majority "
                                                    "label." if labelled else ""),
         "",
