@@ -86,6 +86,12 @@ def export_encoder(
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import Dense, Pooling, Transformer
 
+    if getattr(encoder, "prompt", None) is not None and pooling.startswith("prompt"):
+        raise ConfigError(
+            f"this model embeds a text by the [MASK] state of a template (pooling '{pooling}', PromptBERT), which a "
+            "sentence-transformers folder cannot express; evaluate it from its run folder or checkpoint "
+            "(python -m evaluation.evaluate_model --model <run>), or export another pooling with --pooling mean"
+        )
     if pooling not in ST_POOLING:
         raise ConfigError(f"--pooling must be one of {sorted(ST_POOLING)}, got '{pooling}'")
     if pooling == "cls" and encoder.mlp is None:

@@ -92,7 +92,8 @@ def load_checkpoint_encoder(ckpt: str | Path, pooling: str | None = None) -> tup
                 "beside its run directory; cannot tell which encoder it holds."
             )
         encoder = TextEncoder.from_name(
-            hp["backbone"], pooling=hp.get("pooling", "mean"), max_length=hp.get("max_length", 32)
+            hp["backbone"], pooling=hp.get("pooling", "mean"), max_length=hp.get("max_length", 32),
+            prompt_templates=hp.get("prompt_templates"),
         )
         weights = {k[len("encoder.") :]: v for k, v in state["state_dict"].items() if k.startswith("encoder.")}
         encoder.load_state_dict(weights)

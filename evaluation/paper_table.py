@@ -5,7 +5,8 @@
 
 The published numbers are data: ``evaluation/paper_tables/<table>.yaml`` (the paper, the table, one entry
 per row with its values per dataset, which runs it is compared with, and the command that makes such a
-run). Under ``--runs`` every ``results.json`` of ``run.py`` (matched by ``method`` and ``dataset``; the
+run). Under ``--runs`` every ``results.json`` of ``run.py`` (matched by ``method`` and ``dataset``, and by
+``backbone`` when the row names one, as the STS tables' rows do; the
 row's ``metrics`` are dotted paths in it, fractions) and every JSON of ``evaluation.evaluate_model``
 (matched by its ``model``, e.g. ``tfidf``; its clustering ACC/NMI per dataset) is read. For each row and
 dataset with runs it prints: paper | this project (mean ± std over the runs found, n) | difference; then
@@ -81,6 +82,8 @@ def values_for(row: dict, dataset: str, runs: list[dict], evaluations: list[dict
         for run in runs:
             if run["method"] != row["method"] or run["dataset"] != dataset:
                 continue
+            if row.get("backbone") and run.get("backbone") != row["backbone"]:
+                continue
             what.add(f"{run.get('backbone', '?')}, {run.get('steps', '?')} steps")
             for i, metric in enumerate(row["metrics"]):
                 value = _lookup(run, metric)
@@ -127,8 +130,9 @@ def markdown(table: dict, result: dict) -> str:
         lines += [f"| {r['row']} | {r['dataset']} | {r['metric']} | {r['paper']:.2f} | "
                   f"{r['mean']:.2f} ± {r['std']:.2f} ({r['n']}) | {r['difference']:+.2f} | {r['runs']} |"
                   for r in result["rows"]]
-        lines += ["", "A run counts for a row when its method and dataset match; compare like with like (the "
-                  "paper's recipe is `experiment=<method>_<dataset>`, the runs found are listed per row)."]
+        lines += ["", "A run counts for a row when its method and dataset match (and its backbone, where the row "
+                  "names one); compare like with like (the row's command is the paper's recipe; the runs found are "
+                  "listed per row)."]
     else:
         lines += ["No run under --runs matches a row of this table."]
     if result["missing"]:

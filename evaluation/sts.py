@@ -406,7 +406,8 @@ def encoder_from_checkpoint(path: str | Path):
             "this project's LightningModules (they call save_hyperparameters). Use --model for a model folder."
         )
     encoder = TextEncoder.from_name(
-        hparams["backbone"], pooling=hparams.get("pooling", "mean"), max_length=hparams.get("max_length", 32)
+        hparams["backbone"], pooling=hparams.get("pooling", "mean"), max_length=hparams.get("max_length", 32),
+        prompt_templates=hparams.get("prompt_templates"),
     )
     prefix = "encoder."
     state = {k[len(prefix):]: v for k, v in checkpoint["state_dict"].items() if k.startswith(prefix)}

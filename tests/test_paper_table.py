@@ -27,9 +27,13 @@ def test_every_table_loads_and_holds_the_papers_numbers():
     aecl = load_table("aecl_table2")
     row = next(r for r in aecl["rows"] if r["name"] == "AECL")
     assert row["values"]["stackoverflow"] == [83.22, 73.12] and row["metrics"][0] == "clustering.final.head_acc"
+    for name in ("sccl_table1", "aecl_table2"):  # eight short-text sets each
+        assert all(len(r["values"]) == 8 for r in load_table(name)["rows"])
+    clusterns = {r["name"]: r for r in load_table("clusterns_table1")["rows"]}
+    assert clusterns["prompt ClusterNS RoBERTa-base"]["values"] == {"wiki": [79.74]}
+    assert clusterns["SimCSE BERT-base"]["values"] == {"wiki": [76.25]}
     for name in available():
-        table = load_table(name)
-        assert all(len(r["values"]) == 8 for r in table["rows"])
+        load_table(name)
     with pytest.raises(ConfigError, match="available"):
         load_table("nope")
 
@@ -61,3 +65,21 @@ def test_cli_prints_and_writes_the_table(tmp_path, capsys):
     assert (tmp_path / "t.md").read_text() == text
     with pytest.raises(SystemExit):
         main(["sccl_table1", "--runs", str(tmp_path / "nowhere")])
+
+
+def test_sts_rows_match_the_backbone_too(tmp_path):
+    for i, (method, backbone, avg) in enumerate([("clusterns_prompt", "roberta-base", 0.79),
+                                                 ("clusterns_prompt", "bert-base-uncased", 0.78),
+                                                 ("clusterns_prompt", "minilm", 0.70)]):
+        folder = tmp_path / str(i)
+        folder.mkdir()
+        (folder / "results.json").write_text(json.dumps({"method": method, "dataset": "wiki", "backbone": backbone,
+                                                         "steps": 9, "sts": {"avg": avg}}))
+    runs, evaluations = find_results(tmp_path)
+    result = compare(load_table("clusterns_table1"), runs, evaluations)
+    cells = {r["row"]: r for r in result["rows"]}
+    assert set(cells) == {"prompt ClusterNS RoBERTa-base", "prompt ClusterNS BERT-base"}  # minilm matches no row
+    assert cells["prompt ClusterNS RoBERTa-base"]["mean"] == pytest.approx(79.0)
+    assert cells["prompt ClusterNS RoBERTa-base"]["difference"] == pytest.approx(79.0 - 79.74)
+    missing = {m["row"]: m["command"] for m in result["missing"]}
+    assert missing["PromptBERT BERT-base"].startswith("python run.py experiment=promptbert_bert_base ")

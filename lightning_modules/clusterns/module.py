@@ -120,6 +120,7 @@ class ClusterNS(SimCSE):
         update_order: str = "before_loss",
         seed: int = 0,
         lr_schedule: str = "linear",
+        prompt_denoise: bool = False,
         **encoder,
     ):
         _check_choice("hard_negatives", hard_negatives, HARD_NEGATIVES)
@@ -134,7 +135,7 @@ class ClusterNS(SimCSE):
             raise ConfigError(f"method.momentum (γ) must be in [0, 1], got {momentum}")
         if hard_negatives != "none" and hard_negative_weight <= 0:
             raise ConfigError("method.hard_negative_weight (μ) must be > 0; use method.hard_negatives=none instead")
-        super().__init__(temperature=temperature, lr_schedule=lr_schedule, **encoder)
+        super().__init__(temperature=temperature, lr_schedule=lr_schedule, prompt_denoise=prompt_denoise, **encoder)
         self.save_hyperparameters(ignore=["optimizer"])
         self.num_clusters = num_clusters
         self.momentum = momentum

@@ -31,6 +31,8 @@ ENCODER_SETTINGS = {
     # cached gradients (docs/cached_gradients.md): > 0 runs the encoder in mini-batches of at most this many
     # padded tokens and holds the graph of one at a time; the gradients are those of the whole batch
     "grad_cache_tokens": 0,
+    # PromptBERT templates (lightning_modules/shared/prompt.py): one or two; the prompt poolings need them
+    "prompt_templates": None,
 }
 DATA_KIND_NAMES = {SHORT_TEXT: "short texts (a CSV/TSV)", SENTENCES: "sentences, one per line",
                    NLI: "NLI sentence pairs"}
@@ -92,12 +94,14 @@ class TextRepresentationModule(L.LightningModule):
         s = {**ENCODER_SETTINGS, **self.encoder_defaults, **encoder}
         self.encoder = TextEncoder.from_name(s["backbone"], pooling=s["pooling"], max_length=s["max_length"],
                                              chunk_tokens=s["chunk_tokens"], concat_views=s["concat_views"],
-                                             grad_cache_tokens=s["grad_cache_tokens"])
+                                             grad_cache_tokens=s["grad_cache_tokens"],
+                                             prompt_templates=_plain(s["prompt_templates"]))
         self.eval_pooling = s["eval_pooling"] or s["pooling"]
         self.lr = s["lr"]
         self.head_lr_multiplier = s["head_lr_multiplier"]
         self.optimizer_factory = s["optimizer"]
         self.encoder_settings = {k: v for k, v in s.items() if k != "optimizer"}
+        self.encoder_settings["prompt_templates"] = _plain(s["prompt_templates"])
 
     def save_hyperparameters(self, *args, ignore=None, frame=None, logger: bool = True) -> None:
         """Lightning's, plus the resolved encoder settings (defaults included), so that a checkpoint
@@ -105,6 +109,11 @@ class TextRepresentationModule(L.LightningModule):
         super().save_hyperparameters(*args, ignore=ignore, frame=frame or inspect.currentframe().f_back,
                                      logger=logger)
         self.hparams.update({k: v for k, v in self.encoder_settings.items() if k not in self.hparams})
+        from omegaconf import Container, OmegaConf
+
+        for key, value in list(self.hparams.items()):  # checkpoints load with weights_only: plain values only
+            if isinstance(value, Container):
+                self.hparams[key] = OmegaConf.to_container(value, resolve=True)
 
     def head_parameters(self) -> Iterable[nn.Parameter]:
         """Everything outside the backbone (heads, centroids, pooler MLP) trains at the head rate."""
@@ -144,6 +153,11 @@ class TextRepresentationModule(L.LightningModule):
     def eval_step(self, batch: dict) -> dict[str, torch.Tensor]:
         """Embeddings of the original texts for evaluation; subclasses add head predictions."""
         return {"embeddings": self.embed(batch["original"], pooling=self.eval_pooling)}
+
+
+def _plain(value):
+    """A config list (OmegaConf ListConfig) as a plain list, so checkpoints hold plain Python values."""
+    return None if value is None else [str(v) for v in value] if not isinstance(value, str) else [value]
 
 
 def first_dimension(batch) -> int | None:

