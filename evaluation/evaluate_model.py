@@ -529,6 +529,11 @@ def main(argv: Sequence[str] | None = None) -> dict | str:
         "Table 6, raw [CLS], 128 tokens, one scikit-learn KMeans (overrides --pooling, --seeds, --kmeans-backend)",
     )
     parser.add_argument(
+        "--clustering-max-length", type=int, default=None,
+        help="token limit of the clustering embeddings (default: the protocol's, 32 or 128; PairSupCon's own "
+        "evaluation code embeds at 64, as experiment=pairsupcon_* evaluates)",
+    )
+    parser.add_argument(
         "--embedding-cache", type=Path, default=None,
         help="folder keeping the embeddings (keyed by a hash of the weights) for later runs of the same model",
     )
@@ -611,6 +616,10 @@ def main(argv: Sequence[str] | None = None) -> dict | str:
     clustering_max_length = 32
     if args.clustering_protocol == "clusterns":
         args.pooling, args.seeds, args.kmeans_backend, clustering_max_length = "cls_before_pooler", 1, "sklearn", 128
+    if args.clustering_max_length is not None:
+        if args.clustering_max_length < 1:
+            raise ConfigError(f"--clustering-max-length must be >= 1, got {args.clustering_max_length}")
+        clustering_max_length = args.clustering_max_length
     encoder, pooling = load_encoder(args.model, args.pooling)
     if mteb_options is not None and mteb_options["max_length"] is None and not is_run_reference(args.model):
         mteb_options["max_length"] = min(int(encoder.tokenizer.model_max_length),

@@ -24,6 +24,10 @@ import numpy as np
 from errors import ConfigError, MissingFileError, exit_on_user_error
 
 TABLES = Path(__file__).resolve().parent / "paper_tables"
+# where a row's numbers come from: a run's results.json (metrics by dotted path, the run's own dataset),
+# a run's end-of-training evaluation.json (clustering benchmarks evaluated after training on other data, as
+# PairSupCon does), or evaluation.evaluate_model's JSON (an untrained model or a bag-of-words baseline)
+SOURCES = ("run", "run_evaluation", "evaluate_model")
 
 
 def available() -> list[str]:
@@ -38,8 +42,8 @@ def load_table(name: str) -> dict:
         raise ConfigError(f"no paper table '{name}'; available: {', '.join(available())}")
     table = yaml.safe_load(path.read_text(encoding="utf-8"))
     for row in table.get("rows", []):
-        if row.get("source") not in ("run", "evaluate_model"):
-            raise ConfigError(f"{path}: row {row.get('name')!r} needs source: run or evaluate_model")
+        if row.get("source") not in SOURCES:
+            raise ConfigError(f"{path}: row {row.get('name')!r} needs source: one of {', '.join(SOURCES)}")
         for dataset, values in row["values"].items():
             if len(values) != len(table["columns"]):
                 raise ConfigError(f"{path}: row {row['name']}, {dataset}: {len(values)} values for columns "
@@ -67,7 +71,14 @@ def find_results(folder: Path) -> tuple[list[dict], list[dict]]:
         if not isinstance(data, dict):
             continue
         if path.name == "results.json" and "method" in data and "dataset" in data:
-            runs.append({"path": path, **data})
+            evaluation = path.parent / "evaluation.json"
+            final = None
+            if evaluation.is_file():
+                try:
+                    final = json.loads(evaluation.read_text(encoding="utf-8"))
+                except (OSError, ValueError):
+                    final = None
+            runs.append({"path": path, **data, "final_evaluation_file": final})
         elif "model" in data and isinstance(data.get("clustering"), dict) and "datasets" in data["clustering"]:
             evaluations.append({"path": path, **data})
     return runs, evaluations
@@ -87,6 +98,19 @@ def values_for(row: dict, dataset: str, runs: list[dict], evaluations: list[dict
             what.add(f"{run.get('backbone', '?')}, {run.get('steps', '?')} steps")
             for i, metric in enumerate(row["metrics"]):
                 value = _lookup(run, metric)
+                if value is not None:
+                    out[i].append(100 * value)
+    elif row["source"] == "run_evaluation":
+        keys = [c.lower() for c in columns]
+        for run in runs:
+            if run["method"] != row["method"] or (row.get("backbone") and run.get("backbone") != row["backbone"]):
+                continue
+            sets = ((run.get("final_evaluation_file") or {}).get("clustering") or {}).get("datasets") or {}
+            if dataset not in sets:
+                continue
+            what.add(f"{run.get('backbone', '?')}, {run.get('steps', '?')} steps")
+            for i, key in enumerate(keys):
+                value = sets[dataset].get(key)
                 if value is not None:
                     out[i].append(100 * value)
     else:

@@ -25,3 +25,17 @@ def test_clusterns_protocol_uses_the_raw_cls_state_128_tokens_and_one_kmeans(tmp
     assert theirs["clustering"]["seeds"] == [0] and theirs["clustering"]["kmeans"]["backend"] == "sklearn"
     text = (tmp_path / "b" / "tiny.md").read_text()
     assert "## Clustering (ClusterNS Table 6 protocol)" in text and "raw [CLS] state, 128 tokens" in text
+
+
+def test_clustering_max_length_overrides_the_protocols_and_changes_the_embeddings(tmp_path):
+    import pytest
+
+    data = write_agnews(tmp_path / "data")  # 41-word texts: 32 and 64 tokens cut them differently
+    args = ["--model", "tiny", "--tasks", "clustering", "--datasets", "agnews", "--short-text-dir", str(data),
+            "--seeds", "1", "--embedding-cache", str(tmp_path / "cache")]
+    short = evaluate_main(args + ["--out", str(tmp_path / "a")])
+    long = evaluate_main(args + ["--out", str(tmp_path / "b"), "--clustering-max-length", "64"])
+    assert (short["clustering"]["max_length"], long["clustering"]["max_length"]) == (32, 64)
+    assert len(list((tmp_path / "cache").rglob("*.npy"))) == 2  # two different embeddings, not one reused
+    with pytest.raises(SystemExit):
+        evaluate_main(args + ["--out", str(tmp_path / "c"), "--clustering-max-length", "0"])

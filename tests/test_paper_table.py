@@ -27,7 +27,7 @@ def test_every_table_loads_and_holds_the_papers_numbers():
     aecl = load_table("aecl_table2")
     row = next(r for r in aecl["rows"] if r["name"] == "AECL")
     assert row["values"]["stackoverflow"] == [83.22, 73.12] and row["metrics"][0] == "clustering.final.head_acc"
-    for name in ("sccl_table1", "aecl_table2"):  # eight short-text sets each
+    for name in ("sccl_table1", "aecl_table2", "pairsupcon_table1"):  # eight short-text sets each
         assert all(len(r["values"]) == 8 for r in load_table(name)["rows"])
     clusterns = {r["name"]: r for r in load_table("clusterns_table1")["rows"]}
     assert clusterns["prompt ClusterNS RoBERTa-base"]["values"] == {"wiki": [79.74]}
@@ -83,3 +83,24 @@ def test_sts_rows_match_the_backbone_too(tmp_path):
     assert cells["prompt ClusterNS RoBERTa-base"]["difference"] == pytest.approx(79.0 - 79.74)
     missing = {m["row"]: m["command"] for m in result["missing"]}
     assert missing["PromptBERT BERT-base"].startswith("python run.py experiment=promptbert_bert_base ")
+
+
+def test_pairsupcon_rows_read_the_runs_end_of_training_evaluation(tmp_path):
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "results.json").write_text(json.dumps({"method": "pairsupcon", "dataset": "nli", "steps": 30,
+                                                     "backbone": "bert-base-uncased"}))
+    (folder / "evaluation.json").write_text(json.dumps({"clustering": {"datasets": {
+        "tweet": {"acc": 0.55, "nmi": 0.8}, "agnews": {"acc": 0.81, "nmi": 0.5}}}}))
+    (tmp_path / "bert.json").write_text(json.dumps({"model": "bert-base-uncased", "clustering": {
+        "seeds": list(range(10)), "datasets": {"tweet": {"acc": 0.45, "nmi": 0.7}}}}))
+    runs, evaluations = find_results(tmp_path)
+    result = compare(load_table("pairsupcon_table1"), runs, evaluations)
+    cells = {(r["row"], r["dataset"]): r for r in result["rows"]}
+    assert set(cells) == {("PairSupCon base", "tweet"), ("PairSupCon base", "agnews"), ("BERT base", "tweet")}
+    assert cells[("PairSupCon base", "tweet")]["difference"] == pytest.approx(55.0 - 55.7)
+    assert cells[("PairSupCon base", "agnews")]["mean"] == pytest.approx(81.0)
+    assert cells[("BERT base", "tweet")]["difference"] == pytest.approx(45.0 - 45.1)
+    missing = {(m["row"], m["dataset"]): m["command"] for m in result["missing"]}
+    assert "--clustering-max-length 64 --datasets stackoverflow" in missing[("BERT base", "stackoverflow")]
+    assert ("PairSupCon large", "tweet") in missing  # another backbone: not this run
