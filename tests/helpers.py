@@ -50,3 +50,16 @@ def load_script(name: str):
     sys.modules[name] = module  # dataclasses look their module up while the file executes
     spec.loader.exec_module(module)
     return module
+
+
+def write_wiki_and_stsb(folder: Path) -> tuple[Path, Path]:
+    """A 40-line sentence file and a SentEval folder with STS-B dev and test of 12 pairs each: what a few
+    steps of SimCSE / ClusterNS / PromptBERT read. Returns (sentence file, SentEval 'downstream' folder)."""
+    wiki = folder / "wiki.txt"
+    wiki.write_text("".join(f"sentence number {i} about topic {i % 3}\n" for i in range(40)))
+    stsb = folder / "sts" / "STS" / "STSBenchmark"
+    stsb.mkdir(parents=True)
+    for split in ("dev", "test"):
+        rows = [f"g\tf\ty\t{i}\t{i % 5}.0\ta cat number {i}\ta dog number {i * 7 % 11}" for i in range(12)]
+        (stsb / f"sts-{split}.csv").write_text("\n".join(rows) + "\n")
+    return wiki, folder / "sts"

@@ -200,15 +200,9 @@ def test_streaming_datamodule_rebuilds_its_shard_when_ddp_starts(tmp_path, monke
 
 def test_simcse_end_to_end_on_tiny(tmp_path):
     from run import train
-    from tests.helpers import compose_config
+    from tests.helpers import compose_config, write_wiki_and_stsb
 
-    wiki = tmp_path / "wiki.txt"
-    wiki.write_text("".join(f"sentence number {i} about topic {i % 3}\n" for i in range(40)))
-    folder = tmp_path / "sts" / "STS" / "STSBenchmark"
-    folder.mkdir(parents=True)
-    for split in ("dev", "test"):
-        rows = [f"g\tf\ty\t{i}\t{i % 5}.0\ta cat number {i}\ta dog number {i * 7 % 11}" for i in range(12)]
-        (folder / f"sts-{split}.csv").write_text("\n".join(rows) + "\n")
+    wiki, _ = write_wiki_and_stsb(tmp_path)
     out = tmp_path / "run"
     overrides = [
         "method=simcse", "dataset=wiki", "backbone=tiny", f"data_dir={tmp_path}", f"dataset.path={wiki}",
@@ -230,15 +224,9 @@ def test_simcse_end_to_end_on_tiny(tmp_path):
                                  "clusterns_bert_large", "clusterns_roberta_large"])
 def test_new_paper_rows_run_a_few_steps_on_the_tiny_backbone(tmp_path, row):
     from run import train
-    from tests.helpers import compose_config
+    from tests.helpers import compose_config, write_wiki_and_stsb
 
-    wiki = tmp_path / "wiki.txt"
-    wiki.write_text("".join(f"sentence number {i} about topic {i % 3}\n" for i in range(40)))
-    folder = tmp_path / "sts" / "STS" / "STSBenchmark"
-    folder.mkdir(parents=True)
-    for split in ("dev", "test"):
-        rows = [f"g\tf\ty\t{i}\t{i % 5}.0\ta cat number {i}\ta dog number {i * 7 % 11}" for i in range(12)]
-        (folder / f"sts-{split}.csv").write_text("\n".join(rows) + "\n")
+    wiki, _ = write_wiki_and_stsb(tmp_path)
     overrides = [
         f"experiment={row}", "backbone=tiny", "trainer=cpu", "trainer.precision=32-true", f"dataset.path={wiki}",
         f"sts_data_dir={tmp_path / 'sts'}", "batch_size=8", "trainer.max_steps=2", "trainer.enable_progress_bar=false",
