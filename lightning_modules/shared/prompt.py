@@ -27,6 +27,8 @@ import torch
 from errors import ConfigError
 
 AUTHORS_SENTENCE = "*sent_0*"
+# the authors' final test (evaluation_prompt.py) ends a sentence with a period unless it ends in one of these
+SENTENCE_ENDS = '.?"\''
 
 
 def split_template(template: str) -> tuple[str, str]:
@@ -103,6 +105,14 @@ class PromptTemplates:
 
     def __len__(self) -> int:
         return len(self.templates)
+
+    def fill_text(self, text: str, mask_token: str, index: int = 0) -> str:
+        """The template filled as text, the way the authors' final test embeds a sentence: a period
+        appended when the sentence does not end in one of ``.?"'``, surrounding spaces stripped."""
+        before, after = split_template(self.texts[index])
+        if text and text[-1] not in SENTENCE_ENDS:
+            text += "."
+        return (before + text + after).replace("{mask}", mask_token).strip()
 
     def wrap(self, tokens: dict[str, torch.Tensor], index: int = 0) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
         """Template ``index`` around every row of a right-padded token batch (opening and closing
