@@ -160,8 +160,11 @@ def test_prompt_rows_compose_with_the_authors_settings(tmp_path):
     assert cfg.method.callbacks.sts_selection.patience == 0 and cfg.method.prompt_denoise
 
 
-@pytest.mark.parametrize("row", ["clusterns_prompt_bert_base", "clusterns_prompt_bert_large", "clusterns_prompt_roberta_base",
-                                 "promptbert_bert_base"])
+PROMPT_ROWS = ["clusterns_prompt_bert_base", "clusterns_prompt_bert_large", "clusterns_prompt_roberta_base",
+               "promptbert_bert_base"]
+
+
+@pytest.mark.parametrize("row", PROMPT_ROWS)
 def test_prompt_rows_run_a_few_steps_on_the_tiny_backbone(tmp_path, row):
     import json
 
