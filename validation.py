@@ -122,9 +122,18 @@ def datasets_for(method_target: str) -> list[str]:
 
 
 def method_names() -> dict[str, str]:
-    """Method class path -> its ``method=`` name (``conf/method``)."""
-    return {data["_target_"]: data.get("name", name) for name, data in _yaml_configs("method").items()
-            if "_target_" in data}
+    """Method class path -> its ``method=`` name (``conf/method``). Where several configs share a class
+    (``promptbert`` is SimCSE with templates), the config that does not inherit another one names it."""
+    names: dict[str, str] = {}
+    for name, data in _yaml_configs("method").items():
+        target = data.get("_target_")
+        if not target:
+            continue
+        parents = OmegaConf.load(CONF / "method" / f"{name}.yaml").get("defaults") or []
+        inherits = any(isinstance(parent, str) and (CONF / "method" / f"{parent}.yaml").is_file() for parent in parents)
+        if target not in names or not inherits:
+            names[target] = data.get("name", name)
+    return names
 
 
 # -- 1. the configuration ------------------------------------------------------------------------

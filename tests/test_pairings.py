@@ -25,7 +25,9 @@ SUPPORTED = {
     "sccl": SHORT_TEXT,
     "aecl": SHORT_TEXT,
     "simcse": ["wiki", *SHORT_TEXT],
+    "promptbert": ["wiki", *SHORT_TEXT],
     "clusterns": ["wiki", *SHORT_TEXT],
+    "clusterns_prompt": ["wiki", *SHORT_TEXT],
     "pairsupcon": ["nli"],
 }
 
@@ -92,9 +94,12 @@ def test_clusterns_default_k_fits_the_default_batch(tmp_path):
     assert 2 <= cfg.method.num_clusters <= cfg.batch_size
 
 
+STS_METHODS = ("simcse", "promptbert", "clusterns", "clusterns_prompt", "pairsupcon")
+
+
 def _data_overrides(method: str, dataset: str, root) -> list[str]:
     """Where the tiny generated files are; nothing else about the run is changed."""
-    sts = [f"sts_data_dir={write_stsb(root / 'sts')}"] if method in ("simcse", "clusterns", "pairsupcon") else []
+    sts = [f"sts_data_dir={write_stsb(root / 'sts')}"] if method in STS_METHODS else []
     if dataset == "csv":
         write_short_text_csv(root / "texts.csv", header=("label", "text", "aug"))
         return [f"data_dir={root}", "dataset.file=texts.csv", *sts]
@@ -109,7 +114,8 @@ def _data_overrides(method: str, dataset: str, root) -> list[str]:
 
 # demo (the default dataset, 720 texts) for the clustering methods; a tiny csv for the others' short-text runs
 ONE_STEP = [("sccl", "demo"), ("sccl", "csv"), ("aecl", "demo"), ("aecl", "csv"), ("simcse", "wiki"),
-            ("clusterns", "wiki"), ("simcse", "csv"), ("clusterns", "csv"), ("pairsupcon", "nli")]
+            ("clusterns", "wiki"), ("simcse", "csv"), ("clusterns", "csv"), ("pairsupcon", "nli"),
+            ("promptbert", "wiki"), ("promptbert", "csv"), ("clusterns_prompt", "wiki"), ("clusterns_prompt", "csv")]
 
 
 def test_one_step_runs_cover_every_method_and_kind_of_data():
