@@ -62,6 +62,28 @@ def test_criteria_against_hand_written_loops_and_sklearn():
     assert "changed" not in scores
 
 
+def naive_davies_bouldin(x, labels):
+    clusters = sorted(set(labels))
+    centre = {c: x[labels == c].mean(0) for c in clusters}
+    spread = {c: np.mean([np.linalg.norm(p - centre[c]) for p in x[labels == c]]) for c in clusters}
+    return np.mean([max((spread[a] + spread[b]) / np.linalg.norm(centre[a] - centre[b]) for b in clusters if b != a)
+                    for a in clusters])
+
+
+def test_davies_bouldin_holds_beyond_25_clusters():
+    """torchmetrics's score blows up from 26 clusters on (torch.cdist's matrix-product path); ours must not."""
+    from evaluation.label_free import davies_bouldin
+
+    rng = np.random.default_rng(0)
+    k = 40
+    x = (rng.normal(size=(k, 16)) * 3)[np.repeat(np.arange(k), 6)] + rng.normal(size=(6 * k, 16))
+    y = np.repeat(np.arange(k), 6)
+    expected = naive_davies_bouldin(x.astype(np.float64), y)
+    assert davies_bouldin(x, y) == pytest.approx(expected, rel=1e-9)
+    assert davies_bouldin(x, y) == pytest.approx(davies_bouldin_score(x, y), rel=1e-9)
+    assert label_free_scores(x.astype(np.float32), y, k)["davies_bouldin"] == pytest.approx(expected, rel=1e-5)
+
+
 def test_size_entropy_and_changed_share_by_hand():
     assert size_entropy(np.array([0, 0, 1, 1]), 2) == pytest.approx(1.0)
     expected = -(0.75 * math.log(0.75) + 0.25 * math.log(0.25)) / math.log(2)
