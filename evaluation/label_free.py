@@ -82,7 +82,8 @@ def davies_bouldin(embeddings: np.ndarray, assignments: np.ndarray) -> float:
     return float(np.max(ratio, axis=1).mean())
 
 
-def _torch_scores(embeddings: np.ndarray, assignments: np.ndarray) -> dict[str, float]:
+def _spread_scores(embeddings: np.ndarray, assignments: np.ndarray) -> dict[str, float]:
+    """Calinski-Harabasz and Dunn (torchmetrics) and Davies-Bouldin (:func:`davies_bouldin`); NaN for one cluster."""
     from torchmetrics.functional.clustering import calinski_harabasz_score, dunn_index
 
     if len(np.unique(assignments)) < 2:
@@ -108,7 +109,7 @@ def label_free_scores(
     """All criteria of the module docstring for one clustering (``changed`` only with ``previous``)."""
     assignments = np.asarray(assignments)
     scores = {"silhouette": silhouette_cosine(embeddings, assignments, sample, seed)}
-    scores.update(_torch_scores(embeddings, assignments))
+    scores.update(_spread_scores(embeddings, assignments))
     scores["size_entropy"] = size_entropy(assignments, num_clusters)
     if previous is not None and len(previous) == len(assignments):
         scores["changed"] = changed_share(previous, assignments)

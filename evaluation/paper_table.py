@@ -84,46 +84,40 @@ def find_results(folder: Path) -> tuple[list[dict], list[dict]]:
     return runs, evaluations
 
 
+def _same_model(run: dict, row: dict) -> bool:
+    """The run is of the row's method, and of its backbone where the row names one."""
+    return run["method"] == row["method"] and (not row.get("backbone") or run.get("backbone") == row["backbone"])
+
+
+def _clustering_of(result: dict | None, dataset: str) -> dict | None:
+    """``result["clustering"]["datasets"][dataset]`` of an evaluation JSON, or None."""
+    return (((result or {}).get("clustering") or {}).get("datasets") or {}).get(dataset)
+
+
 def values_for(row: dict, dataset: str, runs: list[dict], evaluations: list[dict],
                columns: Sequence[str]) -> tuple[list[list], set[str]]:
     """One list of per-run values (x100) per column, and what the matched runs were (backbone, steps)."""
+    keys = [c.lower() for c in columns]
+    matches: list[tuple[str, list]] = []  # (what the run was, its value per column or None)
+    for run in runs if row["source"] != "evaluate_model" else ():
+        if not _same_model(run, row):
+            continue
+        what = f"{run.get('backbone', '?')}, {run.get('steps', '?')} steps"
+        if row["source"] == "run" and run["dataset"] == dataset:
+            matches.append((what, [_lookup(run, metric) for metric in row["metrics"]]))
+        elif row["source"] == "run_evaluation" and (scores := _clustering_of(run.get("final_evaluation_file"),
+                                                                              dataset)) is not None:
+            matches.append((what, [scores.get(key) for key in keys]))
+    for ev in evaluations if row["source"] == "evaluate_model" else ():
+        if ev.get("model") == row["model"] and (scores := _clustering_of(ev, dataset)) is not None:
+            matches.append((f"{ev['model']}, {len(ev['clustering'].get('seeds', []))} KMeans seeds",
+                            [scores.get(key) for key in keys]))
     out: list[list] = [[] for _ in columns]
-    what: set[str] = set()
-    if row["source"] == "run":
-        for run in runs:
-            if run["method"] != row["method"] or run["dataset"] != dataset:
-                continue
-            if row.get("backbone") and run.get("backbone") != row["backbone"]:
-                continue
-            what.add(f"{run.get('backbone', '?')}, {run.get('steps', '?')} steps")
-            for i, metric in enumerate(row["metrics"]):
-                value = _lookup(run, metric)
-                if value is not None:
-                    out[i].append(100 * value)
-    elif row["source"] == "run_evaluation":
-        keys = [c.lower() for c in columns]
-        for run in runs:
-            if run["method"] != row["method"] or (row.get("backbone") and run.get("backbone") != row["backbone"]):
-                continue
-            sets = ((run.get("final_evaluation_file") or {}).get("clustering") or {}).get("datasets") or {}
-            if dataset not in sets:
-                continue
-            what.add(f"{run.get('backbone', '?')}, {run.get('steps', '?')} steps")
-            for i, key in enumerate(keys):
-                value = sets[dataset].get(key)
-                if value is not None:
-                    out[i].append(100 * value)
-    else:
-        keys = [c.lower() for c in columns]
-        for ev in evaluations:
-            if ev.get("model") != row["model"] or dataset not in ev["clustering"]["datasets"]:
-                continue
-            what.add(f"{ev['model']}, {len(ev['clustering'].get('seeds', []))} KMeans seeds")
-            for i, key in enumerate(keys):
-                value = ev["clustering"]["datasets"][dataset].get(key)
-                if value is not None:
-                    out[i].append(100 * value)
-    return out, what
+    for _, values in matches:
+        for i, value in enumerate(values):
+            if value is not None:
+                out[i].append(100 * value)
+    return out, {what for what, _ in matches}
 
 
 def compare(table: dict, runs: list[dict], evaluations: list[dict]) -> dict:

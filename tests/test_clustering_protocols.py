@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 
 from evaluation.evaluate_model import main as evaluate_main
 
@@ -28,8 +29,6 @@ def test_clusterns_protocol_uses_the_raw_cls_state_128_tokens_and_one_kmeans(tmp
 
 
 def test_clustering_max_length_overrides_the_protocols_and_changes_the_embeddings(tmp_path):
-    import pytest
-
     data = write_agnews(tmp_path / "data")  # 41-word texts: 32 and 64 tokens cut them differently
     args = ["--model", "tiny", "--tasks", "clustering", "--datasets", "agnews", "--short-text-dir", str(data),
             "--seeds", "1", "--embedding-cache", str(tmp_path / "cache")]

@@ -6,6 +6,7 @@ from typing import Iterable
 
 import lightning as L
 import torch
+from omegaconf import Container, OmegaConf
 from torch import nn
 
 from lightning_modules.shared.encoder import TextEncoder
@@ -95,13 +96,12 @@ class TextRepresentationModule(L.LightningModule):
         self.encoder = TextEncoder.from_name(s["backbone"], pooling=s["pooling"], max_length=s["max_length"],
                                              chunk_tokens=s["chunk_tokens"], concat_views=s["concat_views"],
                                              grad_cache_tokens=s["grad_cache_tokens"],
-                                             prompt_templates=_plain(s["prompt_templates"]))
+                                             prompt_templates=s["prompt_templates"])
         self.eval_pooling = s["eval_pooling"] or s["pooling"]
         self.lr = s["lr"]
         self.head_lr_multiplier = s["head_lr_multiplier"]
         self.optimizer_factory = s["optimizer"]
         self.encoder_settings = {k: v for k, v in s.items() if k != "optimizer"}
-        self.encoder_settings["prompt_templates"] = _plain(s["prompt_templates"])
 
     def save_hyperparameters(self, *args, ignore=None, frame=None, logger: bool = True) -> None:
         """Lightning's, plus the resolved encoder settings (defaults included), so that a checkpoint
@@ -109,8 +109,6 @@ class TextRepresentationModule(L.LightningModule):
         super().save_hyperparameters(*args, ignore=ignore, frame=frame or inspect.currentframe().f_back,
                                      logger=logger)
         self.hparams.update({k: v for k, v in self.encoder_settings.items() if k not in self.hparams})
-        from omegaconf import Container, OmegaConf
-
         for key, value in list(self.hparams.items()):  # checkpoints load with weights_only: plain values only
             if isinstance(value, Container):
                 self.hparams[key] = OmegaConf.to_container(value, resolve=True)
@@ -153,11 +151,6 @@ class TextRepresentationModule(L.LightningModule):
     def eval_step(self, batch: dict) -> dict[str, torch.Tensor]:
         """Embeddings of the original texts for evaluation; subclasses add head predictions."""
         return {"embeddings": self.embed(batch["original"], pooling=self.eval_pooling)}
-
-
-def _plain(value):
-    """A config list (OmegaConf ListConfig) as a plain list, so checkpoints hold plain Python values."""
-    return None if value is None else [str(v) for v in value] if not isinstance(value, str) else [value]
 
 
 def first_dimension(batch) -> int | None:

@@ -53,10 +53,12 @@ def split_template(template: str) -> tuple[str, str]:
 
 @dataclass(frozen=True)
 class Template:
-    """Token ids of one template: ``prefix`` starts with the opening special token, ``suffix`` ends
-    with the closing one; ``prefix + suffix`` is the template with an empty sentence."""
+    """One template: its text before and after the sentence (``split_template``), and their token ids:
+    ``prefix`` starts with the opening special token, ``suffix`` ends with the closing one;
+    ``prefix + suffix`` is the template with an empty sentence."""
 
-    text: str
+    before: str
+    after: str
     prefix: tuple[int, ...]
     suffix: tuple[int, ...]
 
@@ -78,7 +80,7 @@ def build_template(tokenizer, template: str) -> Template:
     if (prefix + suffix).count(tokenizer.mask_token_id) != 1:
         raise ConfigError(f"prompt template {template!r} gives {(prefix + suffix).count(tokenizer.mask_token_id)} mask "
                           "tokens once tokenized; it must give one")
-    return Template(template, tuple(prefix), tuple(suffix))
+    return Template(before, after, tuple(prefix), tuple(suffix))
 
 
 def _special_ends(tokenizer) -> tuple[int, int]:
@@ -98,7 +100,6 @@ class PromptTemplates:
         templates = [templates] if isinstance(templates, str) else list(templates or [])
         if not 1 <= len(templates) <= 2:
             raise ConfigError(f"method.prompt_templates takes one or two templates, got {len(templates)}")
-        self.texts = templates
         self.templates = [build_template(tokenizer, t) for t in templates]
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         self.mask_id = tokenizer.mask_token_id
@@ -109,10 +110,10 @@ class PromptTemplates:
     def fill_text(self, text: str, mask_token: str, index: int = 0) -> str:
         """The template filled as text, the way the authors' final test embeds a sentence: a period
         appended when the sentence does not end in one of ``.?"'``, surrounding spaces stripped."""
-        before, after = split_template(self.texts[index])
+        template = self.templates[index]
         if text and text[-1] not in SENTENCE_ENDS:
             text += "."
-        return (before + text + after).replace("{mask}", mask_token).strip()
+        return (template.before + text + template.after).replace("{mask}", mask_token).strip()
 
     def wrap(self, tokens: dict[str, torch.Tensor], index: int = 0) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
         """Template ``index`` around every row of a right-padded token batch (opening and closing
