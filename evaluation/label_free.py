@@ -20,7 +20,8 @@ compares them across K, and they can select a step, stop a run or be a sweep's o
 Calinski-Harabasz and Dunn come from ``torchmetrics.functional.clustering``. Davies-Bouldin is computed
 here (:func:`davies_bouldin`): torchmetrics's takes the centroid distances from ``torch.cdist``, whose
 matrix-product path (used beyond 25 rows) leaves the diagonal slightly above zero, so from 26 clusters on
-each cluster's ratio to itself dominates (on SearchSnippets at K = 30: 3192 against scikit-learn's 4.16).
+each cluster's ratio to itself dominates (on SearchSnippets at K = 30: 3192 against scikit-learn's 4.16;
+scripts/davies_bouldin_check.py).
 """
 from __future__ import annotations
 
