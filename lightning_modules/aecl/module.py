@@ -6,7 +6,7 @@ from lightning.pytorch.utilities import rank_zero_warn
 from torch import nn
 
 from errors import ConfigError, SetupError
-from lightning_modules.aecl.attention import SampleAttention
+from lightning_modules.aecl.attention import ATTENTION_FORMS, SampleAttention, build_attention
 from lightning_modules.aecl.losses import (
     INSTANCE_LOSS_FORMS,
     cluster_contrastive_loss,
@@ -54,7 +54,10 @@ class AECL(TextRepresentationModule):
     the positive in its denominator, stage-3 pseudo-labels where max p⁰ >= the threshold (the
     paper: >), stage-3 L_P averaged over the whole batch, and the marginal term Σ_v (log M - H(q^v)).
     ``instance_loss`` picks the L_I form on its own (``paper`` | ``reference`` | ``rowwise``);
-    left None it follows ``reference``.
+    left None it follows ``reference``. ``attention`` picks the attention network G_h: ``paper``
+    (eqs 1-3: H = S·T) or ``transformer`` (the authors' single-head post-norm encoder layer with its
+    residual, feed-forward block and dropout; ``lightning_modules.aecl.attention``); left None it
+    follows ``reference``.
 
     Logged every step, in every stage: ``train/confident_share`` (share of the batch whose
     max p⁰ passes the stage-3 threshold: the pseudo-label share stage 3 would use) and
@@ -80,6 +83,7 @@ class AECL(TextRepresentationModule):
         confidence_threshold: stage-3 pseudo-label threshold (0.95).
         reference: the reference code's variant of every loss (see above).
         instance_loss: L_I form, ``paper`` | ``reference`` | ``rowwise``; None follows ``reference``.
+        attention: G_h, ``paper`` | ``transformer``; None follows ``reference`` (transformer with reference=True).
         guided_instance_loss: False is AECL Table 3's "No IC" ablation: L_I without the similarity-guided
             term (eq 7), only the two-view contrast (eq 6).
         e1, e2: stage lengths in epochs; read by the stage callback.
@@ -136,6 +140,7 @@ class AECL(TextRepresentationModule):
         instance_loss: str | None = None,
         guided_instance_loss: bool = True,
         dropout: float = 0.5,
+        attention: str | None = None,
         **encoder,
     ):
         if num_clusters is None or int(num_clusters) < 2:
@@ -150,11 +155,14 @@ class AECL(TextRepresentationModule):
             raise ConfigError(
                 f"method.instance_loss must be one of {INSTANCE_LOSS_FORMS} or null, got '{instance_loss}'"
             )
+        if attention is not None and attention not in ATTENTION_FORMS:
+            raise ConfigError(f"method.attention must be one of {ATTENTION_FORMS} or null, got '{attention}'")
         super().__init__(**encoder)
         self.save_hyperparameters(ignore=["optimizer"])
         dim = self.encoder.dim
         self.projector = ContrastHead(dim, projection_dim, normalize=False)  # G_z
-        self.attention = SampleAttention(projection_dim)  # G_h
+        self.attention_form = attention if attention is not None else ("transformer" if reference else "paper")
+        self.attention = build_attention(self.attention_form, projection_dim)  # G_h
         self.cluster_head = ClusteringNetwork(projection_dim, dim, num_clusters, dropout)  # G_p
         self.num_clusters = int(num_clusters)
         self.tau_instance = tau_instance
@@ -177,6 +185,22 @@ class AECL(TextRepresentationModule):
         if self.instance_loss is not None:
             return self.instance_loss
         return "reference" if self.reference else "paper"
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        # Checkpoints written before the attention form was a setting hold the paper's network (key1/key2/value)
+        # even when trained with reference=True; rebuild that network so they load and continue as trained.
+        super().on_load_checkpoint(checkpoint)
+        state = checkpoint.get("state_dict", {})
+        if "attention.key1.weight" in state and self.attention_form != "paper":
+            rank_zero_warn(
+                "This AECL checkpoint was trained with the paper's attention network (H = S·T); it is loaded "
+                "with that network. Today reference=true uses the authors' transformer layer "
+                "(method.attention=transformer)."
+            )
+            self.attention_form = "paper"
+            self.hparams["attention"] = "paper"
+            device = self.training_stage.device
+            self.attention = SampleAttention(state["attention.key1.weight"].shape[1]).to(device)
 
     # -- state used by the stage callback -----------------------------------------------------------
     @property
