@@ -61,8 +61,22 @@ def parse_k(spec: str | Sequence[int], n_texts: int | None = None) -> list[int]:
             raise ConfigError(f"K range '{spec}': use lo:hi, lo:hi:step or a list such as 4,8,20") from None
     ks = sorted({k for k in ks if k >= 2 and (n_texts is None or k < n_texts)})
     if not ks:
-        raise ConfigError(f"K range '{spec}' holds no K between 2 and the number of texts ({n_texts}) - 1")
+        raise ConfigError(f"K range '{spec}' holds no K " + _k_bounds(spec, n_texts))
     return ks
+
+
+def _k_bounds(spec, n_texts: int | None) -> str:
+    """What a K range must hold, with the numbers that bound it, and a range that would work."""
+    parts = str(spec).strip().split(":")
+    reversed_range = (len(parts) in (2, 3) and all(p.strip().lstrip("-").isdigit() for p in parts)
+                      and int(parts[0]) > int(parts[1]))
+    hint = f"; {parts[0]} > {parts[1]}: the smaller bound comes first" if reversed_range else ""
+    if n_texts is None:
+        return f"of at least 2{hint}. Use e.g. 2:20."
+    if n_texts < 3:
+        return f"between 2 and N - 1 = {n_texts - 1} (N = {n_texts} texts): choosing K needs at least 3 texts."
+    return (f"between 2 and N - 1 = {n_texts - 1} (N = {n_texts} texts; K = N would put each text alone){hint}. "
+            f"Use e.g. 2:{min(n_texts - 1, 20)}.")
 
 
 def hdbscan_reference(embeddings: np.ndarray, min_cluster_size: int = 10, sample: int = 5000, seed: int = 0) -> dict:
@@ -113,8 +127,9 @@ def scan_k(
                "seconds": round(time.perf_counter() - start, 2)}
         rows.append(row)
         if log:
-            log(f"choose_k: K={k:>4}  silhouette {row['silhouette']:.4f}  CH {row['calinski_harabasz']:.1f}  "
-                f"DB {row['davies_bouldin']:.3f}  stability {stability:.3f}  ({row['seconds']} s)")
+            log(f"choose_k: K={k:>4}  silhouette {_number(row['silhouette'], 4)}  "
+                f"CH {_number(row['calinski_harabasz'], 1)}  DB {_number(row['davies_bouldin'], 3)}  "
+                f"stability {stability:.3f}  ({row['seconds']} s)")
     return rows
 
 
@@ -168,6 +183,11 @@ def choose_k(
 
 
 # -- outputs -----------------------------------------------------------------------------------------------
+def _number(value, digits: int) -> str:
+    """A criterion for the table and the log; "-" where it is undefined for that K (None)."""
+    return "-" if value is None or not np.isfinite(value) else f"{value:.{digits}f}"
+
+
 def to_markdown(result: dict, title: str) -> str:
     rec, ref = result["recommended"], result["hdbscan"]
     lines = [f"# Choosing K: {title}", "",
@@ -183,8 +203,9 @@ def to_markdown(result: dict, title: str) -> str:
              "| size entropy |", "|---|---|---|---|---|---|"]
     for r in result["rows"]:
         mark = " **<-**" if r["k"] == rec["k"] else ""
-        lines.append(f"| {r['k']}{mark} | {r['silhouette']:.4f} | {r['calinski_harabasz']:.1f} | "
-                     f"{r['davies_bouldin']:.3f} | {r['stability']:.3f} | {r['size_entropy']:.3f} |")
+        lines.append(f"| {r['k']}{mark} | {_number(r['silhouette'], 4)} | {_number(r['calinski_harabasz'], 1)} | "
+                     f"{_number(r['davies_bouldin'], 3)} | {_number(r['stability'], 3)} | "
+                     f"{_number(r['size_entropy'], 3)} |")
     return "\n".join(lines) + "\n"
 
 
@@ -200,7 +221,8 @@ def plot(result: dict, path: Path, title: str) -> Path:
     axes = fig.subplots(2, 2, sharex=True)
     rec = result["recommended"]["k"]
     for ax, (key, label) in zip(axes.flat, panels):
-        ax.plot(ks, [r[key] for r in result["rows"]], marker="o", markersize=3, color="tab:blue")
+        values = [np.nan if r[key] is None else r[key] for r in result["rows"]]  # undefined: a gap in the line
+        ax.plot(ks, values, marker="o", markersize=3, color="tab:blue")
         ax.axvline(rec, color="tab:red", linestyle="--", linewidth=1,
                    label=f"recommended K={rec} ({result['recommended']['rule']})")
         hdb = result["hdbscan"].get("clusters")
@@ -284,12 +306,13 @@ def main(argv: Sequence[str] | None = None) -> dict:
     def log(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
 
-    parse_k(args.k)  # a malformed range fails before anything is embedded
     if args.input.is_dir():
         embeddings, title = run_embeddings(args.input), args.input.name
+        parse_k(args.k, min(len(embeddings), args.max_texts or len(embeddings)))
         out = args.out or args.input / "choose_k"
     elif args.input.is_file():
         texts = read_texts(args.input, args.text_column, args.encoding)
+        parse_k(args.k, min(len(texts), args.max_texts or len(texts)))  # before the (slow) embedding
         log(f"choose_k: embedding {len(texts)} texts of {args.input} with {args.model}")
         embeddings = embed_texts(texts, args.model, args.pooling, args.max_length, args.batch_size,
                                  args.embedding_cache)

@@ -12,7 +12,7 @@ from callbacks.evaluation.eval_outputs import cached_eval_outputs
 from callbacks.evaluation.periodic import PeriodicEvaluation
 from errors import ConfigError, writing
 from evaluation.label_free import DIRECTIONS as LABEL_FREE_DIRECTIONS
-from evaluation.label_free import best_index, label_free_scores, stable_step
+from evaluation.label_free import best_index, label_free_report, stable_step
 from evaluation.metrics import clustering_scores
 from lightning_modules.shared.kmeans import kmeans_fit, resolve_kmeans_backend
 
@@ -22,6 +22,7 @@ log = logging.getLogger(__name__)
 def evaluate_outputs(
     outputs: dict, labels, num_clusters: int, seed: int = 0, n_init: int = 10, kmeans=None,
     kmeans_backend: str | None = None, previous: dict | None = None, label_free_sample: int | None = 2000,
+    undefined: dict | None = None,
 ) -> tuple[dict, dict]:
     """Scores and predictions from evaluation outputs.
 
@@ -32,7 +33,8 @@ def evaluate_outputs(
     fitted with ``kmeans_backend`` (``lightning_modules.shared.kmeans.kmeans_fit``; None: the default backend).
     Label-free criteria (``evaluation.label_free``; ``kmeans_silhouette``, ``head_changed``, ...) are added for
     every prediction unless ``label_free_sample`` is None; ``previous`` ({name: assignments} of the last
-    evaluation) gives ``<name>_changed``.
+    evaluation) gives ``<name>_changed``. A criterion undefined for a partition (two texts in two clusters,
+    identical embeddings, ...) is None; ``undefined``, when given, receives ``{"<name>_<criterion>": reason}``.
     """
     if kmeans is None:
         kmeans = kmeans_fit(outputs["embeddings"].numpy(), num_clusters, seed, n_init, kmeans_backend)
@@ -46,9 +48,11 @@ def evaluate_outputs(
     if label_free_sample is not None:
         embeddings = outputs["embeddings"].numpy()
         for name, pred in predictions.items():
-            scores = label_free_scores(embeddings, pred, num_clusters, (previous or {}).get(name), label_free_sample,
-                                       seed)
+            scores, reasons = label_free_report(embeddings, pred, num_clusters, (previous or {}).get(name),
+                                                label_free_sample, seed)
             metrics.update({f"{name}_{k}": v for k, v in scores.items()})
+            if undefined is not None:
+                undefined.update({f"{name}_{k}": why for k, why in reasons.items()})
     return metrics, predictions
 
 
@@ -126,6 +130,7 @@ class ClusteringEvaluator(PeriodicEvaluation):
         self.stop_patience = stop_patience
         self.stop_key = stop_key
         self.previous: dict = {}  # {prediction name: assignments of the last evaluation}, for `changed`
+        self.told_undefined: set = set()  # reasons for null criteria that the log gave already
         self.stopped: dict | None = None
         self.kmeans_seed = kmeans_seed
         self.kmeans_n_init = kmeans_n_init
@@ -161,8 +166,11 @@ class ClusteringEvaluator(PeriodicEvaluation):
         kmeans = kmeans_fit(
             outputs["embeddings"].numpy(), dm.num_clusters, self.kmeans_seed, self.kmeans_n_init, self.kmeans_backend
         )
+        undefined: dict = {}
         metrics, predictions = evaluate_outputs(outputs, dm.labels, dm.num_clusters, self.kmeans_seed, kmeans=kmeans,
-                                                previous=self.previous, label_free_sample=self.label_free_sample)
+                                                previous=self.previous, label_free_sample=self.label_free_sample,
+                                                undefined=undefined)
+        self._explain_undefined(undefined, trainer.is_global_zero)
         self.previous = {k: np.asarray(v, dtype=np.int64) for k, v in predictions.items()}
         entry = {"step": trainer.global_step, "epoch": trainer.current_epoch, **metrics}
         entry["eval_seconds"] = round(time.perf_counter() - start, 3)
@@ -175,10 +183,22 @@ class ClusteringEvaluator(PeriodicEvaluation):
             self.before_predictions = predictions
         if trainer.is_global_zero and metrics:
             for logger in trainer.loggers:
-                logger.log_metrics({f"val/{k}": v for k, v in metrics.items()}, step=trainer.global_step)
+                logger.log_metrics({f"val/{k}": v for k, v in metrics.items() if v is not None},
+                                   step=trainer.global_step)
         if record and self.stop_when_changed_below is not None:
             self._maybe_stop(trainer)
         return entry
+
+    def _explain_undefined(self, undefined: dict, rank_zero: bool) -> None:
+        """Each reason for a null criterion once in the log: every evaluation of a small file would repeat it."""
+        by_reason: dict[str, list[str]] = {}
+        for name, why in undefined.items():
+            if why not in self.told_undefined:
+                by_reason.setdefault(why, []).append(name)
+        self.told_undefined.update(by_reason)
+        if rank_zero:
+            for why, names in by_reason.items():
+                log.warning("%s reported as null (undefined for this clustering): %s", ", ".join(names), why)
 
     def _maybe_stop(self, trainer) -> None:
         done = stable_step(self.history, self.stop_key, self.stop_when_changed_below, self.stop_patience)

@@ -149,6 +149,8 @@ class SweepCallback(Callback):
             try:
                 self.write_tables(config)
             except Exception as err:  # noqa: BLE001 - at exit, report and go
+                if not any(Path(str(config.hydra.sweep.dir)).glob("*/.hydra")):
+                    return  # the sweeper stopped before any job (its own error said why): no table was due
                 print(f"aggregate table not written: {err}", file=sys.stderr)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:

@@ -5,18 +5,39 @@ sweep folder by default, ``hydra.sweeper.storage``), so a restarted or requeued 
 The plugin numbers its jobs from 0 at every start; here the numbering continues after the trials already in
 the study, so the job folders of an earlier session are never overwritten. Hydra takes sweepers only from
 the ``hydra_plugins`` namespace, of which this folder is a portion (the repository root is on the path of
-every run); the storage helpers are in ``callbacks/sweeps/optuna_sweeper.py``.
+every run); the storage helpers are in ``callbacks/sweeps/optuna_sweeper.py``. A storage that cannot be
+opened stops the sweep with one line (``study_storage.py``); Hydra would print the database's traceback.
 """
+import sqlite3
+
 from hydra_plugins.hydra_optuna_sweeper.optuna_sweeper import OptunaSweeper
 
 from callbacks.sweeps.optuna_sweeper import sqlite_file, trials_in_storage
+from errors import exit_on_user_error
+from hydra_plugins.resumable_optuna.study_storage import check_sqlite_file, storage_failure
+
+
+def _database_errors() -> tuple[type[BaseException], ...]:
+    from optuna.exceptions import StorageInternalError
+
+    try:
+        from sqlalchemy.exc import SQLAlchemyError
+    except ImportError:  # a storage without SQLAlchemy (Optuna's own in-memory or Redis storages)
+        return (sqlite3.Error, StorageInternalError)
+    return (sqlite3.Error, SQLAlchemyError, StorageInternalError)
 
 
 class ResumableOptunaSweeper(OptunaSweeper):
+    # setup runs in Hydra's own error handler, outside run.py's: the decorator gives the one-line exit
+    @exit_on_user_error
     def setup(self, *, hydra_context, task_function, config) -> None:
         super().setup(hydra_context=hydra_context, task_function=task_function, config=config)
         impl = self.sweeper
         path = sqlite_file(impl.storage)
         if path is not None:
+            check_sqlite_file(path)
             path.parent.mkdir(parents=True, exist_ok=True)
-        impl.job_idx = trials_in_storage(impl.storage, impl.study_name)
+        try:
+            impl.job_idx = trials_in_storage(impl.storage, impl.study_name)
+        except _database_errors() as err:
+            raise storage_failure(impl.storage, err) from err

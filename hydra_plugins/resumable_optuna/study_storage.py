@@ -1,0 +1,48 @@
+"""A study database that the sweeper cannot open stops the sweep with one line that names the file.
+
+Without this check a damaged ``<sweep>/optuna.db`` (a partial copy, a file of another program under that
+name) ends in a long SQLAlchemy traceback before the first trial.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from errors import UserError
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+class StudyStorageError(UserError):
+    """The study storage of an Optuna sweep cannot be opened; the message names it and the way out."""
+
+
+def _way_out(what: str) -> str:
+    return (f"{what}. To start a new study, move the file away (or use another hydra.sweep.dir); to use another "
+            "database, set hydra.sweeper.storage=<URL> (e.g. sqlite:///<file>).")
+
+
+def check_sqlite_file(path: Path) -> None:
+    """``path`` is absent, empty (SQLite creates the tables) or an SQLite database; else a StudyStorageError."""
+    if not path.exists():
+        return
+    if not path.is_file():
+        raise StudyStorageError(_way_out(f"the study database '{path}' (hydra.sweeper.storage) is a folder, "
+                                         "not an SQLite file"))
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(len(SQLITE_HEADER))
+    except OSError as err:
+        raise StudyStorageError(_way_out(f"the study database '{path}' cannot be read ({err.strerror})")) from None
+    if head and head != SQLITE_HEADER:
+        raise StudyStorageError(_way_out(f"the study database '{path}' (hydra.sweeper.storage) is not an SQLite "
+                                         "database (damaged, or another program's file)"))
+
+
+def storage_failure(storage: Any, err: Exception) -> StudyStorageError:
+    """The one-line error for a storage that the database layer refused (SQLAlchemy, sqlite3, Optuna's schema)."""
+    while err.__cause__ is not None:  # Optuna wraps the database's own, more telling, error
+        err = err.__cause__
+    first = str(err).strip().splitlines()[0][:200] if str(err).strip() else type(err).__name__
+    return StudyStorageError(_way_out(f"the study storage '{storage}' (hydra.sweeper.storage) cannot be opened "
+                                      f"({type(err).__name__}: {first})"))
