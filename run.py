@@ -70,7 +70,7 @@ def instantiate_method(cfg: DictConfig, datamodule=None):
 def instantiate_datamodule(cfg: DictConfig):
     """The dataset's DataModule; a null ``num_clusters`` (unlabelled text) is not passed on."""
     data_cfg = OmegaConf.to_container(cfg.dataset, resolve=True)
-    for key in ("name", "callbacks"):
+    for key in ("name", "callbacks", "sample", "sample_settings"):  # read by validation.check_corpus
         data_cfg.pop(key, None)
     if data_cfg.get("num_clusters", 0) is None:
         data_cfg.pop("num_clusters")
@@ -130,6 +130,7 @@ def train(cfg: DictConfig) -> dict:
     import torch
 
     validation.validate(cfg)  # settings, then files, then data: each problem is one message before any work
+    sample = validation.check_corpus(cfg)
     output_dir = validation.check_output_dir(cfg) or Path(cfg.paths.output_dir)
     control = RunControl(cfg, output_dir)  # resume point, eval_only, signals, partial results.json
     checkpoint_hparams = validation.check_checkpoint(cfg)
@@ -170,6 +171,8 @@ def train(cfg: DictConfig) -> dict:
         "checkpoint": str(output_dir / "checkpoints" / "last.ckpt"),
         **control.results_fields(),
     }
+    if sample is not None:  # evaluation.paper_table sets such runs aside
+        results["sample"] = sample
     if auto_k is not None:
         results["num_clusters_choice"] = auto_k
     for callback in callbacks:

@@ -5,7 +5,9 @@
 1. :func:`validate` (pure: the composed configuration only) — the method trains on this kind of
    dataset, batch size >= 2, learning rates > 0, max_length >= 1, temperatures > 0, K >= 2,
    ClusterNS's K <= the global batch, a step or epoch budget, a known text encoding;
-2. :func:`check_output_dir` and :func:`check_checkpoint` — the run folder can be written, and
+2. :func:`check_corpus`, :func:`check_output_dir` and :func:`check_checkpoint` — a corpus of the download
+   catalogue is there (else one line naming its URL and download command; ``dataset.sample=true`` switches
+   to the dataset's sample), the run folder can be written, and
    ``ckpt_path`` exists, is a readable Lightning checkpoint, was written by the configured method
    and with the configured backbone;
 3. :func:`check_data`, after ``datamodule.setup`` and before the model (and its backbone) is built
@@ -30,7 +32,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from errors import USER_ERROR_EXIT_CODE, ConfigError, MissingFileError, OutputWriteError, UserError
 from lightning_modules.shared.base import DATA_KIND_NAMES, ENCODER_SETTINGS, SENTENCES, SHORT_TEXT
@@ -326,7 +328,51 @@ def check_matmul_precision(cfg: DictConfig) -> None:
                           "(highest: true float32, the default; high: TF32 on GPU tensor cores)")
 
 
-# -- 2. files: output folder and checkpoint ------------------------------------------------------
+# -- 2. files: the corpus, the output folder and the checkpoint --------------------------------------
+def corpus_path(cfg: DictConfig) -> tuple[Path | None, str]:
+    """The file the dataset reads and the key that names it (``dataset.path``, or ``data_dir`` + ``dataset.file``)."""
+    path = _select(cfg, "dataset.path")
+    if path:
+        return Path(str(path)), "dataset.path"
+    file, folder = _select(cfg, "dataset.file"), _select(cfg, "dataset.data_dir")
+    if file and folder:
+        return Path(str(folder)) / str(file), "dataset.file"
+    return None, "dataset.file"
+
+
+def check_corpus(cfg: DictConfig) -> dict | None:
+    """A run trains on its corpus, or on a sample only when asked; what results.json records about a sample.
+
+    ``dataset.sample=true`` merges ``dataset.sample_settings`` into ``dataset`` (the stand-in the dataset
+    config names) and returns what was read instead of what. Otherwise a file of the download catalogue
+    (``datamodules/download/catalogue.py``) that is not there stops the run with one line naming it, its
+    URL and the command that fetches it, before anything is loaded.
+    """
+    from datamodules.download import catalogue
+
+    corpus, key = corpus_path(cfg)
+    if bool(_select(cfg, "dataset.sample", False)):
+        settings = _select(cfg, "dataset.sample_settings")
+        if not settings:
+            raise ConfigError(f"dataset.sample=true, but dataset={_name(cfg, 'dataset')} names no sample "
+                              "(dataset.sample_settings); drop dataset.sample or point the dataset at a smaller file.")
+        with open_dict(cfg):
+            cfg.dataset = OmegaConf.merge(cfg.dataset, settings)
+        read, _ = corpus_path(cfg)
+        return {"file": str(read), "instead_of": str(corpus) if corpus else None}
+    item = catalogue.for_file(corpus) if corpus is not None else None
+    if item is None:
+        return None
+    if not corpus.exists():
+        dest = catalogue.dest_of(corpus, item)
+        stand_in = "; or train on its sample with dataset.sample=true" if _select(cfg, "dataset.sample_settings") \
+            else ""
+        raise MissingFileError(
+            f"{key}: '{corpus}' is missing ({item.what.split(' (')[0].split(':')[0]}; from {', '.join(catalogue.origins(item))}). "
+            f"Get it with `{catalogue.download_command(item, dest)}` (or put the file there){stand_in}.")
+    return {"file": str(corpus), "instead_of": None} if item.sample else None
+
+
 def check_output_dir(cfg: DictConfig) -> Path | None:
     """The run folder exists (or is created) and a file can be written in it."""
     try:

@@ -8,6 +8,8 @@ SHARED_DATA = ROOT.parent / "shared" / "data"
 os.environ.setdefault("PROJECT_ROOT", str(ROOT))
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("WANDB_MODE", "offline")
+# the configs' data folder (conf/config.yaml): the test data; set at import so that runs in subprocesses see it
+os.environ.setdefault("PROJECT_DATA_DIR", str(SHARED_DATA))
 
 
 @pytest.fixture
