@@ -1,9 +1,10 @@
 """What each cluster of a run is about: size, top words, representative texts, majority label.
 
-    python -m evaluation.describe <run folder> [--top-words 10] [--representatives 3]
+    python -m evaluation.describe <run folder> [--top-words 10] [--representatives 3] [--html]
 
 writes ``<run>/clusters.md`` and ``<run>/clusters.json`` (a clustering run writes them itself at the
-end of training; this command redoes them, e.g. with other settings). Per cluster:
+end of training; this command redoes them, e.g. with other settings), with ``--html`` also
+``<run>/report.html`` (``evaluation.html_report``: the same clusters on an interactive map). Per cluster:
 
 - size (empty clusters of the head are listed too);
 - top words by class-based TF-IDF over the cluster's texts (``evaluation.ctfidf``, BERTopic's c-TF-IDF);
@@ -32,6 +33,8 @@ import numpy as np
 from errors import exit_on_user_error, writing
 from evaluation import run_files
 from evaluation.ctfidf import top_words
+from evaluation.plots import PROJECTIONS
+from evaluation.run_files import run_embeddings  # lived here before; importers keep this name
 
 log = logging.getLogger(__name__)
 
@@ -101,9 +104,9 @@ def term_text(terms: str, backbone: str | None) -> str:
     return "words of 2+ letters, English stop words removed"
 
 
-def describe_run(run_dir: str | Path, top_n: int = 10, representatives: int = 3, embeddings=None,
-                 tokenizer: str = "auto") -> dict:
-    """Describe every partition of a run and write ``clusters.md`` / ``clusters.json``; returns the json.
+def cluster_report(run_dir: str | Path, top_n: int = 10, representatives: int = 3, embeddings=None,
+                   tokenizer: str = "auto") -> dict:
+    """The descriptions of every partition of a run (what ``clusters.json`` holds), without writing them.
 
     ``tokenizer``: what a c-TF-IDF term is (``evaluation.ctfidf.TOKENIZERS``; ``backbone`` uses the run's
     tokenizer, ``auto`` picks character n-grams for scripts written without spaces).
@@ -118,7 +121,7 @@ def describe_run(run_dir: str | Path, top_n: int = 10, representatives: int = 3,
     if embeddings is None:
         embeddings = run_embeddings(run_dir, predictions.texts)
     k = run_files.num_clusters(run_dir, predictions)
-    report = {
+    return {
         "run": str(run_dir),
         "title": run_files.run_title(run_dir),
         "num_texts": len(predictions.texts),
@@ -133,30 +136,20 @@ def describe_run(run_dir: str | Path, top_n: int = 10, representatives: int = 3,
             for name, clusters in predictions.partitions.items()
         },
     }
+
+
+def describe_run(run_dir: str | Path, top_n: int = 10, representatives: int = 3, embeddings=None,
+                 tokenizer: str = "auto") -> dict:
+    """Describe every partition of a run (``cluster_report``) and write ``clusters.md`` / ``clusters.json``;
+    returns the json."""
+    run_dir = Path(run_dir)
+    report = cluster_report(run_dir, top_n, representatives, embeddings, tokenizer)
     with writing(run_dir / run_files.CLUSTERS_JSON):
         (run_dir / run_files.CLUSTERS_JSON).write_text(json.dumps(report, indent=2, ensure_ascii=False),
                                                        encoding="utf-8")
     with writing(run_dir / run_files.CLUSTERS_MD):
         (run_dir / run_files.CLUSTERS_MD).write_text(markdown(report), encoding="utf-8")
     return report
-
-
-def run_embeddings(run_dir: Path, texts: Sequence[str]) -> np.ndarray:
-    """The run's final evaluation embeddings: ``embeddings/after.npy``, or the run's encoder embeds ``texts``."""
-    saved = run_files.load_array(run_dir, run_files.EMBEDDINGS_AFTER)
-    if saved is not None:
-        if len(saved) != len(texts):
-            raise run_files.RunFolderError(
-                f"'{run_dir / run_files.EMBEDDINGS_AFTER}' has {len(saved)} rows but predictions.csv {len(texts)}: "
-                "they come from different runs; delete the .npy to re-embed."
-            )
-        return saved
-    from evaluation.load import load_encoder
-
-    log.info("%s has no %s: embedding %d texts with the run's encoder", run_dir, run_files.EMBEDDINGS_AFTER,
-             len(texts))
-    encoder, pooling = load_encoder(run_dir)
-    return encoder.encode(list(texts), pooling=pooling).numpy()
 
 
 def _cell(text: str, limit: int = 160) -> str:
@@ -214,9 +207,32 @@ def main(argv: Sequence[str] | None = None) -> dict:
     parser.add_argument("--tokenizer", default="auto",
                         help="c-TF-IDF terms: auto (character bigrams for Chinese, Japanese, Thai, ...; else words), "
                         "word, char:A-B, or backbone (the run's tokenizer)")
+    parser.add_argument("--html", action="store_true",
+                        help=f"also write {run_files.REPORT_HTML}: the map, the clusters, the summary and the curves "
+                        "in one page (runs write it themselves; this makes it for older runs)")
+    parser.add_argument("--projection", choices=PROJECTIONS, default=None,
+                        help="--html: the map's projection (default: the run's callbacks.report.projection, else tsne)")
+    parser.add_argument("--max-points", type=int, default=None,
+                        help="--html: texts on the map, a seeded sample (default: the run's own, else 3000; 0: all)")
     args = parser.parse_args(argv)
-    report = describe_run(args.run, args.top_words, args.representatives, tokenizer=args.tokenizer)
+    embeddings = None
+    if args.html:  # read once, for the descriptions and the map
+        embeddings = run_embeddings(args.run, run_files.load_predictions(args.run).texts)
+    report = describe_run(args.run, args.top_words, args.representatives, embeddings=embeddings,
+                          tokenizer=args.tokenizer)
     print(f"wrote {args.run / run_files.CLUSTERS_MD} and {args.run / run_files.CLUSTERS_JSON}")
+    if args.html:
+        from evaluation.html_report import write_run_page
+
+        cfg = run_files.load_config(args.run)
+        setting = run_files._select(cfg, "callbacks.report.html_max_points")
+        setting = setting if setting is not None else run_files._select(cfg, "callbacks.report.max_points")
+        max_points = args.max_points if args.max_points is not None else (3000 if setting is None else int(setting))
+        projection = args.projection or run_files._select(cfg, "callbacks.report.projection") or "tsne"
+        seed = run_files._select(cfg, "callbacks.report.seed")
+        path = write_run_page(args.run, report, embeddings, projection=projection, max_points=max_points,
+                              seed=int(seed) if isinstance(seed, int) else 0)
+        print(f"wrote {path}")
     return report
 
 

@@ -55,14 +55,29 @@ def subsample(n: int, max_points: int, seed: int = 0) -> np.ndarray:
     return np.sort(np.random.default_rng(seed).choice(n, size=max_points, replace=False))
 
 
+# the latest projection: the run's report.html maps the same sample as embeddings_<projection>.png, and
+# a t-SNE of 3000 texts costs about 10 s on 2 cores
+_last_projection: dict = {}
+
+
 def project_2d(embeddings: np.ndarray, method: str = "tsne", seed: int = 0) -> np.ndarray:
     """[n, 2] coordinates of [n, d] embeddings by t-SNE (PCA-initialised, on the first 50 principal
-    components), UMAP or PCA; deterministic for a seed."""
+    components), UMAP or PCA; deterministic for a seed. Repeating the latest call returns its result."""
     if method not in PROJECTIONS:
         raise ValueError(f"projection must be one of {PROJECTIONS}, got '{method}'")
-    from sklearn.decomposition import PCA
+    import hashlib
 
     x = np.asarray(embeddings, dtype=np.float32)
+    key = (hashlib.sha1(np.ascontiguousarray(x).tobytes()).hexdigest(), x.shape, method, seed)
+    if key not in _last_projection:
+        _last_projection.clear()
+        _last_projection[key] = np.asarray(_project(x, method, seed))
+    return _last_projection[key].copy()
+
+
+def _project(x: np.ndarray, method: str, seed: int) -> np.ndarray:
+    from sklearn.decomposition import PCA
+
     n = len(x)
     if n < 5 or method == "pca":
         if n < 2:
@@ -360,8 +375,6 @@ def make_plots(run_dir: str | Path, projection: str = "tsne", max_points: int = 
 
 
 def _cluster_plots(run_dir, out, title, projection, max_points, seed, partition, embeddings) -> list[Path]:
-    from evaluation.describe import run_embeddings
-
     predictions = run_files.load_predictions(run_dir)
     name = partition or predictions.primary
     if name not in predictions.partitions:
@@ -370,7 +383,7 @@ def _cluster_plots(run_dir, out, title, projection, max_points, seed, partition,
         )
     clusters = predictions.partitions[name]
     k = run_files.num_clusters(run_dir, predictions)
-    after = embeddings if embeddings is not None else run_embeddings(run_dir, predictions.texts)
+    after = embeddings if embeddings is not None else run_files.run_embeddings(run_dir, predictions.texts)
     before = run_files.load_array(run_dir, run_files.EMBEDDINGS_BEFORE)
     before_clusters = run_files.load_array(run_dir, run_files.BEFORE_KMEANS)
     rows = subsample(len(clusters), max_points, seed)

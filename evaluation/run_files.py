@@ -9,7 +9,9 @@ Written at the end of a clustering run by ``callbacks.evaluation.run_report.RunR
 - ``kmeans_centroids.npy`` (float32 [K, d]) + ``kmeans_centroids.json``: the final KMeans of the
   evaluation embeddings, for ``evaluation.predict``;
 - ``clusters.md``, ``clusters.json``: cluster descriptions (``evaluation.describe``);
-- ``plots/*.png``: ``evaluation.plots``.
+- ``plots/*.png``: ``evaluation.plots``;
+- ``report.html``: one self-contained page with the map, the clusters, the summary and the curves
+  (``evaluation.report_html``).
 """
 from __future__ import annotations
 
@@ -31,6 +33,8 @@ CLUSTERS_JSON = "clusters.json"
 PLOTS_DIR = "plots"
 PREDICTIONS = "predictions.csv"
 METRICS_CSV = "csv/metrics.csv"
+REPORT_HTML = "report.html"
+RESULTS_JSON = "results.json"
 
 
 class RunFolderError(UserError, ValueError):
@@ -63,6 +67,26 @@ def save_embeddings(path: Path, embeddings) -> Path:
 def load_array(run_dir: Path, name: str) -> np.ndarray | None:
     path = Path(run_dir) / name
     return np.load(path).astype(np.float32) if path.is_file() and name.endswith(".npy") else None
+
+
+def run_embeddings(run_dir: Path, texts) -> np.ndarray:
+    """The run's final evaluation embeddings: ``embeddings/after.npy``, or the run's encoder embeds ``texts``."""
+    import logging
+
+    saved = load_array(run_dir, EMBEDDINGS_AFTER)
+    if saved is not None:
+        if len(saved) != len(texts):
+            raise RunFolderError(
+                f"'{Path(run_dir) / EMBEDDINGS_AFTER}' has {len(saved)} rows but predictions.csv {len(texts)}: "
+                "they come from different runs; delete the .npy to re-embed."
+            )
+        return saved
+    from evaluation.load import load_encoder
+
+    logging.getLogger(__name__).info("%s has no %s: embedding %d texts with the run's encoder", run_dir,
+                                     EMBEDDINGS_AFTER, len(texts))
+    encoder, pooling = load_encoder(run_dir)
+    return encoder.encode(list(texts), pooling=pooling).numpy()
 
 
 def load_predictions(run_dir: str | Path) -> RunPredictions:

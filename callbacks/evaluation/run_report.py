@@ -30,6 +30,10 @@ class RunReport(Callback):
       + ``kmeans_centroids.json`` (the final KMeans, for ``evaluation.predict``), ``clusters.md`` and
       ``clusters.json`` (``evaluation.describe``).
 
+    Every run, when ``html`` is true: ``report.html`` (``evaluation.html_report``: the map of at most
+    ``html_max_points`` texts, default ``max_points``, the clusters, the summary and the curves in one
+    offline page; the summary comes from the other callbacks' ``summary()``, what results.json will hold).
+
     Every run, when ``plots`` is true: ``plots/*.png`` (``evaluation.plots``: embedding maps and the
     matched confusion matrix for clustering runs, training curves from the CSV logger's
     ``metrics.csv``, a CSV logger being added beside W&B / TensorBoard when the run has none), also
@@ -47,7 +51,8 @@ class RunReport(Callback):
 
     def __init__(self, output_dir: str | None = None, describe: bool = True, plots: bool = True,
                  projection: str = "tsne", max_points: int = 3000, seed: int = 0, top_words: int = 10,
-                 representatives: int = 3, tokenizer: str = "auto"):
+                 representatives: int = 3, tokenizer: str = "auto", html: bool = True,
+                 html_max_points: int | None = None):
         from evaluation.ctfidf import resolve_tokenizer
         from evaluation.plots import PROJECTIONS
 
@@ -58,6 +63,9 @@ class RunReport(Callback):
             raise ConfigError(f"callbacks.report.projection must be one of {PROJECTIONS}, got '{projection}'")
         if max_points < 0 or top_words < 1 or representatives < 0:
             raise ConfigError("callbacks.report: max_points >= 0 (0: all), top_words >= 1, representatives >= 0")
+        if html_max_points is not None and html_max_points < 0:
+            raise ConfigError(f"callbacks.report.html_max_points must be >= 0 (0: all) or null (max_points), "
+                              f"got {html_max_points}")
         self.output_dir = Path(output_dir) if output_dir else None
         self.describe = describe
         self.plots = plots
@@ -67,6 +75,9 @@ class RunReport(Callback):
         self.top_words = top_words
         self.representatives = representatives
         self.tokenizer = tokenizer
+        self.html = html
+        self.html_max_points = max_points if html_max_points is None else html_max_points
+        self._report: dict | None = None  # the cluster descriptions, for the page
         self.before_path: str | None = None  # where this run's "before" embeddings are (kept in checkpoints)
         self.files: list[str] = []
         self.errors: list[str] = []
@@ -118,9 +129,12 @@ class RunReport(Callback):
             embeddings = self._save_final(evaluator, pl_module)
         if self.describe and embeddings is not None and (self.output_dir / run_files.PREDICTIONS).is_file():
             self._guard("cluster descriptions", self._describe, embeddings)
-        if self.plots:
+        if self.plots or self.html:
             _flush_csv_loggers(trainer)
+        if self.plots:
             self._guard("plots", self._plot, trainer, embeddings)
+        if self.html:
+            self._guard("report page", self._page, trainer, embeddings)
         self.seconds = round(time.perf_counter() - start, 2)
 
     def summary(self) -> dict:
@@ -155,8 +169,8 @@ class RunReport(Callback):
     def _describe(self, embeddings: np.ndarray) -> None:
         from evaluation.describe import describe_run
 
-        describe_run(self.output_dir, self.top_words, self.representatives, embeddings=embeddings,
-                     tokenizer=self.tokenizer)
+        self._report = describe_run(self.output_dir, self.top_words, self.representatives, embeddings=embeddings,
+                                    tokenizer=self.tokenizer)
         self.files += [run_files.CLUSTERS_MD, run_files.CLUSTERS_JSON]
         log.info("cluster descriptions: %s", self.output_dir / run_files.CLUSTERS_MD)
 
@@ -172,14 +186,34 @@ class RunReport(Callback):
         log.info("plots: %s", ", ".join(str(p) for p in paths))
         log_images(trainer.loggers, paths, trainer.global_step)
 
+    def _page(self, trainer, embeddings) -> None:
+        from evaluation.describe import cluster_report
+        from evaluation.html_report import write_run_page
+
+        clustered = embeddings is not None and (self.output_dir / run_files.PREDICTIONS).is_file()
+        if not clustered and not (self.output_dir / run_files.METRICS_CSV).is_file():
+            return
+        report = self._report
+        if clustered and report is None:  # describe=false: described for the page only, no clusters.md
+            report = cluster_report(self.output_dir, self.top_words, self.representatives, embeddings,
+                                    self.tokenizer)
+        # results.json is written after fit from these same summaries (run.train)
+        results = {getattr(cb, "results_key", type(cb).__name__): cb.summary() for cb in trainer.callbacks
+                   if hasattr(cb, "summary") and cb is not self}
+        path = write_run_page(self.output_dir, report if clustered else None, embeddings if clustered else None,
+                              results, self.projection, self.html_max_points, self.seed)
+        self.files.append(str(path.relative_to(self.output_dir)))
+        log.info("report page: %s", path)
+
     def _guard(self, what: str, fn, *args) -> None:
         try:
             fn(*args)
         except Exception as err:  # noqa: BLE001 - a picture must not cost the run its results.json
             message = f"{what} failed: {type(err).__name__}: {err}"
             self.errors.append(message)
-            log.warning("%s (the run's results are kept; rerun with python -m evaluation.%s %s)", message,
-                        "describe" if what.startswith("cluster") else "plots", self.output_dir)
+            hint = {"plots": "plots {}", "report page": "describe {} --html"}.get(what, "describe {}")
+            log.warning("%s (the run's results are kept; rerun with python -m evaluation.%s)", message,
+                        hint.format(self.output_dir))
 
     def _resumed_before(self, trainer) -> Path | None:
         candidates = [Path(self.before_path)] if self.before_path else []
