@@ -7,7 +7,7 @@ The published numbers are data: ``evaluation/paper_tables/<table>.yaml`` (the pa
 per row with its values per dataset, which runs it is compared with, and the command that makes such a
 run). Under ``--runs`` every ``results.json`` of ``run.py`` (matched by ``method`` and ``dataset``, and by
 ``backbone`` when the row names one, as the STS tables' rows do; the
-row's ``metrics`` are dotted paths in it, fractions) and every JSON of ``evaluation.evaluate_model``
+row's ``metrics`` are dotted paths in it, fractions; runs on a sample and runs that did not finish are left out) and every JSON of ``evaluation.evaluate_model``
 (matched by its ``model``, e.g. ``tfidf``; its clustering ACC/NMI per dataset) is read. For each row and
 dataset with runs it prints: paper | this project (mean ± std over the runs found, n) | difference; then
 the rows without a run and the exact command that would make each.
@@ -71,6 +71,8 @@ def find_results(folder: Path) -> tuple[list[dict], list[dict]]:
         if not isinstance(data, dict):
             continue
         if path.name == "results.json" and "method" in data and "dataset" in data:
+            if data.get("sample") or data.get("status", "finished") != "finished":
+                continue  # a sample (run.py's dataset.sample) or a run that did not finish is no reproduction
             evaluation = path.parent / "evaluation.json"
             final = None
             if evaluation.is_file():

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import hashlib
+import http.client
 import time
 import urllib.error
 import urllib.request
@@ -112,7 +113,7 @@ def download(url: str, dest: Path, sha256: str | None = None, log: Callable[[str
                         out.write(block)
                         done += len(block)
                         progress.update(done)
-            except OSError as err:  # the connection dropped: the .part stays for the next try
+            except (OSError, http.client.HTTPException) as err:  # connection dropped: .part kept for the next try
                 raise DownloadError(f"{url}: the connection broke after {human(done)} ({err}); run the command again "
                                     f"to resume from {part}.") from None
             progress.update(done, final=True)
