@@ -202,7 +202,7 @@ def check_learning_rates(cfg: DictConfig) -> None:
                 f"descending it; 0 trains nothing). Set e.g. {key}={_default(key)}."
             )
     decay = _select(cfg, "method.optimizer.weight_decay")
-    if decay is not None and (not _is_number(decay) or decay < 0):
+    if decay is not None and (not _is_number(decay) or not 0 <= decay < math.inf):
         raise ConfigError(f"method.optimizer.weight_decay={decay!r} must be >= 0; e.g. 0 or 0.01.")
 
 
@@ -220,6 +220,52 @@ def check_max_length(cfg: DictConfig) -> None:
                 f"{key}={value!r}: texts are cut to this many tokens, so it must be an integer >= 1 (0 turns "
                 f"truncation off and a long text then overflows the backbone). Set {key}=32 (the papers' value)."
             )
+        backbone = _select(cfg, "backbone.name")
+        limit = backbone_token_limit(backbone) if backbone else None
+        if limit is not None and value > limit:
+            raise ConfigError(
+                f"{key}={value}: backbone '{backbone}' reads at most {limit} tokens (its position embeddings), so a "
+                f"longer text would stop the run. Set {key} <= {limit} (the papers' value: 32)."
+            )
+
+
+TINY_POSITIONS = 128  # build_tiny_bert's max_position_embeddings (tests/test_fuzz_config.py checks they agree)
+
+
+def backbone_token_limit(name: str) -> int | None:
+    """Tokens a backbone reads, from its config files when they are on this machine (a local folder, the
+    package MiniLM or the Hugging Face cache); None when they are not (the Hub is not asked)."""
+    if name == "tiny":
+        return TINY_POSITIONS
+    import json
+
+    try:
+        from lightning_modules.shared.encoder import resolve_backbone_path
+
+        folder = Path(resolve_backbone_path(name))
+    except UserError:
+        return None
+    files = {f: folder / f for f in ("config.json", "tokenizer_config.json")}
+    if not folder.is_dir():
+        try:
+            from huggingface_hub import try_to_load_from_cache
+
+            files = {f: try_to_load_from_cache(name, f) for f in files}
+        except Exception:  # noqa: BLE001 - not a Hub name, no cache: nothing known, nothing refused
+            return None
+    limits = []
+    for file, path in files.items():
+        if not isinstance(path, (str, Path)) or not Path(path).is_file():
+            continue
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        if file == "config.json" and _is_int(data.get("max_position_embeddings")):
+            # RoBERTa-style models keep two positions for the padding offset
+            offset = 2 if data.get("model_type") in ("roberta", "xlm-roberta", "camembert") else 0
+            limits.append(data["max_position_embeddings"] - offset)
+        if file == "tokenizer_config.json" and _is_int(data.get("model_max_length")) \
+                and data["model_max_length"] < 10**6:  # "no limit" is written as a huge number
+            limits.append(data["model_max_length"])
+    return min(limits) if limits else None
 
 
 def check_temperatures(cfg: DictConfig) -> None:
@@ -227,10 +273,10 @@ def check_temperatures(cfg: DictConfig) -> None:
     for key in method:
         if key in ("temperature", "alpha") or str(key).startswith("tau"):
             value = _select(cfg, f"method.{key}")
-            if not _is_number(value) or not value > 0:
+            if not _is_number(value) or not 0 < value < math.inf:  # inf: every similarity 0, nothing learned
                 why = "a temperature divides similarities" if key != "alpha" else "the Student's t degrees of freedom"
                 raise ConfigError(
-                    f"method.{key}={value!r}: must be a number > 0 ({why}); use e.g. the default of "
+                    f"method.{key}={value!r}: must be a finite number > 0 ({why}); use e.g. the default of "
                     f"conf/method/{_name(cfg, 'method')}.yaml."
                 )
 
@@ -299,6 +345,10 @@ def check_accumulation(cfg: DictConfig) -> None:
 
 def check_budget(cfg: DictConfig) -> None:
     steps, epochs = _select(cfg, "trainer.max_steps", -1), _select(cfg, "trainer.max_epochs")
+    for key, value in (("trainer.max_steps", steps), ("trainer.max_epochs", epochs)):
+        if value is not None and (not _is_int(value) or value < -1):
+            raise ConfigError(f"{key}={value!r}: a number of {key.split('_')[-1]} must be a whole number >= 1, or -1 "
+                              "to use the other bound (e.g. trainer.max_steps=150 trainer.max_epochs=-1).")
     if steps == 0 or epochs == 0:
         key, value = ("trainer.max_steps", steps) if steps == 0 else ("trainer.max_epochs", epochs)
         raise ConfigError(f"{key}={value}: nothing would be trained; set {key} to a positive number "

@@ -46,6 +46,9 @@ def _set_option(option: str, value: str) -> str:
 
 def check_encoding(encoding: str | None, option: str = "dataset.encoding") -> str:
     """The encoding's canonical name; an unknown name is a ``UserError`` naming the option."""
+    if encoding is not None and not isinstance(encoding, str):  # `dataset.encoding=1` arrives as a number
+        raise TextDecodeError(f"{option}={encoding!r}: an encoding is a name such as utf-8, latin-1 or cp1252 "
+                              f"(`{_set_option(option, 'utf-8')}`).")
     name = encoding or DEFAULT_ENCODING
     try:
         return codecs.lookup(name).name
@@ -78,11 +81,15 @@ def locate_decode_error(path: str | Path, encoding: str | None = None) -> tuple[
             except UnicodeDecodeError as err:
                 before = _text_before(raw, err, encoding)
                 return line_no + before.count("\n"), err.start + 1, err.object[err.start : err.end], err.reason
+            except UnicodeError as err:  # a codec's own check, e.g. UTF-16 without a byte-order mark
+                return line_no, 1, raw[:2], str(err)
             line_no += text.count("\n")
         try:
             decoder.decode(b"", final=True)
         except UnicodeDecodeError as err:
             return line_no, err.start + 1, err.object[err.start : err.end], err.reason
+        except UnicodeError as err:
+            return line_no, 1, b"", str(err)
     return None
 
 
@@ -95,7 +102,7 @@ def _text_before(raw: bytes, err: UnicodeDecodeError, encoding: str | None) -> s
 
 
 def decode_error(path: str | Path, encoding: str | None = None, option: str | None = "dataset.encoding",
-                 err: UnicodeDecodeError | None = None) -> TextDecodeError:
+                 err: UnicodeError | None = None) -> TextDecodeError:
     """The one-line error for an undecodable byte of ``path``, with its real line number."""
     name = check_encoding(encoding, option or "encoding")
     found = locate_decode_error(path, encoding)
@@ -107,10 +114,11 @@ def decode_error(path: str | Path, encoding: str | None = None, option: str | No
         what = f"{noun} {shown} {verb} not valid {name} ({reason})"
     else:  # the decode error came from somewhere we cannot re-read (should not happen)
         where = f"'{path}'"
-        what = f"not valid {name}" + (f" ({err.reason})" if err is not None else "")
+        what = f"not valid {name}" + (f" ({getattr(err, 'reason', err)})" if err is not None else "")
     if option is None:  # a format with a fixed encoding
         return TextDecodeError(f"{where}: {what}. The file must be {name}: re-save it as {name}.")
-    other = "latin-1" if name == _UTF8 else "utf-8"
+    # UTF-16 without a byte-order mark decodes once its byte order is named
+    other = "latin-1" if name == _UTF8 else ("utf-16-le" if name == "utf-16" else "utf-8")
     return TextDecodeError(
         f"{where}: {what}. Re-save the file as UTF-8, or give its encoding with "
         f"`{_set_option(option, other)}` (or cp1252, utf-16, ...)."
@@ -126,7 +134,7 @@ def decoding(path: str | Path, encoding: str | None = None, option: str | None =
     """
     try:
         yield
-    except UnicodeDecodeError as err:
+    except UnicodeError as err:  # also a codec's own check (UTF-16 without a byte-order mark)
         raise decode_error(path, encoding, option, err) from None
 
 
@@ -138,7 +146,7 @@ def iter_lines(path: str | Path, encoding: str | None = None, option: str = "dat
     with open(path, encoding=codec, newline=newline) as handle:
         try:
             yield from handle
-        except UnicodeDecodeError as err:
+        except UnicodeError as err:
             raise decode_error(path, encoding, option, err) from None
 
 
@@ -292,20 +300,46 @@ def row_start_lines(path: str | Path, encoding: str | None = None, sep: str | No
         try:
             with open(path, encoding=reading_encoding(encoding)) as handle:
                 return [n for n, line in enumerate(handle, 1) if kind == "text" or line.strip()]
-        except (UnicodeDecodeError, OSError):
+        except (UnicodeError, OSError):
             return None
 
+    delimiter = table_separator(path, sep)
     lines: list[int] = []
+    limit = csv.field_size_limit(2**31 - 1)  # pandas reads a text of any length; so must this count
     try:
         with open(path, encoding=reading_encoding(encoding), newline="") as handle:
-            reader = csv.reader(handle, delimiter=table_separator(path, sep))
+            raw = _RawLines(handle)
+            reader = csv.reader(raw, delimiter=delimiter)
             start, header_seen = 1, False
             for row in reader:
-                if row:  # [] is a blank line, which pandas skips too
+                if row and not (reader.line_num == start and _pandas_blank(raw.last, delimiter)):
                     if header_seen:
                         lines.append(start)
                     header_seen = True
                 start = reader.line_num + 1
-    except (csv.Error, UnicodeDecodeError, OSError):
+    except (csv.Error, UnicodeError, OSError):
         return None
+    finally:
+        csv.field_size_limit(limit)
     return lines
+
+
+class _RawLines:
+    """The lines of a file as ``csv.reader`` takes them, remembering the last one it took."""
+
+    def __init__(self, handle):
+        self.handle, self.last = handle, ""
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> str:
+        self.last = next(self.handle)
+        return self.last
+
+
+def _pandas_blank(line: str, delimiter: str) -> bool:
+    """Whether pandas' CSV reader skips this physical line as blank: nothing but spaces and tabs that are not
+    the delimiter (``csv.reader`` gives such a line as a row of one field, which would shift every later line)."""
+    body = line.rstrip("\r\n")
+    return bool(body) and all(c in " \t" and c != delimiter for c in body)

@@ -56,6 +56,15 @@ def evaluate_outputs(
     return metrics, predictions
 
 
+KEY = "dataset.callbacks.clustering_eval"
+
+
+def _whole_number(name: str, value, minimum: int, meaning: str) -> None:
+    """A count from the configuration; a text, a fraction or None would fail later, inside training."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigError(f"{KEY}.{name}={value!r}: a whole number >= {minimum} ({meaning}).")
+
+
 def monitor_direction(monitor: str) -> str:
     """``max`` or ``min`` for a metric name such as ``kmeans_acc``, ``head_davies_bouldin``."""
     base = monitor.split("_", 1)[1] if monitor.startswith(("kmeans_", "head_")) else monitor
@@ -113,13 +122,14 @@ class ClusteringEvaluator(PeriodicEvaluation):
         stop_patience: int = 3,
         stop_key: str = "kmeans_changed",
     ):
+        _whole_number("every_n_steps", every_n_steps, 0, "0: only before and after training")
         super().__init__(every_n_steps=every_n_steps, evaluate_before=evaluate_before)
         monitor_direction(monitor)  # an unknown name fails now
-        if stop_when_changed_below is not None and not 0 < stop_when_changed_below < 1:
-            raise ConfigError(f"stop_when_changed_below={stop_when_changed_below}: a share in (0, 1), e.g. 0.01, "
+        share = stop_when_changed_below
+        if share is not None and (isinstance(share, (bool, str)) or not 0 < share < 1):
+            raise ConfigError(f"{KEY}.stop_when_changed_below={share!r}: a share in (0, 1), e.g. 0.01, "
                               "or null to never stop early")
-        if stop_patience < 1:
-            raise ConfigError(f"stop_patience={stop_patience}: at least 1 evaluation")
+        _whole_number("stop_patience", stop_patience, 1, "evaluations in a row")
         if stop_when_changed_below is not None and not label_free:
             raise ConfigError("stop_when_changed_below needs label_free=true (the share of changed assignments)")
         if not stop_key.endswith("_changed"):
