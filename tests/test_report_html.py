@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from evaluation import describe
+from evaluation.html_report.curves import nice_ticks
 from evaluation.html_report.data import page_data
 from evaluation.html_report.page import render_page, script_json
 from evaluation.html_report.run_folder import write_run_page
@@ -48,7 +49,8 @@ def tiny_run(tmp_path_factory):
     rows += [[label, text, text] for label, text in zip(["space", "food", "code", "code", "food"], extra)]
     data = write_csv(folder / "texts.csv", ["label", "text0", "text1"], rows)
     out = folder / "run"
-    results = train(compose_config(toy_overrides(data, steps=4) + ["callbacks.report.projection=pca"], out))
+    results = train(compose_config(toy_overrides(data, steps=4) + ["callbacks.report.html=true",
+                                                                       "callbacks.report.projection=pca"], out))
     return out, results
 
 
@@ -174,3 +176,14 @@ def test_200k_texts_are_sampled_and_the_page_stays_small():
     assert "showing 3,000 of 200,000 texts (a seeded random sample)" in html
     assert len(html.encode("utf-8")) < 1_000_000
     assert page_json(html)["points"]["row"] == rows.tolist()
+
+
+@pytest.mark.parametrize("lo, hi", [(0.0091, 0.0297), (2.62, 2.67), (0, 150), (-1, 1), (1e5, 3.2e5), (3.1, 7.9)])
+def test_curve_ticks_are_round_and_inside_the_range(lo, hi):
+    ticks, decimals = nice_ticks(lo, hi)
+    assert 2 <= len(ticks) <= 8 and all(lo <= t <= hi for t in ticks)
+    steps = np.diff(ticks)
+    assert np.allclose(steps, steps[0])
+    mantissa = steps[0] / 10 ** np.floor(np.log10(steps[0]))
+    assert min(abs(mantissa - m) for m in (1, 2, 5)) < 1e-9
+    assert len({f"{t:.{decimals}f}" for t in ticks}) == len(ticks)  # the labels tell the ticks apart
