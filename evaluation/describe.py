@@ -215,6 +215,10 @@ def main(argv: Sequence[str] | None = None) -> dict:
     parser.add_argument("--max-points", type=int, default=None,
                         help="--html: texts on the map, a seeded sample (default: the run's own, else 3000; 0: all)")
     args = parser.parse_args(argv)
+    if not args.html and (args.projection or args.max_points is not None):
+        parser.error("--projection and --max-points choose the map of report.html: add --html")
+    if args.max_points is not None and args.max_points < 0:
+        parser.error(f"--max-points must be >= 0 (0: every text), got {args.max_points}")
     embeddings = None
     if args.html:  # read once, for the descriptions and the map
         embeddings = run_embeddings(args.run, run_files.load_predictions(args.run).texts)

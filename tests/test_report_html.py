@@ -127,6 +127,10 @@ def test_describe_html_writes_the_page_of_an_older_run_with_the_tokenizer_settin
         cluster = int(predictions.loc[predictions["text"] == text, "head_cluster"].iloc[0])
         assert bigram in [t for t, _ in data["clusters"][cluster]["terms"]]
     describe.main([str(out)])  # the run's own descriptions back for the other tests
+    for wrong, message in ((["--max-points", "5"], "add --html"), (["--html", "--max-points", "-1"], ">= 0")):
+        with pytest.raises(SystemExit) as exit_info:
+            describe.main([str(out), *wrong])
+        assert exit_info.value.code == 2 and message in capsys.readouterr().err
 
 
 def test_run_without_clusters_gets_its_summary_and_curves(tmp_path):
