@@ -191,3 +191,16 @@ def test_curve_ticks_are_round_and_inside_the_range(lo, hi):
     mantissa = steps[0] / 10 ** np.floor(np.log10(steps[0]))
     assert min(abs(mantissa - m) for m in (1, 2, 5)) < 1e-9
     assert len({f"{t:.{decimals}f}" for t in ticks}) == len(ticks)  # the labels tell the ticks apart
+
+
+def test_page_without_descriptions_names_the_command_that_makes_them(tiny_run, tmp_path):
+    import shutil
+
+    from evaluation.run_files import RunFolderError
+
+    out, _ = tiny_run
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    shutil.copy(out / "predictions.csv", bare / "predictions.csv")
+    with pytest.raises(RunFolderError, match=r"has no clusters.json: run python -m evaluation.describe .* --html"):
+        write_run_page(bare, projection="pca")
