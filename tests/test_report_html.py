@@ -155,18 +155,25 @@ def test_script_json_cannot_close_its_element():
     assert not set("<>&") & set(encoded) and json.loads(encoded) == value
 
 
-def test_200k_texts_are_sampled_and_the_page_stays_small():
-    n, k, d = 200_000, 30, 8
+def synthetic_200k(k: int = 30, d: int = 8):
+    """200,000 texts in ``k`` Gaussian clusters of ``d``-dim embeddings, described as clusters.json would."""
+    n = 200_000
     rng = np.random.default_rng(0)
     clusters = rng.integers(0, k, size=n)
-    embeddings = (rng.normal(size=(k, d)) * 4)[clusters] + rng.normal(size=(n, d))
+    embeddings = ((rng.normal(size=(k, d)) * 4)[clusters] + rng.normal(size=(n, d))).astype(np.float32)
     texts = [f"text number {i} about topic{c} and a few more words to be realistic" for i, c in enumerate(clusters)]
     first = [int(np.flatnonzero(clusters == c)[0]) for c in range(k)]
     report = {"primary": "kmeans", "partitions": {"kmeans": [
         {"cluster": c, "size": int((clusters == c).sum()), "top_words": [[f"topic{c}", 1.0]],
          "representatives": [{"row": first[c], "text": texts[first[c]]}]} for c in range(k)]}}
-    data = page_data(texts, clusters, embeddings.astype(np.float32), report, projection="pca", max_points=3000,
-                     seed=1, title="synthetic")
+    return texts, clusters, embeddings, report
+
+
+def test_200k_texts_are_sampled_and_the_page_stays_small():
+    texts, clusters, embeddings, report = synthetic_200k()
+    n = len(texts)
+    data = page_data(texts, clusters, embeddings, report, projection="pca", max_points=3000, seed=1,
+                     title="synthetic")
     html = render_page(data, [])
     assert data["num_texts"] == n and data["num_shown"] == 3000
     rows = np.asarray(data["points"]["row"])

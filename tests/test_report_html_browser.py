@@ -9,7 +9,9 @@ from html import unescape
 
 import pytest
 
-from tests.test_report_html import PAYLOADS, page_json, tiny_run  # noqa: F401 - the fixture
+from evaluation.html_report.data import page_data
+from evaluation.html_report.page import render_page
+from tests.test_report_html import PAYLOADS, page_json, synthetic_200k, tiny_run  # noqa: F401 - the fixture
 
 CHROMIUM = shutil.which("chromium")
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install -y chromium)")
@@ -57,3 +59,15 @@ def test_screenshot_of_the_page(tiny_run, tmp_path):  # noqa: F811
     content = shot.read_bytes()
     assert content[:8] == b"\x89PNG\r\n\x1a\n" and len(content) > 20_000
     print(f"screenshot: {shot}")
+
+
+def test_sampled_page_of_200k_texts_draws_its_sample(tmp_path):
+    texts, clusters, embeddings, report = synthetic_200k()
+    data = page_data(texts, clusters, embeddings, report, projection="pca", max_points=5000, seed=0)
+    page = tmp_path / "report.html"
+    page.write_text(render_page(data, []), encoding="utf-8")
+    dom = chromium(tmp_path, page.as_uri() + "#cluster=7", "--dump-dom")
+    assert attribute(dom, "html", "data-js-errors") is None, attribute(dom, "html", "data-js-errors")
+    assert attribute(dom, "body", "data-drawn") == "5000"
+    assert "showing 5,000 of 200,000 texts (a seeded random sample)" in unescape(dom)
+    assert len(re.findall(r'<li data-key="\d+"', dom)) == 30
