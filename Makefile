@@ -6,7 +6,7 @@ PYTHON := $(BIN)/python
 export PROJECT_ROOT := $(CURDIR)
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install test test-slow test-all run bench bench-grad-cache bench-gpu precision-gpu lint clean
+.PHONY: install test test-slow test-all fuzz run bench bench-grad-cache bench-gpu precision-gpu lint clean
 
 STAMP := $(VENV)/.installed
 
@@ -32,6 +32,11 @@ test-all: install
 
 run: install
 	$(PYTHON) run.py
+
+# the fuzzing campaign's long profile (tests/test_fuzz_*.py, docs/reliability.md): tens of thousands of generated
+# inputs, about 20 minutes on 2 cores; the default tier runs the same properties on a few dozen inputs each
+fuzz: install
+	HYPOTHESIS_PROFILE=long $(PYTHON) -m pytest tests/test_fuzz_*.py -p no:warnings --hypothesis-show-statistics $(FUZZ_ARGS)
 
 # all parts, or some: make bench BENCH_ARGS="--only train" (parts: train, eval, e2e, inrun, memory)
 bench: install

@@ -273,7 +273,11 @@ def embed_texts(texts: list[str], model: str, pooling: str | None, max_length: i
     from evaluation.load import load_encoder
 
     encoder, pool = load_encoder(model, pooling)
-    if max_length:
+    if max_length is not None:
+        limit = min(int(encoder.tokenizer.model_max_length), int(encoder.backbone.config.max_position_embeddings))
+        if not 1 <= max_length <= limit:  # beyond the position embeddings the first long text stops the scan
+            raise ConfigError(f"--max-length {max_length}: model '{model}' reads 1 to {limit} tokens; "
+                              f"use e.g. --max-length 32 (the papers' clustering length).")
         encoder.max_length = max_length
     return EmbeddingCache(encoder, cache_dir, batch_size).encode(texts, pool)
 

@@ -123,3 +123,17 @@ def test_choose_k_with_a_reversed_range_names_the_number_of_texts(tmp_path):
     assert proc.returncode == USER_ERROR_EXIT_CODE, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr and "None" not in proc.stderr
     assert "N = 5 texts" in proc.stderr and "2:4" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("max_length", ["0", "129"])
+def test_choose_k_max_length_beyond_the_backbone_is_one_line(tmp_path, capsys, max_length):
+    from evaluation.choose_k import main
+
+    texts = tmp_path / "five.txt"
+    texts.write_text("a cat\na dog\na stock\na bond\na goal\n")
+    with pytest.raises(SystemExit) as stopped:
+        main(["--input", str(texts), "--model", "tiny", "--k", "2:3", "--max-length", max_length])
+    err = capsys.readouterr().err
+    assert stopped.value.code == USER_ERROR_EXIT_CODE and "Traceback" not in err
+    assert len([line for line in err.splitlines() if line.startswith("error:")]) == 1
+    assert f"--max-length {max_length}" in err and "1 to 128 tokens" in err  # the tiny backbone's positions

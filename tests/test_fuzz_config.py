@@ -69,7 +69,7 @@ def parse(token: str):
     return OverridesParser.create().parse_override(f"x={token}").value()
 
 
-@budget(fast=60, long=3000)
+@budget(fast=30, long=3000)
 @given(st.sampled_from(sorted(RULES)), st.sampled_from(TOKENS), st.sampled_from(sorted(BACKBONE_LIMITS)))
 @example("method.temperature", "inf", "minilm")  # a temperature of inf makes every similarity 0
 @example("max_length", "129", "tiny")  # beyond the backbone's positions: stopped inside the first step
