@@ -211,3 +211,23 @@ def test_page_without_descriptions_names_the_command_that_makes_them(tiny_run, t
     shutil.copy(out / "predictions.csv", bare / "predictions.csv")
     with pytest.raises(RunFolderError, match=r"has no clusters.json: run python -m evaluation.describe .* --html"):
         write_run_page(bare, projection="pca")
+
+
+def test_page_of_a_run_without_labels_shows_label_free_scores(toy_corpus, tmp_path):
+    frame = pd.read_csv(toy_corpus)
+    unlabelled = write_csv(tmp_path / "nolabels.csv", ["text0", "text1"], frame[["text0", "text1"]].values.tolist())
+    out = tmp_path / "run"
+    results = train(compose_config(toy_overrides(unlabelled, steps=2) + [
+        "dataset.label_column=null", "dataset.num_clusters=3",
+        "dataset.callbacks.clustering_eval.monitor=kmeans_silhouette", "callbacks.report.html=true",
+        "callbacks.report.projection=pca"], out))
+    html = (out / "report.html").read_text(encoding="utf-8")
+    data = page_json(html)
+    assert data["classes"] == [] and "label" not in data["points"] and len(data["clusters"]) == 3
+    for card in data["clusters"]:
+        assert "majority_label" not in card and "purity" not in card
+        assert card["size"] == 0 or -1 <= card["silhouette"] <= 1
+    table = {row[0]: dict(zip(data["summary"]["columns"], row)) for row in data["summary"]["rows"]}
+    after = table["KMeans on embeddings, after training"]
+    assert "ACC" not in after and after["silhouette"] == f"{results['final']['kmeans_silhouette']:.3f}"
+    assert after["Davies-Bouldin"] == f"{results['final']['kmeans_davies_bouldin']:.3f}"
