@@ -252,7 +252,7 @@ def iter_pairs(path: str | Path, fmt: str | None = None, encoding: str | None = 
 def _decode_guard(pairs: Iterator[NLIPair], path: Path, fmt: str, encoding: str | None) -> Iterator[NLIPair]:
     try:
         yield from pairs
-    except UnicodeDecodeError as err:
+    except UnicodeError as err:  # also a codec's own check (UTF-16 without a byte-order mark)
         files = list(_senteval_files(path).values()) if fmt == "senteval" else [path]
         bad = next((f for f in files if text_io.locate_decode_error(f, encoding) is not None), path)
         raise text_io.decode_error(bad, encoding, "dataset.encoding", err) from None

@@ -230,3 +230,25 @@ def test_best_index_ignores_undefined_values(values, direction):
         assert i is None
         return
     assert values[i] == (max(finite) if direction == "max" else min(finite))
+
+
+@budget(fast=30, long=1500)
+@given(partitions(min_n=1, max_n=10), st.integers(1, 10), st.sampled_from(["fast", "sklearn", "faiss"]),
+       st.integers(0, 3))
+@example((np.ones((5, 2)), np.zeros(5, dtype=int)), 3, "fast", 0)  # more clusters than distinct points
+def test_kmeans_of_every_backend_reports_its_own_partition(case, k, backend, seed):
+    """KMeans as training and evaluation use it, on coinciding points too: ids in 0..K-1, finite centres, and the
+    inertia is the sum of squared distances to the assigned centres (the number choose_k compares)."""
+    from lightning_modules.shared.kmeans import kmeans_fit
+
+    x, _ = case
+    if k > len(x):
+        return  # the data checks refuse K > texts before any KMeans (tests/test_fuzz_readers.py)
+    with user_error_or("K", "cluster") as outcome:
+        fit = kmeans_fit(x.astype(np.float32), k, seed, 1, backend)
+    if outcome["error"] is not None:
+        return
+    assert fit.labels_.shape == (len(x),) and fit.labels_.min() >= 0 and fit.labels_.max() < k
+    assert fit.cluster_centers_.shape == (k, x.shape[1]) and np.isfinite(fit.cluster_centers_).all()
+    inertia = float(((x - fit.cluster_centers_[fit.labels_].astype(np.float64)) ** 2).sum())
+    assert fit.inertia_ == pytest.approx(inertia, rel=1e-4, abs=1e-4)

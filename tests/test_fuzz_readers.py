@@ -122,3 +122,28 @@ def test_any_bytes_read_as_a_table_or_name_the_file(data, suffix, encoding):
             frame = read_table(path, encoding)
         if outcome["error"] is None:
             assert all(isinstance(v, str) or v != v for v in np.ravel(frame.to_numpy(dtype=object)))
+
+
+@budget(fast=30, long=1500)
+@given(st.binary(max_size=200), st.sampled_from(["jsonl", "tsv", "csv", "txt"]), st.sampled_from(ENCODINGS),
+       st.sampled_from(["nli", "sentences"]))
+@example(b"\x00\x00", "jsonl", "utf-16", "nli")  # UTF-16 without a byte-order mark
+@example(b"\x00\x00", "txt", "utf-16", "sentences")
+@example(b'{"sentence1": "a", "sentence2": "b", "gold_label": "entailment"}\n{"x": 1', "jsonl", "utf-8", "nli")
+def test_nli_and_sentence_files_of_any_bytes(data, suffix, encoding, kind):
+    """The NLI readers (JSON Lines, TSV, CSV) and the sentence file of SimCSE/ClusterNS on arbitrary bytes."""
+    from datamodules.nli import read_pairs
+    from datamodules.streaming_text import StreamingTextDataset
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / f"blob.{suffix}"
+        path.write_bytes(data)
+        with user_error_or(path.name, "dataset.encoding", "NLI") as outcome:
+            if kind == "nli":
+                pairs = read_pairs(path, encoding=encoding)
+            else:
+                count = StreamingTextDataset(path, buffer_size=1, rank=0, world_size=1, encoding=encoding).count_texts()
+        if outcome["error"] is None and kind == "nli":
+            assert all(isinstance(a, str) and isinstance(b, str) for a, b, *_ in pairs)
+        elif outcome["error"] is None:
+            assert count >= 1
