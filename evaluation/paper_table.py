@@ -7,7 +7,8 @@ The published numbers are data: ``evaluation/paper_tables/<table>.yaml`` (the pa
 per row with its values per dataset, which runs it is compared with, and the command that makes such a
 run). Under ``--runs`` every ``results.json`` of ``run.py`` (matched by ``method`` and ``dataset``, and by
 ``backbone`` when the row names one, as the STS tables' rows do; the
-row's ``metrics`` are dotted paths in it, fractions; runs on a sample and runs that did not finish are left out) and every JSON of ``evaluation.evaluate_model``
+row's ``metrics`` are dotted paths in it, fractions; runs on a sample and runs that did not finish are
+left out) and every JSON of ``evaluation.evaluate_model``
 (matched by its ``model``, e.g. ``tfidf``; its clustering ACC/NMI per dataset) is read. For each row and
 dataset with runs it prints: paper | this project (mean ± std over the runs found, n) | difference; then
 the rows without a run and the exact command that would make each.

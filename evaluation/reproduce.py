@@ -259,9 +259,9 @@ def describe(table_name: str, table: dict, runs: list[Run], baselines: list[str]
     known = f"{hours_known:.1f} GPU hours for the runs with a figure" if unknown < total else "no GPU figure"
     lines.append(f"estimate: {known}; {unknown} run(s) without one (BENCHMARKS.md's GPU section, "
                  "`python scripts/bench_gpu.py` on the card)")
-    if baselines:
-        lines += ["", "untrained rows (run their commands yourself; paper_table reads their JSON under the same "
-                      "folder):"] + [f"  {line}" for line in baselines]
+    if baselines:  # their JSON under <out> is read with the runs' results
+        lines += ["", "untrained rows (not launched; run these, the table reads what they write):"]
+        lines += [f"  {line} --out {shown(out / 'baselines')}" for line in baselines]
     return "\n".join(lines)
 
 

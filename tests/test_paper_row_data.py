@@ -140,8 +140,10 @@ def test_a_file_of_ones_own_is_not_checked_and_not_a_sample(toy_corpus):
 def test_sample_on_a_dataset_without_one_is_one_message(toy_corpus):
     import validation
 
-    cfg = compose_config(["dataset=csv", f"data_dir={toy_corpus.parent}", "+dataset.sample=true"])
-    with pytest.raises(ConfigError, match=r"dataset.sample=true, but dataset=csv names no sample"):
+    cfg = compose_config(["dataset=csv", f"data_dir={toy_corpus.parent}", "dataset.sample=true",
+                          "~dataset.sample_settings"])
+    with pytest.raises(ConfigError, match=r"dataset.sample=true, but dataset=data.csv names no sample "
+                                          r"\(dataset.sample_settings\)"):
         validation.check_corpus(cfg)
 
 

@@ -27,6 +27,14 @@ def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+def shown(path: Path) -> Path:
+    """``path`` relative to the working folder when it is inside it: the lines stay short and copyable."""
+    try:
+        return path.resolve().relative_to(Path.cwd().resolve())
+    except ValueError:
+        return path
+
+
 def archive_path(item: Item, dest: Path) -> Path:
     return dest / Path(item.path).parent / Path(urlparse(item.url).path).name
 
@@ -50,7 +58,7 @@ def fetch_all(items: list[Item], dest: Path, every: float = 5.0) -> list[str]:
     for item in items:
         target = dest / item.path
         if target.exists():
-            log(f"{item.path}: present")
+            log(f"{shown(target)}: present")
             continue
         if item.url:
             host = urlparse(item.url).hostname
@@ -65,8 +73,8 @@ def fetch_all(items: list[Item], dest: Path, every: float = 5.0) -> list[str]:
             except Offline as err:
                 offline[host] = str(err)
                 then = f" (then run `{COMMAND} {item.name}`, which unpacks it)" if item.archive else ""
-                problems.append(f"missing {target}: no connection to {host} ({err}); download {item.url} and put "
-                                f"it at {saved}{then}")
+                problems.append(f"missing {shown(target)}: no connection to {host} ({err}); download {item.url} "
+                                f"and put it at {shown(saved)}{then}")
                 unavailable.add(item.name)
             except DownloadError as err:
                 problems.append(str(err))
@@ -74,7 +82,7 @@ def fetch_all(items: list[Item], dest: Path, every: float = 5.0) -> list[str]:
             continue
         lacking = [name for name in item.inputs if name in unavailable or not (dest / BY_NAME[name].path).exists()]
         if lacking:
-            problems.append(f"missing {target}: built from {', '.join(lacking)}, which is missing; run "
+            problems.append(f"missing {shown(target)}: built from {', '.join(lacking)}, which is missing; run "
                             f"`{COMMAND} {item.name}` again once it is there")
             unavailable.add(item.name)
             continue
@@ -89,7 +97,7 @@ def fetch_all(items: list[Item], dest: Path, every: float = 5.0) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog=COMMAND, description=__doc__.split("\n")[0])
     parser.add_argument("names", nargs="*", help="items or groups (default: all but SCCL's views); see --list")
-    parser.add_argument("--dest", type=Path, default=None, help=f"data folder (default: ${{PROJECT_DATA_DIR}} or "
+    parser.add_argument("--dest", type=Path, default=None, help="data folder (default: ${PROJECT_DATA_DIR} or "
                                                                  "the repository's data/)")
     parser.add_argument("--list", action="store_true", help="every item: where it goes, whether it is there")
     parser.add_argument("--progress-every", type=float, default=5.0, help="seconds between progress lines")

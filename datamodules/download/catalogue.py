@@ -94,7 +94,8 @@ ITEMS: tuple[Item, ...] = (
     Item(name="wiki1m", path="wiki/wiki1m_for_simcse.txt", url=f"{SIMCSE_DATA}/wiki1m_for_simcse.txt", rows=1_000_000,
          what="SimCSE's one million Wikipedia sentences (princeton-nlp/SimCSE data/download_wiki.sh)",
          groups=("wiki",)),
-    Item(name="wiki_sample", path="wiki/wiki_sample.txt", inputs=("wiki1m",), build="wiki_sample", rows=11914, sample=True,
+    Item(name="wiki_sample", path="wiki/wiki_sample.txt", inputs=("wiki1m",), build="wiki_sample",
+         rows=11914, sample=True,
          what="the first 11,914 lines of wiki1m_for_simcse.txt (dataset=wiki's sample)", groups=("wiki",)),
     Item(name="nli_for_simcse", path="nli/nli_for_simcse.csv", url=f"{SIMCSE_DATA}/nli_for_simcse.csv", rows=275_601,
          what="SimCSE's SNLI + MultiNLI triplets sent0, sent1, hard_neg (princeton-nlp/SimCSE data/download_nli.sh)",
@@ -102,7 +103,8 @@ ITEMS: tuple[Item, ...] = (
     Item(name="nli_pairs", path="nli/nli_pairs.csv", inputs=("nli_for_simcse",), build="nli_pairs", rows=551_202,
          what="PairSupCon's pairs: entailment and contradiction pair of each triplet "
               "(`python -m datamodules.prepare nli-pairs`)", groups=("nli",)),
-    Item(name="nli_sample", path="nli/nli_sample.csv", inputs=("nli_pairs",), build="nli_sample", rows=20000, sample=True,
+    Item(name="nli_sample", path="nli/nli_sample.csv", inputs=("nli_pairs",), build="nli_sample",
+         rows=20000, sample=True,
          what="20,000 pairs of nli_pairs.csv drawn with seed 0 (dataset=nli's sample)", groups=("nli",)),
     Item(name="senteval", path="senteval/downstream", url=f"{SIMCSE_DATA}/senteval.tar", archive=True,
          what="SentEval's STS12-16, STS-B, SICK and transfer tasks, tokenised as SentEval does (the archive of "
@@ -141,7 +143,7 @@ def select(names: list[str] | tuple[str, ...]) -> list[Item]:
 
 
 def for_file(path: str | Path) -> Item | None:
-    """The item whose file (or folder) has ``path``'s name and parent folder's name, e.g. ``.../wiki/wiki1m_for_simcse.txt``."""
+    """The item whose file (or folder) has ``path``'s name and parent folder's name (``.../wiki/<file>``)."""
     path = Path(path)
     for item in ITEMS:
         ours = Path(item.path)

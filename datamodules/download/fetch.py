@@ -125,9 +125,9 @@ def download(url: str, dest: Path, sha256: str | None = None, log: Callable[[str
         got = sha256_of(part)
         if got != sha256:
             part.unlink()
-            raise DownloadError(f"{dest.name} from {url} has sha256 {got}, not the expected {sha256}: the upstream file "
-                                "changed or the transfer was corrupted (the download was deleted); run the command "
-                                "again, and if it repeats, check the file by hand.")
+            raise DownloadError(f"{dest.name} from {url} has sha256 {got}, not the expected {sha256}: the "
+                                "upstream file changed or the transfer was corrupted (the download was deleted); run "
+                                "the command again, and if it repeats, check the file by hand.")
         log(f"{dest.name}: sha256 checked")
     elif total is not None:
         log(f"{dest.name}: {size} bytes, the size the server announced (no checksum is known for this file)")
