@@ -114,6 +114,29 @@ def resolve_auto_clusters(cfg: DictConfig, datamodule, output_dir: Path) -> dict
             "hdbscan_clusters": result["hdbscan"].get("clusters"), "details": str(saved)}
 
 
+def resolve_speed_settings(cfg: DictConfig) -> None:
+    """Fill the speed settings left null (encoder chunks, DataLoader workers, pinned memory, ...) for the run's
+    device, and state each with where it came from (lightning_modules/shared/device_defaults.py)."""
+    from omegaconf import open_dict
+
+    from lightning_modules.shared.device_defaults import SETTINGS, describe, resolve_settings, run_device
+
+    device = run_device(cfg.trainer.get("accelerator"))
+    resolved = resolve_settings({key: OmegaConf.select(cfg, key, default=None) for key in SETTINGS}, device)
+    with open_dict(cfg):
+        for key, (value, _) in resolved.items():
+            OmegaConf.update(cfg, key, value, merge=False, force_add=True)
+    log.info(describe(resolved, device))
+
+
+def loader_settings(cfg: DictConfig, datamodule) -> None:
+    """Hand the DataLoader settings a dataset config does not pass to the datamodules that take them."""
+    for name in ("pin_memory", "persistent_workers", "prefetch_factor"):
+        value = OmegaConf.select(cfg, f"loader.{name}", default=None)
+        if hasattr(datamodule, name) and value is not None:
+            setattr(datamodule, name, value)
+
+
 def instantiate_callbacks(cfg: DictConfig) -> list:
     """General callbacks, then the dataset's evaluation callbacks, then the method's phases."""
     callbacks = []
@@ -138,10 +161,12 @@ def train(cfg: DictConfig) -> dict:
     if cfg.get("float32_matmul_precision") is not None:
         torch.set_float32_matmul_precision(cfg.float32_matmul_precision)
         console.hide_matmul_precision_hint()  # the choice is the configuration's, not an oversight
+    resolve_speed_settings(cfg)  # before config_resolved.yaml, which records the chosen values
     with writing(output_dir / "config_resolved.yaml"):
         (output_dir / "config_resolved.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
 
     datamodule = instantiate_datamodule(cfg)
+    loader_settings(cfg, datamodule)
     datamodule.setup("fit")
     auto_k = resolve_auto_clusters(cfg, datamodule, output_dir)
     validation.check_data(cfg, datamodule, checkpoint_hparams)

@@ -44,7 +44,8 @@ from datamodules.resume import ResumableData, ResumableSampler, StreamSkip
 from datamodules.short_text import DataConfigError
 from datamodules.streaming import distributed_rank_world, shuffle_buffer
 from lightning_modules.shared.base import NLI
-from lightning_modules.shared.encoder import load_tokenizer
+from datamodules.loader_options import loader_options
+from lightning_modules.shared.encoder import load_tokenizer, with_token_counts
 
 ENTAILMENT, CONTRADICTION = 1, 0
 NLIPair = tuple[str, str, int]
@@ -403,8 +404,9 @@ class NLICollator:
         self.tokenizer = tokenizer
         self.max_length = max_length
 
-    def tokenize(self, texts: list[str]) -> dict[str, torch.Tensor]:
-        return dict(
+    def tokenize(self, texts: list[str]) -> dict:
+        # the token counts travel as a list: the encoder plans its calls without reading the GPU
+        return with_token_counts(
             self.tokenizer(texts, padding="longest", truncation=True, max_length=self.max_length, return_tensors="pt")
         )
 
@@ -465,7 +467,9 @@ class NLIDataModule(ResumableData, L.LightningDataModule):
         self.tokenizer_spec = tokenizer
         self.streaming = streaming
         self.buffer_size = buffer_size
-        self.num_workers = num_workers
+        self.num_workers = int(num_workers or 0)
+        # run.py sets these for the run's device (conf/config.yaml `loader`); a streamed file never keeps workers
+        self.pin_memory, self.persistent_workers, self.prefetch_factor = False, False, None
         self.seed = seed
         self.drop_last = drop_last
         self.equalize_ranks = equalize_ranks
@@ -536,8 +540,8 @@ class NLIDataModule(ResumableData, L.LightningDataModule):
                 sampler=sampler,
                 generator=torch.Generator().manual_seed(self.seed),  # no draw from the global RNG
                 drop_last=self.drop_last,
-                num_workers=self.num_workers,
                 collate_fn=collate,
+                **loader_options(self.num_workers, self.pin_memory, self.persistent_workers, self.prefetch_factor),
             )
         if position is not None:
             self._first_epoch = position[0]
@@ -547,9 +551,8 @@ class NLIDataModule(ResumableData, L.LightningDataModule):
             generator=torch.Generator().manual_seed(self.seed),  # its iterators must not draw from the global RNG
             batch_size=self.batch_size,
             drop_last=self.drop_last,
-            num_workers=self.num_workers,
             collate_fn=collate,
-            persistent_workers=False,
+            **loader_options(self.num_workers, self.pin_memory, False, self.prefetch_factor),
             epoch_source=self._epoch,
             rank_source=self._rank_world,
         )

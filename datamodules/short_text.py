@@ -25,7 +25,8 @@ from datamodules import text_io
 from datamodules.resume import ResumableData, ResumableSampler
 from errors import UserError
 from lightning_modules.shared.base import SHORT_TEXT
-from lightning_modules.shared.encoder import load_tokenizer, token_lengths
+from datamodules.loader_options import loader_options
+from lightning_modules.shared.encoder import load_tokenizer, token_lengths, with_token_counts
 
 AUGMENTATIONS = ("explicit", "virtual")
 
@@ -207,8 +208,9 @@ class TextCollator:
         self.pad_to_max = pad_to_max
         self.views = views
 
-    def tokenize(self, texts: list[str]) -> dict[str, torch.Tensor]:
-        return dict(
+    def tokenize(self, texts: list[str]) -> dict:
+        # the token counts travel as a list: the encoder plans its calls without reading the GPU
+        return with_token_counts(
             self.tokenizer(
                 texts,
                 padding="max_length" if self.pad_to_max else "longest",
@@ -371,7 +373,9 @@ class ShortTextDataModule(ResumableData, L.LightningDataModule):
         self.max_length = max_length
         self.batch_size = batch_size
         self.eval_batch_size = eval_batch_size
-        self.num_workers = num_workers
+        self.num_workers = int(num_workers or 0)
+        # run.py sets these for the run's device (conf/config.yaml `loader`)
+        self.pin_memory, self.persistent_workers, self.prefetch_factor = False, False, None
         self.pad_to_max = pad_to_max
         self.eval_sort_by_length = eval_sort_by_length
         if eval_shuffle_seed is not None and eval_sort_by_length:
@@ -485,8 +489,8 @@ class ShortTextDataModule(ResumableData, L.LightningDataModule):
             batches = LengthGroupedBatchSampler(sampler, longest, self.batch_size, self.length_grouping, self.drop_last)
             if position is not None:
                 batches.resume(*position)
-            return DataLoader(dataset, batch_sampler=batches, num_workers=self.num_workers, collate_fn=collate,
-                              generator=generator)
+            return DataLoader(dataset, batch_sampler=batches, collate_fn=collate, generator=generator,
+                              **self._loader_options())
         if position is not None:
             sampler.resume(position[0], position[1] * self.batch_size)
         return DataLoader(
@@ -494,10 +498,14 @@ class ShortTextDataModule(ResumableData, L.LightningDataModule):
             batch_size=self.batch_size,
             sampler=sampler,
             drop_last=self.drop_last,
-            num_workers=self.num_workers,
             collate_fn=collate,
             generator=generator,
+            **self._loader_options(),
         )
+
+    def _loader_options(self) -> dict:
+        # the sampler runs in the training process, so workers kept between epochs see every epoch's order
+        return loader_options(self.num_workers, self.pin_memory, self.persistent_workers, self.prefetch_factor)
 
     def eval_dataloader(self, batch_size: int | None = None) -> DataLoader:
         """Every text once, in a fixed order; each batch carries the texts' row indices."""
@@ -517,5 +525,6 @@ class ShortTextDataModule(ResumableData, L.LightningDataModule):
             _IndexSet(texts),
             batch_sampler=batches,
             num_workers=self.num_workers,
+            pin_memory=self.pin_memory,
             collate_fn=TextCollator(self.tokenizer, self.max_length, self.pad_to_max, views=False),
         )

@@ -35,6 +35,8 @@ from datamodules.resume import ResumableData, StreamSkip
 from datamodules.streaming import distributed_rank_world, shuffle_buffer
 from errors import MissingFileError, UserError
 from lightning_modules.shared.base import SENTENCES
+from datamodules.loader_options import loader_options
+from lightning_modules.shared.encoder import with_token_counts
 
 
 class TextFileError(UserError, ValueError):
@@ -220,7 +222,7 @@ class TextCollator:
         encoded = self.tokenizer(
             list(texts), padding="longest", truncation=True, max_length=self.max_length, return_tensors="pt"
         )
-        batch = {key: encoded[key] for key in self.KEYS if key in encoded}  # each [B, T]
+        batch = with_token_counts({key: encoded[key] for key in self.KEYS if key in encoded})  # each [B, T]
         batch["texts"] = list(texts)
         return batch
 
@@ -261,7 +263,7 @@ class StreamingTextDataModule(ResumableData, L.LightningDataModule):
         self.batch_size = batch_size
         self.max_length = max_length
         self.buffer_size = buffer_size
-        self.num_workers = num_workers
+        self.num_workers = int(num_workers or 0)
         self.seed = seed
         self.tokenizer_name = tokenizer_name
         self._tokenizer = tokenizer
@@ -269,7 +271,8 @@ class StreamingTextDataModule(ResumableData, L.LightningDataModule):
         self.world_size = world_size
         self.even_shards = even_shards
         self.drop_last = drop_last
-        self.persistent_workers = persistent_workers and num_workers > 0
+        self.persistent_workers = persistent_workers
+        self.pin_memory, self.prefetch_factor = False, None  # run.py sets them for the run's device
         self.dataset: StreamingTextDataset | None = None
 
     @property
@@ -306,7 +309,6 @@ class StreamingTextDataModule(ResumableData, L.LightningDataModule):
             generator=torch.Generator().manual_seed(self.seed),  # its iterators must not draw from the global RNG
             batch_size=self.batch_size,
             collate_fn=TextCollator(self.tokenizer, self.max_length),
-            num_workers=self.num_workers,
             drop_last=self.drop_last,
-            persistent_workers=self.persistent_workers,
+            **loader_options(self.num_workers, self.pin_memory, self.persistent_workers, self.prefetch_factor),
         )

@@ -94,19 +94,32 @@ def backbone_folder(arch: str, tiny: bool, root: Path) -> Path:
     return folder
 
 
+# where the texts are: the shared data folders, or one flat folder (a GPU machine's .gpu/data: --data-dir)
+DATA_FILES = {"wiki": ("wiki", "wiki_sample.txt"), "short": ("short_text", "stackoverflow.csv")}
+DATA_DIR: Path | None = None
+
+
+def data_file(kind: str) -> Path:
+    folder, name = DATA_FILES[kind]
+    if DATA_DIR is not None and (DATA_DIR / name).is_file():
+        return DATA_DIR / name
+    return ROOT.parent / "shared" / "data" / folder / name
+
+
 def texts(kind: str, n: int) -> tuple[list[str], list[str]]:
-    data = ROOT.parent / "shared" / "data"
     if kind == "wiki":
-        lines = [line.strip() for line in (data / "wiki" / "wiki_sample.txt").open(encoding="utf-8") if line.strip()]
+        lines = [line.strip() for line in data_file(kind).open(encoding="utf-8") if line.strip()]
         return lines[:n], lines[n:2 * n]
-    with (data / "short_text" / "stackoverflow.csv").open(encoding="utf-8") as handle:
+    with data_file(kind).open(encoding="utf-8") as handle:
         rows = list(csv.DictReader(handle))[:n]
     return [r["text0"] for r in rows], [r["text1"] for r in rows]
 
 
 def build(method: str, folder: Path, batch: int, kind: str, device: torch.device, layout: str, chunk: int,
-          grad_cache: int):
-    """The module and one training batch; ``layout`` ours (chunked, views in one call) or authors (padded)."""
+          grad_cache: int, views: int = 3):
+    """The module and one training batch; ``layout`` ours (chunked, views in one call) or authors (padded).
+    ``views``: SCCL's encoder views, 3 (an original beside two augmentations) or 2 (the first augmentation is
+    the original, as in a run on StackOverflow's one augmentation column: the end-to-end row's layout)."""
     a, b = texts(kind, batch)
     authors = layout == "authors"
     settings = {"backbone": str(folder), "chunk_tokens": 0 if authors else chunk, "concat_views": not authors,
@@ -137,8 +150,10 @@ def build(method: str, folder: Path, batch: int, kind: str, device: torch.device
         batch_data = {"index": torch.arange(batch), "original": tok(a)}
     else:
         batch_data = {"index": torch.arange(batch), "view1": tok(b), "view2": tok(a[::-1])}
-        if name == "sccl":
+        if name == "sccl" and views == 3:
             batch_data["original"] = tok(a)
+        elif name == "sccl":
+            batch_data = {"index": torch.arange(batch), "view1": tok(a), "view2": tok(b)}
     module.log = lambda *args, **kwargs: None
     module.to(device).train()
     batch_data = {k: ({kk: vv.to(device) for kk, vv in v.items()} if hasattr(v, "items") else v.to(device))
@@ -188,7 +203,9 @@ def run(args) -> list[dict]:
     device = torch.device(args.device)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for method in args.methods:
+        if args.end_to_end:
+            rows += end_to_end(args, device, Path(tmp))
+        for method in ([] if args.end_to_end == "only" else args.methods):
             arch, paper_batch, tiny_batch, kind = METHODS[method]
             folder = backbone_folder(arch, args.tiny, Path(tmp))
             batch = tiny_batch if args.tiny else paper_batch
@@ -201,7 +218,7 @@ def run(args) -> list[dict]:
                 for layout, chunk, grad_cache in variants:
                     torch.manual_seed(0)
                     module, data, tokens = build(method, folder, batch, kind, device, layout, chunk, grad_cache)
-                    params = params or sum(p.numel() for p in module.encoder.backbone.parameters())
+                    params = params or matmul_parameters(module.encoder.backbone)
                     result = measure(module, data, precision, device, args.steps, args.warmup)
                     peak = card_peak(device, precision)
                     flops = 6 * params * tokens / result["seconds"]
@@ -217,6 +234,136 @@ def run(args) -> list[dict]:
     return rows
 
 
+E2E_METHODS = ("sccl", "aecl")  # short-text methods: the end-to-end row trains on StackOverflow itself
+TRAINER = {"fp32": ("gpu_fp32", "32-true"), "tf32": ("gpu_fp32", "32-true"), "bf16": ("gpu", "bf16-mixed"),
+           "fp16": ("gpu", "16-mixed")}
+
+
+def run_overrides(method: str, folder: Path, batch: int, precision: str, device: torch.device, chunk: int,
+                  steps: int, data_dir: Path, out: Path) -> list[str]:
+    """``run.py`` arguments of one end-to-end run: the real DataModule, evaluation and reports off."""
+    group, trainer_precision = TRAINER[precision]
+    return [
+        f"method={method}", "dataset=stackoverflow", f"data_dir={data_dir}", f"backbone.name={folder}",
+        f"batch_size={batch}", f"trainer={group if device.type == 'cuda' else 'cpu'}",
+        f"++trainer.precision={trainer_precision}", f"trainer.max_steps={steps}", "trainer.max_epochs=-1",
+        "float32_matmul_precision=" + ("high" if precision == "tf32" else "highest"),
+        f"encoder_chunk_tokens={chunk}", "~dataset.callbacks.clustering_eval", "~callbacks.report",
+        "~callbacks.progress", "~callbacks.progress_lines", "~callbacks.model_summary", "print_table=false",
+        "callbacks.checkpoint.every_n_steps=0", "callbacks.checkpoint.every_n_minutes=0",
+        "callbacks.checkpoint.save_final=false", "trainer.log_every_n_steps=50", "trainer.enable_progress_bar=false",
+        "trainer.enable_model_summary=false", f"paths.output_dir={out}",
+        *(["method.callbacks.centroid_init.n_init=1"] if method == "sccl" else
+          ["method.callbacks.stage_switch.kmeans_n_init=1", "method.e1=1000"]),
+    ]
+
+
+def timed_run(overrides: list[str], device: torch.device) -> float:
+    """Seconds of one ``run.train``'s training loop, from the first step's start to the end of training (the
+    start-up, e.g. the KMeans before the first step, is timed apart by ``start_up``)."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from lightning.pytorch.callbacks import Callback
+
+    import run as run_py
+
+    marks = {}
+
+    class LoopTimer(Callback):
+        def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+            if "first" not in marks:
+                marks["first"] = time.perf_counter()
+
+        def on_train_end(self, trainer, pl_module):
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            marks["end"] = time.perf_counter()
+
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=overrides)
+    build_callbacks = run_py.instantiate_callbacks
+    run_py.instantiate_callbacks = lambda c: [LoopTimer()] + build_callbacks(c)
+    try:
+        marks["start"] = time.perf_counter()
+        run_py.train(cfg)
+    finally:
+        run_py.instantiate_callbacks = build_callbacks
+    START_UP.append(marks["first"] - marks["start"])
+    return marks["end"] - marks["first"]
+
+
+START_UP: list[float] = []  # seconds from run.train's call to the first step, one per timed run
+
+
+def end_to_end(args, device: torch.device, tmp: Path) -> list[dict]:
+    """``Trainer.fit`` rows: steps/s from the difference of two run lengths (``--e2e-steps``), beside the raw
+    step of the same layout (SCCL/AECL on StackOverflow: two encoder views, the first is the original); the
+    loop's overhead is the difference of their times per step."""
+    short, long = args.e2e_steps
+    data_dir = data_file("short").parent.resolve()
+    rows = []
+    for method in [m for m in args.methods if m in E2E_METHODS]:
+        arch, paper_batch, tiny_batch, kind = METHODS[method]
+        folder = backbone_folder(arch, args.tiny, tmp)
+        batch = tiny_batch if args.tiny else paper_batch
+        for precision in args.precisions:
+            if precision == "tf32" and device.type != "cuda":
+                continue
+            chunk = args.chunk_tokens[-1] if args.e2e_chunk is None else args.e2e_chunk
+            torch.manual_seed(0)
+            module, data, tokens = build(method, folder, batch, kind, device, "ours", chunk, 0, views=2)
+            params = matmul_parameters(module.encoder.backbone)
+            raw = measure(module, data, precision, device, args.steps, args.warmup)
+            del module, data
+            seconds = []
+            for repeat in range(args.e2e_repeats):
+                pair = []
+                for steps in (short, long):
+                    out = tmp / f"e2e_{method}_{precision}_{steps}_{repeat}"
+                    pair.append(timed_run(run_overrides(method, folder, batch, precision, device, chunk, steps,
+                                                        data_dir, out), device))
+                seconds.append((pair[1] - pair[0]) / (long - short))
+            per_step = sorted(seconds)[len(seconds) // 2]
+            peak = card_peak(device, precision)
+            flops = 6 * params * tokens / per_step
+            row = {"method": method, "arch": arch, "batch": batch, "precision": precision, "layout": "end-to-end",
+                   "views": 2, "chunk_tokens": chunk, "grad_cache_tokens": 0, "steps_per_s": 1 / per_step,
+                   "tokens_per_s": tokens / per_step, "peak_gib": None, "loss": raw["loss"],
+                   "mfu": flops / (peak * 1e12) if peak else None, "raw_steps_per_s": 1 / raw["seconds"],
+                   "overhead_ms": 1000 * (per_step - raw["seconds"]),
+                   "start_up_s": sorted(START_UP)[len(START_UP) // 2]}
+            START_UP.clear()
+            rows.append(row)
+            print(f"bench_gpu: {row}", file=sys.stderr, flush=True)
+    return rows
+
+
+def matmul_parameters(backbone) -> int:
+    """Parameters that take part in matrix products: the backbone's without its embedding tables (a lookup
+    costs no multiply-adds), for model-FLOPs utilisation."""
+    embeddings = {id(p) for m in backbone.modules() if isinstance(m, torch.nn.Embedding) for p in m.parameters()}
+    return sum(p.numel() for p in backbone.parameters() if id(p) not in embeddings)
+
+
+def render_end_to_end(rows: list[dict]) -> list[str]:
+    if not rows:
+        return []
+    lines = ["", "End to end (`Trainer.fit` on the real DataModule, evaluation off; steps/s from the difference of "
+             "two run lengths, each timed from its first step to the end of training) beside the raw step of the "
+             "same layout (2 views, one batch reused); start-up: from `run.train` to the first step (data, model, "
+             "KMeans of the centroids), the median of the runs:", "",
+             "| method | backbone, batch | precision | chunk tokens | end-to-end steps/s | raw steps/s | "
+             "end-to-end / raw | loop overhead ms/step | MFU | start-up s |", "|---" * 10 + "|"]
+    for row in rows:
+        mfu = "-" if row["mfu"] is None else f"{100 * row['mfu']:.0f} %"
+        lines.append(f"| {row['method']} | {row['arch']}, {row['batch']} | {row['precision']} | "
+                     f"{row['chunk_tokens'] or '-'} | {row['steps_per_s']:.2f} | {row['raw_steps_per_s']:.2f} | "
+                     f"{row['steps_per_s'] / row['raw_steps_per_s']:.2f} | {row['overhead_ms']:.1f} | {mfu} | "
+                     f"{row['start_up_s']:.1f} |")
+    return lines
+
+
 def render(rows: list[dict], args) -> str:
     device = torch.device(args.device)
     card = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
@@ -226,8 +373,9 @@ def render(rows: list[dict], args) -> str:
              + " ".join(sys.argv[1:]) + "`. Random-init backbones of the papers' architectures, max length 32._", "",
              "| method | backbone, batch | precision | layout | chunk tokens | cached | steps/s | tokens/s | "
              "peak GiB | MFU | vs authors |", "|---" * 11 + "|"]
-    for row in rows:
-        base = next(r for r in rows if r["method"] == row["method"] and r["precision"] == row["precision"]
+    raw = [r for r in rows if r["layout"] != "end-to-end"]
+    for row in raw:
+        base = next(r for r in raw if r["method"] == row["method"] and r["precision"] == row["precision"]
                     and r["layout"] == "authors")
         peak = "-" if row["peak_gib"] is None else f"{row['peak_gib']:.1f}"
         mfu = "-" if row["mfu"] is None else f"{100 * row['mfu']:.0f} %"
@@ -235,6 +383,9 @@ def render(rows: list[dict], args) -> str:
                      f"{row['chunk_tokens'] or '-'} | {row['grad_cache_tokens'] or '-'} | {row['steps_per_s']:.2f} | "
                      f"{row['tokens_per_s']:.0f} | {peak} | {mfu} | "
                      f"{row['steps_per_s'] / base['steps_per_s']:.2f}x |")
+    if not raw:
+        lines = lines[:-2]
+    lines += render_end_to_end([r for r in rows if r["layout"] == "end-to-end"])
     return "\n".join(lines + ["", END])
 
 
@@ -249,11 +400,22 @@ def main(argv=None) -> list[dict]:
     parser.add_argument("--chunk-tokens", default="0,1024,8192")
     parser.add_argument("--grad-cache", default="0,2048", help="grad_cache_tokens values for extra rows (0: none)")
     parser.add_argument("--out", type=Path, default=None, help="default: BENCHMARKS.md (GPU runs only)")
+    parser.add_argument("--end-to-end", nargs="?", const="also", choices=("also", "only"), default=None,
+                        help="add Trainer.fit rows (sccl, aecl on StackOverflow); 'only': no raw table")
+    parser.add_argument("--e2e-steps", default="20,170", help="the two run lengths of an end-to-end row")
+    parser.add_argument("--e2e-repeats", type=int, default=1, help="pairs of runs; the median difference counts")
+    parser.add_argument("--e2e-chunk", type=int, default=None, help="encoder_chunk_tokens of the end-to-end rows "
+                        "(default: the last --chunk-tokens value)")
+    parser.add_argument("--data-dir", type=Path, default=ROOT.parent / "shared" / "data" / "short_text",
+                        help="folder with stackoverflow.csv (and wiki_sample.txt on a GPU machine: .gpu/data)")
     args = parser.parse_args(argv)
     args.methods = [m for m in args.methods.split(",") if m]
     args.precisions = [p for p in args.precisions.split(",") if p]
     args.chunk_tokens = [int(c) for c in args.chunk_tokens.split(",")]
     args.grad_cache = [int(g) for g in args.grad_cache.split(",")]
+    args.e2e_steps = sorted(int(n) for n in args.e2e_steps.split(","))
+    global DATA_DIR
+    DATA_DIR = args.data_dir
     unknown = [m for m in args.methods if m not in METHODS] + [p for p in args.precisions if p not in PRECISIONS]
     if unknown:
         sys.exit(f"error: unknown method or precision {unknown}; methods {list(METHODS)}, precisions {PRECISIONS}")

@@ -305,7 +305,7 @@ def test_update_order_on_a_sample_that_changes_cluster(order):
     assert assign(z1, old)[0].tolist() == [0, 0, 1] and assign(z1, new)[0].tolist() == [1, 0, 1]
     module = make_module(num_clusters=2, momentum=1.0, update_order=order, bml_alpha=0.0, bml_beta=0.05)
     module.centroids.copy_(old)
-    module.clustering_started.fill_(True)
+    module.load_state_dict({**module.state_dict(), "clustering_started": torch.tensor(True)})  # as a resumed run
     assignment, hard, seen = module.cluster_step(z1, step=5)
     assert torch.allclose(module.centroids, new)  # the centroids move once, whatever the order
     assert assignment.tolist() == labels
@@ -326,7 +326,7 @@ def test_the_three_update_orders_give_three_losses():
     for order in ORDER_CASES:
         module = make_module(num_clusters=2, momentum=1.0, update_order=order, bml_alpha=0.0, bml_beta=0.05)
         module.centroids.copy_(old)
-        module.clustering_started.fill_(True)
+        module.load_state_dict({**module.state_dict(), "clustering_started": torch.tensor(True)})  # as a resumed run
         losses[order] = feed(module, z1, z2).item()
     values = sorted(losses.values())
     assert values[1] - values[0] > 1e-4 and values[2] - values[1] > 1e-4, losses

@@ -54,6 +54,17 @@ class StepProgressBar(RichProgressBar):
             text = f"{text:{len(self.validation_description)}}"
         return text
 
+    def get_metrics(self, trainer, pl_module) -> dict:
+        # the modules log the loss without prog_bar (Lightning would read it from the GPU every step); the bar
+        # shows the value written at the last logging step
+        metrics = super().get_metrics(trainer, pl_module)
+        logged = trainer.logged_metrics.get("train/loss")
+        if logged is not None and getattr(trainer._logger_connector, "should_update_logs", True):
+            self._shown_loss = f"{float(logged):.3g}"
+        if getattr(self, "_shown_loss", None) is not None:
+            metrics["loss"] = self._shown_loss
+        return metrics
+
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
         # Lightning sets the description once per epoch; the step count must follow every step

@@ -1,10 +1,14 @@
-"""Stop a run whose training loss is NaN or infinite, before that step touches the weights.
+"""Stop a run whose training loss is NaN or infinite, and never save the weights it touched.
 
-``NonFiniteLossGuard`` looks at the loss Lightning is about to back-propagate
-(``on_before_backward``). A NaN/inf loss stops training with :class:`NonFiniteLossError`, which
-names the step and the loss terms; the terms and the batch's texts are written to
-``<output_dir>/nonfinite_loss.json``. The optimizer never steps on that loss, and no checkpoint is
-written after it, so ``last.ckpt`` stays the last good state.
+``NonFiniteLossGuard`` looks at the loss Lightning is about to back-propagate (``on_before_backward``)
+without waiting for the GPU: it keeps, on the loss's device, the first step whose loss was not finite and
+that step's loss terms, and reads them when the host reads values anyway: at every logging step
+(``trainer.log_every_n_steps``), before every checkpoint is written and at the end of training. A NaN/inf
+loss then stops training with :class:`NonFiniteLossError`, which names the step and the loss terms; the
+terms and the batch's texts are written to ``<output_dir>/nonfinite_loss.json``. No checkpoint is written
+after that step, so ``last.ckpt`` stays the last good state. When the bad step is itself a logging step
+(``log_every_n_steps=1``: every step) the optimizer never steps on that loss; otherwise the steps up to
+the next logging step have run on (their weights are not saved).
 """
 from __future__ import annotations
 
@@ -25,8 +29,9 @@ class NonFiniteLossError(UserError, FloatingPointError):
     """The training loss became NaN or infinite; the message says where the details are."""
 
 
-def logged_loss_terms(trainer) -> dict[str, float]:
-    """Values the training step logged for this step (``train/loss``, ``train/instance_loss``, ...)."""
+def logged_loss_terms(trainer) -> dict[str, torch.Tensor]:
+    """Values the training step logged for this step (``train/loss``, ``train/instance_loss``, ...), as
+    float32 scalars on their device (reading them would wait for the GPU)."""
     terms = {}
     results = getattr(trainer, "_results", None)
     for key, metric in (results.items() if results is not None else []):
@@ -34,7 +39,7 @@ def logged_loss_terms(trainer) -> dict[str, float]:
             continue
         value = getattr(metric, "value", None)
         if isinstance(value, torch.Tensor) and value.numel() == 1:
-            terms[metric.meta.name] = float(value.detach().cpu())
+            terms[metric.meta.name] = value.detach().float().reshape(())
     return terms
 
 
@@ -62,39 +67,78 @@ class NonFiniteLossGuard(Callback):
     Args:
         output_dir: the run folder, where ``nonfinite_loss.json`` goes (None: not written).
 
-    Needs nothing from the module; under DDP a non-finite loss on any rank stops every rank.
+    Needs nothing from the module; under DDP a non-finite loss on any rank stops every rank (decided when
+    the flag is read, on every rank at the same steps).
     """
 
     def __init__(self, output_dir: str | None = None):
         self.output_dir = Path(output_dir) if output_dir else None
-        self._batch = None
         self._batch_idx: int | None = None
+        self._reset()
+
+    def _reset(self) -> None:
+        self._first_bad: torch.Tensor | None = None  # on the loss's device: the first bad step, -1 while none
+        self._terms: dict[str, torch.Tensor] = {}  # that step's logged terms
+        # step -> (batch index in epoch, epoch, the batch's texts and row indices), since the last read
+        self._batches: dict[int, tuple] = {}
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
-        self._batch, self._batch_idx = batch, batch_idx
-
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        self._batch = None  # do not hold the batch's tensors between steps
+        self._batch_idx = batch_idx
+        kept = {k: v for k, v in batch.items() if k == "index" or batch_texts({k: v})} if isinstance(batch, dict) else None
+        self._batches[trainer.global_step + 1] = (batch_idx, trainer.current_epoch, kept)
 
     def on_before_backward(self, trainer, pl_module, loss: torch.Tensor) -> None:
-        bad = not bool(torch.isfinite(loss.detach()).all())
+        step = trainer.global_step + 1  # the step being taken; global_step counts finished ones
+        bad = ~torch.isfinite(loss.detach()).all()
+        if self._first_bad is None:
+            self._first_bad = torch.full((), -1, dtype=torch.long, device=loss.device)
+        first = bad & (self._first_bad < 0)
+        self._first_bad = torch.where(first, torch.full_like(self._first_bad, step), self._first_bad)
+        terms = logged_loss_terms(trainer)
+        if not terms and loss.numel():  # a module that logs nothing: the loss Lightning was given
+            terms["loss"] = loss.detach().float().mean()
+        for name, value in terms.items():
+            kept = self._terms.get(name)
+            self._terms[name] = torch.where(first, value, kept if kept is not None else torch.full_like(value, float("nan")))
+        if getattr(trainer._logger_connector, "should_update_logs", True):
+            self._check(trainer, current_step=step)
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        # texts of the steps since the last read only: a later read needs the bad step's batch
+        if getattr(trainer._logger_connector, "should_update_logs", True):
+            self._batches.clear()
+
+    def on_save_checkpoint(self, trainer, pl_module, checkpoint) -> None:
+        self._check(trainer, current_step=None)  # raising here leaves the last good file in place
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        self._check(trainer, current_step=None)
+
+    def _check(self, trainer, current_step: int | None) -> None:
+        """Read the flag (waits for the device); raise when a step's loss was not finite."""
+        bad_step = -1 if self._first_bad is None else int(self._first_bad.item())
+        bad = bad_step >= 0
         if trainer.world_size > 1:
             bad = trainer.strategy.reduce_boolean_decision(bad, all=False)
-        if not bad:
-            return
-        step = trainer.global_step + 1  # the step being taken; global_step counts finished ones
-        terms = logged_loss_terms(trainer)
-        if not terms:  # a module that logs nothing: the loss Lightning was given
-            terms["loss"] = float(loss.detach().float().mean().cpu()) if loss.numel() else float("nan")
+        if bad:
+            self._stop(trainer, bad_step, current_step)
+
+    def _stop(self, trainer, bad_step: int, current_step: int | None) -> None:
+        terms = {name: float(value.cpu()) for name, value in self._terms.items()}
+        if bad_step < 0:  # another rank's loss was not finite
+            terms, bad_step = {}, trainer.global_step + 1
+        batch_idx, epoch, batch = self._batches.get(bad_step, (None, trainer.current_epoch, None))
         checkpoint = getattr(trainer.checkpoint_callback, "last_path", None)
         checkpoint_step = getattr(trainer.checkpoint_callback, "last_step", None)
         report = {
-            "step": step, "epoch": trainer.current_epoch, "batch_index_in_epoch": self._batch_idx,
+            "step": bad_step, "epoch": epoch, "batch_index_in_epoch": batch_idx,
             "loss_terms": {k: _number(v) for k, v in terms.items()},
             "last_good_checkpoint": str(checkpoint) if checkpoint else None,
             "last_good_checkpoint_step": checkpoint_step,
-            "batch": batch_texts(self._batch),
+            "batch": batch_texts(batch),
         }
+        if current_step != bad_step:
+            report["detected_at_step"] = trainer.global_step
         where = ""
         if self.output_dir is not None and trainer.is_global_zero:
             path = self.output_dir / REPORT_FILE
@@ -105,9 +149,15 @@ class NonFiniteLossGuard(Callback):
             then = f"then resume with ckpt_path={checkpoint} or start again"
         else:
             kept, then = "no checkpoint had been written yet", "then start again"
+        if current_step == bad_step:
+            when = "training stopped before this step changed the weights"
+        else:  # read at the next logging step or save: the steps in between ran, their weights are not saved
+            when = (f"found at step {trainer.global_step} (the loss is read every trainer.log_every_n_steps), where "
+                    "training stopped; no weights after it are saved")
         shown = ", ".join(f"{k}={v:.4g}" for k, v in terms.items())
+        self._reset()
         raise NonFiniteLossError(
-            f"the training loss is not finite at step {step} ({shown}); training stopped before this step "
-            f"changed the weights{where}; {kept}. Lower the learning rate (method.lr), clip gradients "
-            f"(trainer.gradient_clip_val=1.0) or check those texts, {then}."
+            f"the training loss is not finite at step {bad_step} ({shown}); {when}{where}; {kept}. Lower the "
+            "learning rate (method.lr), clip gradients (trainer.gradient_clip_val=1.0) or check those texts, "
+            f"{then}."
         )

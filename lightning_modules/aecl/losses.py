@@ -226,14 +226,18 @@ def pseudo_label_loss(logits1: torch.Tensor, pseudo_labels: torch.Tensor, reduct
     if pseudo_labels.shape != logits1.shape[:1]:
         raise ValueError(f"pseudo_labels must have shape [{logits1.shape[0]}], got {tuple(pseudo_labels.shape)}")
     m = logits1.shape[1]
-    if ((pseudo_labels < -1) | (pseudo_labels >= m)).any():
+    # checked on the device (a Python `if` would wait for the GPU every step); the CPU raises at once, a GPU
+    # reports a device-side assertion at its next synchronisation
+    try:
+        torch._assert_async(((pseudo_labels >= -1) & (pseudo_labels < m)).all(), "pseudo-labels out of range")
+    except RuntimeError as err:
         found = pseudo_labels.unique().tolist()
-        raise ValueError(f"pseudo-labels must be -1 (none) or in 0..{m - 1}, got values {found}")
+        raise ValueError(f"pseudo-labels must be -1 (none) or in 0..{m - 1}, got values {found}") from err
     labelled = pseudo_labels >= 0  # [N]
-    if labelled.any():
-        total = F.cross_entropy(logits1[labelled], pseudo_labels[labelled], reduction="sum")
-    else:  # zero that keeps the graph; the leading +0.0 avoids logging -0.0
-        total = logits1.new_zeros(()) + logits1.sum() * 0.0
+    # every row's cross-entropy, unlabelled rows weighted 0: no boolean index (its size would be read back);
+    # the leading +0.0 avoids logging -0.0 when no row is labelled
+    per_row = F.cross_entropy(logits1, pseudo_labels.clamp_min(0), reduction="none")  # [N]
+    total = logits1.new_zeros(()) + torch.where(labelled, per_row, torch.zeros_like(per_row)).sum()
     count = labelled.sum() if reduction == "labelled" else torch.tensor(logits1.shape[0], device=logits1.device)
     return total / count.clamp_min(1)
 

@@ -178,6 +178,9 @@ class AECL(TextRepresentationModule):
         self.register_buffer("pseudo_label_epoch", torch.tensor(-1, dtype=torch.long))
         # the pseudo-label buffer is sized by the training set, known only when a callback fills it
         self.register_load_state_dict_pre_hook(_resize_pseudo_labels)
+        # the step reads this copy of the stage buffer (no wait for the GPU); set_stage and loads keep them equal
+        self._stage = 1
+        self.register_load_state_dict_pre_hook(_read_stage)
 
     @property
     def instance_loss_form(self) -> str:
@@ -205,12 +208,13 @@ class AECL(TextRepresentationModule):
     # -- state used by the stage callback -----------------------------------------------------------
     @property
     def stage(self) -> int:
-        return int(self.training_stage)
+        return self._stage
 
     def set_stage(self, stage: int) -> None:
         if stage not in STAGES:
             raise ValueError(f"AECL stage must be one of {STAGES}, got {stage}")
         self.training_stage.fill_(stage)
+        self._stage = int(stage)
 
     @torch.no_grad()
     def set_pseudo_labels(self, labels: torch.Tensor, epoch: int) -> None:
@@ -276,22 +280,21 @@ class AECL(TextRepresentationModule):
             losses["marginal_entropy_term"] = marginal_entropy_term(p0, p1, "reference" if self.reference else "paper")
             total = total + losses["cluster_loss"]
             total = total + lambda3 * losses["row_entropy_term"] + lambda4 * losses["marginal_entropy_term"]
-        self.log("train/loss", total, prog_bar=True, batch_size=n)
+        self.log("train/loss", total, batch_size=n)  # no prog_bar: Lightning would read it every step
         for key, value in losses.items():
             self.log(f"train/{key}", value, batch_size=n)
         return total
 
     def _pseudo_targets(self, index: torch.Tensor, p0: torch.Tensor) -> torch.Tensor:
-        if self.pseudo_labels.numel() == 0 or int(self.pseudo_label_epoch) < 0:
+        if self.pseudo_labels.numel() == 0:  # set together with pseudo_label_epoch (a shape: no read from the GPU)
             raise SetupError(
                 "AECL is in stage 2 but has no KMeans pseudo-labels: add "
                 "callbacks.phases.stage_switch.AECLStageSwitch (method.callbacks.stage_switch), which computes them."
             )
-        if int(index.max()) >= self.pseudo_labels.numel():
-            raise RuntimeError(
-                f"batch index {int(index.max())} is outside the {self.pseudo_labels.numel()} pseudo-labels: "
-                "they were computed for a different training set"
-            )
+        # checked on the device (raises at once on the CPU, at the next synchronisation on a GPU)
+        torch._assert_async(index.max() < self.pseudo_labels.numel(),
+                            f"a batch index is outside the {self.pseudo_labels.numel()} pseudo-labels: they were "
+                            "computed for a different training set")
         return self.pseudo_labels[index]  # [N]
 
     def _is_confident(self, confidence: torch.Tensor) -> torch.Tensor:
@@ -319,6 +322,12 @@ class AECL(TextRepresentationModule):
         """
         out = self.forward_view(batch["original"], pooling=self.eval_pooling)
         return {"embeddings": out["v"], "projections": out["z"], "head_pred": out["logits"].argmax(dim=1)}
+
+
+def _read_stage(module, state_dict, prefix, *args) -> None:
+    saved = state_dict.get(prefix + "training_stage")
+    if saved is not None:
+        module._stage = int(saved)
 
 
 def _resize_pseudo_labels(module, state_dict, prefix, *args) -> None:

@@ -42,7 +42,8 @@ def bml_loss(
     if reduction == "matrix":
         delta = torch.where(members, delta, torch.zeros_like(delta))  # [N, N]
         return (F.relu(delta + alpha) + F.relu(-delta - beta)).mean()
-    if not members.any():
-        return sim.sum() * 0.0  # keeps the graph (and DDP's unused-parameter check) intact
     per_pair = F.relu(delta + alpha) + F.relu(-delta - beta)  # [N, N]
-    return per_pair[members].mean()
+    # the mean over members as sums (no boolean index, whose size the GPU would report back); 0 with the
+    # graph intact when there are none (DDP's unused-parameter check)
+    chosen = torch.where(members, per_pair, torch.zeros_like(per_pair))
+    return chosen.sum() / members.sum().clamp_min(1)

@@ -154,13 +154,16 @@ class ClusterNS(SimCSE):
         self.register_buffer("centroids", torch.zeros(num_clusters, self.encoder.dim))
         self.register_buffer("clustering_started", torch.tensor(False))
         self.register_buffer("clustering_start_step", torch.tensor(-1, dtype=torch.long))
+        # the step reads this copy of the buffer (no wait for the GPU); loads and changes keep them equal
+        self._clustering_started = False
+        self.register_load_state_dict_pre_hook(_read_clustering_started)
         self._warned_small_batch = False
 
     # -- checks ---------------------------------------------------------------------------------------
     def on_fit_start(self) -> None:
         batch_size = getattr(getattr(self.trainer, "datamodule", None), "batch_size", None)
         world = self.trainer.world_size
-        if not bool(self.clustering_started) and batch_size and batch_size * world < self.num_clusters:
+        if not self._clustering_started and batch_size and batch_size * world < self.num_clusters:
             raise ConfigError(
                 f"ClusterNS initialises its K={self.num_clusters} centroids from one batch, but the global "
                 f"batch is {batch_size} x {world} process(es) = {batch_size * world}. Set batch_size so that "
@@ -190,6 +193,7 @@ class ClusterNS(SimCSE):
         chosen = greedy_init_indices(sim, self.num_clusters, self._generator(step))  # [K]
         self.centroids.copy_(x[chosen])
         self.clustering_started.fill_(True)
+        self._clustering_started = True
         self.clustering_start_step.fill_(step)
         self._sync_centroids()
         if self._trainer is None or self._trainer.is_global_zero:
@@ -230,10 +234,10 @@ class ClusterNS(SimCSE):
         step = self.global_step
         anchors = z1.detach().to(self.centroids.dtype)  # [N, d]; centroids stay float32 under mixed precision
         assignment, hard, seen = None, None, None
-        if bool(self.clustering_started):
+        if self._clustering_started:
             assignment, hard, seen = self.cluster_step(anchors, step)
             hard = hard.to(z1.dtype) if hard is not None else None
-        elif sim_value.mean().item() <= self.kmean_cosine:
+        elif sim_value.mean().item() <= self.kmean_cosine:  # the warm-up's one read a step, until clustering starts
             self.start_clustering(anchors, sim_value.float(), step)
 
         loss_cl = infonce_with_hard_negatives(z1, z2, self.temperature, hard, self.hard_negative_weight)
@@ -243,14 +247,20 @@ class ClusterNS(SimCSE):
             total = total + self.bml_weight * loss_bml
             self.log("train/bml_loss", loss_bml, batch_size=n)
 
-        self.log("train/loss", total, prog_bar=True, batch_size=n)
+        self.log("train/loss", total, batch_size=n)
         self.log("train/cl_loss", loss_cl, batch_size=n)
         self.log("train/clustering_active", float(assignment is not None), batch_size=n)
         self.log_similarities(sim_value)
-        if assignment is not None:
+        if assignment is not None and self.logs_this_step():  # diagnostics read values: only when they are written
             stats = clustering_diagnostics(sim_value.float(), anchors, seen, assignment,
                                            None if hard is None else hard.to(anchors.dtype))
             for key, value in stats.items():
                 if value == value:  # NaN (no same-cluster pair in this batch) is not logged
                     self.log(f"train/{key}", value, batch_size=n)
         return total * ddp_loss_scale()
+
+
+def _read_clustering_started(module, state_dict, prefix, *args) -> None:
+    saved = state_dict.get(prefix + "clustering_started")
+    if saved is not None:
+        module._clustering_started = bool(saved)

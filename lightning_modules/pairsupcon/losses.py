@@ -111,10 +111,13 @@ def instance_discrimination_loss(
     is_anchor = torch.cat([entailment, entailment]).bool()  # [2M]
     if m < 2:  # no negatives: log(1 + 0) for every anchor
         return cos.sum() * 0.0
-    keep = torch.ones(2 * m, 2 * m, dtype=torch.bool, device=z.device)
-    keep[anchors, anchors] = False
-    keep[anchors, partner] = False
-    negative_cos = cos[keep].view(2 * m, 2 * m - 2)  # [2M, 2M-2]
+    # each row's columns other than itself and its partner, in column order, as indices: a boolean-mask index
+    # would wait for the GPU to count the mask
+    low, high = torch.minimum(anchors, partner).unsqueeze(1), torch.maximum(anchors, partner).unsqueeze(1)  # [2M, 1]
+    columns = torch.arange(2 * m - 2, device=z.device).expand(2 * m, -1)  # [2M, 2M-2]
+    columns = columns + (columns >= low).long()
+    columns = columns + (columns >= high).long()
+    negative_cos = cos.gather(1, columns)  # [2M, 2M-2]
     if weighting == "paper":
         alpha = (2 * m - 2) * torch.softmax(negative_cos / temperature, dim=1)  # [2M, 2M-2]
         logits = (alpha * negative_cos - positive_cos.unsqueeze(1)) / temperature  # [2M, 2M-2]

@@ -96,7 +96,7 @@ class PairSupCon(TextRepresentationModule):
         u1, u2 = self.embed_views([batch["s1"], batch["s2"]])  # [M, d] each
         losses, total, backward = self.compute_losses(u1, u2, labels)
         batch_size = labels.shape[0]
-        self.log("train/loss", total, prog_bar=True, batch_size=batch_size)
+        self.log("train/loss", total, batch_size=batch_size)
         for key, value in losses.items():
             self.log(f"train/{key}", value, batch_size=batch_size)
         return backward

@@ -71,7 +71,7 @@ class SCCL(TextRepresentationModule):
     default_objective = "clustering.final.kmeans_acc"  # the paper reports KMeans on the embeddings
 
     def has_cluster_head(self) -> bool:
-        return bool(self.centroids_ready)
+        return self._centroids_ready
 
     def cluster_probabilities(self, embeddings: torch.Tensor, context: torch.Tensor | None = None) -> torch.Tensor:
         """Student-t assignment [N, K] to the trained centroids."""
@@ -108,7 +108,11 @@ class SCCL(TextRepresentationModule):
         dim = self.encoder.dim
         self.contrast_head = ContrastHead(dim, projection_dim)
         self.centroids = nn.Parameter(torch.zeros(num_clusters, dim))
+        # the buffer keeps the flag in checkpoints (old ones included); the step reads its Python copy, which
+        # needs no wait for the GPU (kept equal to the buffer on every change and every load)
         self.register_buffer("centroids_ready", torch.tensor(False))
+        self._centroids_ready = False
+        self.register_load_state_dict_pre_hook(_read_centroids_ready)
         self.num_clusters = num_clusters
         self.temperature = temperature
         self.alpha = alpha
@@ -140,7 +144,7 @@ class SCCL(TextRepresentationModule):
     def needs_centroid_init(self) -> bool:
         """True when KMeans must fill the centroids now: before the first step, or, for ``sequential``,
         at the switch to clustering (before it the centroids are not used)."""
-        if bool(self.centroids_ready):
+        if self._centroids_ready:
             return False
         return self.objective != "sequential" or self.active_objective() == "cluster"
 
@@ -148,6 +152,7 @@ class SCCL(TextRepresentationModule):
     def set_centroids(self, centroids: torch.Tensor) -> None:
         self.centroids.copy_(centroids.to(self.centroids))
         self.centroids_ready.fill_(True)
+        self._centroids_ready = True
 
     def assign(self, embeddings: torch.Tensor) -> torch.Tensor:
         return student_t_assignment(embeddings, self.centroids, self.alpha)  # [N, K]
@@ -180,7 +185,7 @@ class SCCL(TextRepresentationModule):
             total = total + self.cluster_weight * losses["cluster_loss"]
             backward = backward + self.cluster_weight * losses["cluster_loss"]
         batch_size = e1.shape[0]
-        self.log("train/loss", total, prog_bar=True, batch_size=batch_size)
+        self.log("train/loss", total, batch_size=batch_size)
         for key, value in losses.items():
             self.log(f"train/{key}", value, batch_size=batch_size)
         return backward
@@ -188,6 +193,12 @@ class SCCL(TextRepresentationModule):
     @torch.no_grad()
     def eval_step(self, batch: dict) -> dict[str, torch.Tensor]:
         out = super().eval_step(batch)
-        if bool(self.centroids_ready):  # the head exists once KMeans has filled the centroids
+        if self._centroids_ready:  # the head exists once KMeans has filled the centroids
             out["head_pred"] = self.assign(out["embeddings"]).argmax(dim=1)  # eval pooling == training pooling
         return out
+
+
+def _read_centroids_ready(module, state_dict, prefix, *args) -> None:
+    saved = state_dict.get(prefix + "centroids_ready")
+    if saved is not None:
+        module._centroids_ready = bool(saved)

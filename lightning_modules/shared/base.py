@@ -138,6 +138,16 @@ class TextRepresentationModule(L.LightningModule):
         if size is not None:
             self.log("train/batch_size", float(size), on_step=True, on_epoch=False, batch_size=size)
 
+    def logs_this_step(self) -> bool:
+        """Whether Lightning writes the logged values after this training step (every ``log_every_n_steps``,
+        and when training stops). Values that cost a read from the GPU (diagnostics) are computed then only;
+        True outside a Trainer."""
+        trainer = self._trainer
+        if trainer is None:
+            return True
+        connector = getattr(trainer, "_logger_connector", None)
+        return bool(getattr(connector, "should_update_logs", True))
+
     def embed(self, tokens: dict[str, torch.Tensor], pooling: str | None = None) -> torch.Tensor:
         """Embeddings [N, d] of one token batch (the encoder chunks it by length when set to)."""
         return self.encoder(**tokens, pooling=pooling)

@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from errors import ConfigError, UserError
+from lightning_modules.shared.device_defaults import CPU_CHUNK_TOKENS
 from lightning_modules.shared.grad_cache import cached_encoding
 from lightning_modules.shared.prompt import PromptTemplates, mask_states
 
@@ -163,10 +164,34 @@ def length_chunks(lengths: Sequence[int], chunk_tokens: int) -> list[list[int]]:
     return chunks
 
 
+# key of a token batch holding each row's token count as a Python list (None: not right-padded), made on the
+# host where the batch is tokenised, so planning chunks never reads a value back from the GPU
+TOKEN_COUNTS = "token_counts"
+
+
+def host_token_counts(attention_mask: torch.Tensor) -> list[int] | None:
+    """Each row's token count when the mask is ones then zeros (right padding), else None. For masks still on
+    the host (collators, ``encode``): on a GPU tensor this would wait for the device."""
+    lengths = attention_mask.sum(dim=1)  # [B]
+    return lengths.tolist() if _right_padded(attention_mask, lengths) else None
+
+
+def with_token_counts(tokens: dict) -> dict:
+    """``tokens`` (a tokenizer's output, on the host) with :data:`TOKEN_COUNTS` added."""
+    tokens = dict(tokens)
+    tokens[TOKEN_COUNTS] = host_token_counts(tokens["attention_mask"])
+    return tokens
+
+
 def _right_padded(attention_mask: torch.Tensor, lengths: torch.Tensor) -> bool:
     """True when every row's mask is ones then zeros (padding only on the right)."""
     positions = torch.arange(attention_mask.shape[1], device=attention_mask.device)  # [T]
     return bool(torch.equal(attention_mask.bool(), positions.unsqueeze(0) < lengths.unsqueeze(1)))
+
+
+def _no_padding(counts: Sequence[int] | None, width: int) -> bool | None:
+    """Whether every row fills ``width`` tokens (None: counts not known on the host)."""
+    return None if counts is None else all(int(n) >= width for n in counts)
 
 
 class TextEncoder(nn.Module):
@@ -203,8 +228,10 @@ class TextEncoder(nn.Module):
         super().__init__()
         if pooling not in POOLINGS:
             raise ConfigError(f"method.pooling must be one of {POOLINGS} (method.eval_pooling too), got '{pooling}'")
-        if chunk_tokens is None or int(chunk_tokens) < 0:
-            raise ConfigError(f"chunk_tokens must be >= 0 (0: no chunking), got {chunk_tokens}")
+        if chunk_tokens is None:  # not chosen for a device (run.py does that): the CPU's default
+            chunk_tokens = CPU_CHUNK_TOKENS
+        if int(chunk_tokens) < 0:
+            raise ConfigError(f"encoder_chunk_tokens must be >= 0 (0: no chunking) or null, got {chunk_tokens}")
         # from_pretrained returns the model in eval mode; Lightning keeps module modes as found,
         # so without this dropout would be off in training (and virtual views would be identical)
         self.backbone = backbone.train()
@@ -250,28 +277,36 @@ class TextEncoder(nn.Module):
             return_tensors="pt",
         )
 
-    def forward(self, input_ids, attention_mask, pooling: str | None = None, **extra) -> torch.Tensor:
-        """Pooled embeddings [B, d] of a token batch, in row order (chunked when ``chunk_tokens``)."""
+    def forward(self, input_ids, attention_mask, pooling: str | None = None, token_counts=None,
+                **extra) -> torch.Tensor:
+        """Pooled embeddings [B, d] of a token batch, in row order (chunked when ``chunk_tokens``).
+
+        ``token_counts``: each row's token count as a Python list when the batch is right-padded (collators
+        add it, :func:`with_token_counts`); without it the counts are read from ``attention_mask``, which on a
+        GPU waits for the device."""
         pooling = pooling or self.pooling
         token_type_ids = extra.get("token_type_ids")
         if pooling in PROMPT_POOLINGS:
             return self._prompted(input_ids, attention_mask, pooling)
         if pooling == MASK_STATE and self.prompt is None:
             raise ConfigError("the mask-state pooling needs prompt templates (method.prompt_templates)")
+        if token_counts is not None and len(token_counts) != input_ids.shape[0]:
+            raise ValueError(f"token_counts has {len(token_counts)} rows, the batch {input_ids.shape[0]}")
         if self.grad_cache_tokens and self.training and torch.is_grad_enabled():
-            return self._cached(input_ids, attention_mask, token_type_ids, pooling)
+            return self._cached(input_ids, attention_mask, token_type_ids, pooling, token_counts)
         if not self.chunk_tokens:
+            return self._pooled(input_ids, attention_mask, token_type_ids, pooling,
+                                full=_no_padding(token_counts, input_ids.shape[1]))
+        counts = token_counts if token_counts is not None else host_token_counts(attention_mask)
+        if counts is None:
             return self._pooled(input_ids, attention_mask, token_type_ids, pooling)
-        lengths = attention_mask.sum(dim=1)  # [B]
-        if not _right_padded(attention_mask, lengths):
-            return self._pooled(input_ids, attention_mask, token_type_ids, pooling)
-        counts = lengths.tolist()
         width = max(max(counts, default=1), 1)
         chunks = length_chunks(counts, self.chunk_tokens)
         if sum(len(rows) * counts[rows[-1]] for rows in chunks) > CHUNK_IF_BELOW * len(counts) * width:
             # rows of nearly one length (evaluation's length-sorted batches): one call, cut to the longest
             kwargs = {} if token_type_ids is None else {"token_type_ids": token_type_ids[:, :width]}
-            return self._pooled(input_ids[:, :width], attention_mask[:, :width], pooling=pooling, **kwargs)
+            return self._pooled(input_ids[:, :width], attention_mask[:, :width], pooling=pooling,
+                                full=_no_padding(counts, width), **kwargs)
         # The word-embedding lookup of every chunk would give its own dense [vocab, d] gradient in
         # backward; looked up once for the batch, the embedding table gets one.
         words = None
@@ -288,6 +323,7 @@ class TextEncoder(nn.Module):
                     None if token_type_ids is None else token_type_ids.index_select(0, index)[:, :width],
                     pooling,
                     None if words is None else words.index_select(0, index)[:, :width],  # [b, width, d]
+                    full=_no_padding([counts[i] for i in rows], width),
                 )
             )
         order = torch.tensor([i for rows in chunks for i in rows], device=input_ids.device)  # [B]
@@ -343,14 +379,13 @@ class TextEncoder(nn.Module):
         hidden = self.backbone(**batch).last_hidden_state  # [U, T0, d]
         return mask_states(hidden, batch["input_ids"], self.prompt.mask_id)[inverse.to(hidden.device)]  # [B, d]
 
-    def _cached(self, input_ids, attention_mask, token_type_ids, pooling: str) -> torch.Tensor:
+    def _cached(self, input_ids, attention_mask, token_type_ids, pooling: str, token_counts=None) -> torch.Tensor:
         """Embeddings [B, d] with cached gradients (``grad_cache_tokens``; lightning_modules/shared/grad_cache.py):
         mini-batches of at most ``grad_cache_tokens`` padded tokens, length-sorted when the batch is
         right-padded, the graph of one mini-batch at a time."""
-        lengths = attention_mask.sum(dim=1)  # [B]
-        if _right_padded(attention_mask, lengths):
-            counts = lengths.tolist()
-        else:  # cannot cut the padding: every row counts as the full width, in batch order
+        counts = token_counts if token_counts is not None else host_token_counts(attention_mask)
+        right_padded = counts is not None
+        if not right_padded:  # cannot cut the padding: every row counts as the full width, in batch order
             counts = [attention_mask.shape[1]] * attention_mask.shape[0]
         chunks, rows = [], []
         for members in length_chunks(counts, self.grad_cache_tokens):
@@ -358,20 +393,24 @@ class TextEncoder(nn.Module):
             index = torch.tensor(members, device=input_ids.device)  # [b]
             ids, mask = input_ids.index_select(0, index)[:, :width], attention_mask.index_select(0, index)[:, :width]
             types = None if token_type_ids is None else token_type_ids.index_select(0, index)[:, :width]
-            chunks.append(functools.partial(self._pooled, ids, mask, types, pooling))
+            full = _no_padding([counts[i] for i in members], width) if right_padded else None
+            chunks.append(functools.partial(self._pooled, ids, mask, types, pooling, full=full))
             rows.append(index)
         params = [p for p in self.parameters() if p.requires_grad]
         return cached_encoding(chunks, rows, params, input_ids.device)
 
     def _pooled(
-        self, input_ids, attention_mask, token_type_ids=None, pooling: str = "mean", inputs_embeds=None
+        self, input_ids, attention_mask, token_type_ids=None, pooling: str = "mean", inputs_embeds=None,
+        full: bool | None = None,
     ) -> torch.Tensor:
+        """``full``: known on the host that no row has padding (None: not known)."""
         kwargs = {} if token_type_ids is None else {"token_type_ids": token_type_ids}
         if inputs_embeds is None:
             kwargs["input_ids"] = input_ids
         else:  # the word embeddings of input_ids; position and token-type embeddings are added inside
             kwargs["inputs_embeds"] = inputs_embeds
-        hidden = self.backbone(attention_mask=attention_mask, **kwargs).last_hidden_state
+        mask = self._backbone_mask(attention_mask, full, inputs_embeds)
+        hidden = self.backbone(attention_mask=mask, **kwargs).last_hidden_state
         if pooling == MASK_STATE:
             return mask_states(hidden, input_ids, self.prompt.mask_id)
         if pooling == "mean":
@@ -380,6 +419,22 @@ class TextEncoder(nn.Module):
         if pooling == "cls" and self.mlp is not None:
             return self.mlp(cls_state)
         return cls_state
+
+    def _backbone_mask(self, attention_mask: torch.Tensor, full: bool | None, inputs_embeds=None):
+        """The mask the backbone is given. Given a [B, T] mask, transformers asks the device whether any token
+        is padding (to drop the mask and reach the flash kernel), which waits for the GPU; a mask already in
+        the [B, 1, 1, T] form of the attention implementation is used as it is. No padding known on the host:
+        no mask at all (what transformers would have chosen). Other implementations get the [B, T] mask."""
+        implementation = getattr(self.backbone.config, "_attn_implementation", None)
+        if full:
+            return None
+        if implementation == "sdpa":
+            return attention_mask.bool()[:, None, None, :]  # [B, 1, 1, T], True = attend
+        if implementation == "eager":
+            dtype = inputs_embeds.dtype if inputs_embeds is not None else self.backbone.get_input_embeddings().weight.dtype
+            keep = attention_mask[:, None, None, :].to(dtype)  # [B, 1, 1, T]
+            return (1.0 - keep) * torch.finfo(dtype).min  # added to the scores
+        return attention_mask
 
     def forward_views(self, views: Sequence[dict], pooling: str | None = None) -> list[torch.Tensor]:
         """Embeddings [n_v, d] of each token batch in ``views`` (the views of one training step).
@@ -390,6 +445,7 @@ class TextEncoder(nn.Module):
         if not self.concat_views or len(views) == 1:
             return [self(**view, pooling=pooling) for view in views]
         keys = [k for k in ("input_ids", "attention_mask", "token_type_ids") if all(k in v for v in views)]
+        counts = [v.get(TOKEN_COUNTS) for v in views]
         width = max(v["input_ids"].shape[1] for v in views)
         pad_id = self.tokenizer.pad_token_id or 0
         joined = {
@@ -401,6 +457,8 @@ class TextEncoder(nn.Module):
             )  # [sum n_v, width]
             for key in keys
         }
+        if all(c is not None for c in counts):  # padding on the right stays on the right
+            joined[TOKEN_COUNTS] = [n for c in counts for n in c]
         return list(self(**joined, pooling=pooling).split([v["input_ids"].shape[0] for v in views]))
 
     @torch.no_grad()
@@ -433,8 +491,8 @@ class TextEncoder(nn.Module):
             starts = track(starts, description="embedding", transient=True)
         for start in starts:
             idx = order[start : start + batch_size]
-            batch = self.tokenize([texts[i] for i in idx], pad_to_max=pad_to_max)
-            batch = {k: v.to(device) for k, v in batch.items()}
+            batch = with_token_counts(self.tokenize([texts[i] for i in idx], pad_to_max=pad_to_max))
+            batch = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
             out[idx] = self(**batch, pooling=pooling).float().cpu()
         self.train(was_training)
         return out

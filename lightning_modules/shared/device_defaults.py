@@ -1,0 +1,92 @@
+"""Speed settings chosen for the device a run trains on (docs/gpu.md, "Defaults on a GPU").
+
+A setting left ``null`` in the configuration (``encoder_chunk_tokens``, ``loader.num_workers``,
+``loader.pin_memory``, ``loader.persistent_workers``, ``loader.prefetch_factor``) is chosen when the run
+starts, from the trainer's accelerator and, on a GPU, the card's memory; a value given in the configuration
+or on the command line is kept. run.py writes the chosen values into the configuration before anything is
+built (so ``config_resolved.yaml`` records them) and states each, with where it came from, in one log line.
+
+- CPU (measured on 2 cores, BENCHMARKS.md): length-sorted encoder chunks of 1024 padded tokens (less padding
+  is less work for a CPU), tokenisation in the training process (workers fight it for the two cores), no
+  pinned memory (nothing is copied to a device).
+- GPU: the encoder runs each step's batch in one call (a call per chunk costs a launch and a sync-free but
+  serial pass of small kernels, and padding costs a GPU little: on an H200 one call and chunks of 8192
+  tokens measured the same, chunks of 1024 ran ~12 calls a step and were slower), or in chunks of 8192
+  tokens on a card with less than ``SMALL_CARD_GIB`` of memory; tokenisation in worker processes, batches
+  in pinned memory (copies overlap the step), workers kept between epochs, four batches prefetched per
+  worker.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+CPU_CHUNK_TOKENS = 1024
+GPU_CHUNK_TOKENS = 0  # one encoder call per step
+SMALL_CARD_CHUNK_TOKENS = 8192
+SMALL_CARD_GIB = 16
+GPU_MAX_WORKERS = 4
+GPU_PREFETCH = 4
+# config keys (dotted) of the settings this module chooses
+SETTINGS = ("encoder_chunk_tokens", "loader.num_workers", "loader.pin_memory", "loader.persistent_workers",
+            "loader.prefetch_factor")
+GPU_ACCELERATORS = ("gpu", "cuda")
+
+
+@dataclass(frozen=True)
+class Device:
+    """What the defaults depend on: ``kind`` (``cpu`` | ``cuda``), the card's memory in GiB (None on a CPU)
+    and the CPU cores this process may use."""
+
+    kind: str
+    memory_gib: float | None = None
+    cpus: int = 1
+
+
+def run_device(accelerator: str | None) -> Device:
+    """The device of a run whose trainer has ``accelerator`` (``cpu``, ``gpu``, ``cuda``, ``auto``)."""
+    import torch
+
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    wants_gpu = str(accelerator or "cpu").lower() in (*GPU_ACCELERATORS, "auto")
+    if not wants_gpu or not torch.cuda.is_available():
+        return Device("cpu", None, cpus)
+    memory = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory / 2**30
+    return Device("cuda", memory, cpus)
+
+
+def device_defaults(device: Device) -> dict[str, Any]:
+    """The value of each of :data:`SETTINGS` for ``device``."""
+    if device.kind != "cuda":
+        return {"encoder_chunk_tokens": CPU_CHUNK_TOKENS, "loader.num_workers": 0, "loader.pin_memory": False,
+                "loader.persistent_workers": False, "loader.prefetch_factor": None}
+    small = device.memory_gib is not None and device.memory_gib < SMALL_CARD_GIB
+    workers = max(1, min(GPU_MAX_WORKERS, device.cpus - 1))
+    return {"encoder_chunk_tokens": SMALL_CARD_CHUNK_TOKENS if small else GPU_CHUNK_TOKENS,
+            "loader.num_workers": workers, "loader.pin_memory": True, "loader.persistent_workers": True,
+            "loader.prefetch_factor": GPU_PREFETCH}
+
+
+def resolve_settings(requested: Mapping[str, Any], device: Device) -> dict[str, tuple[Any, str]]:
+    """(value, source) for each of :data:`SETTINGS`: the requested value when it is not None (``config``), else
+    the device's default (``cpu default`` / ``gpu default``). Settings that only make sense with workers follow
+    the chosen number of workers: without workers nothing persists or prefetches."""
+    defaults = device_defaults(device)
+    origin = "gpu default" if device.kind == "cuda" else "cpu default"
+    out = {}
+    for key in SETTINGS:
+        value = requested.get(key)
+        out[key] = (value, "config") if value is not None else (defaults[key], origin)
+    if not out["loader.num_workers"][0]:
+        for key in ("loader.persistent_workers", "loader.prefetch_factor"):
+            if out[key][1] != "config":
+                out[key] = (False if key == "loader.persistent_workers" else None, out[key][1])
+    return out
+
+
+def describe(resolved: Mapping[str, tuple[Any, str]], device: Device) -> str:
+    """One log line: the device, then each setting, its value and where it came from."""
+    where = "CPU" if device.kind != "cuda" else f"GPU with {device.memory_gib:.0f} GiB"
+    parts = ", ".join(f"{key}={value} ({source})" for key, (value, source) in resolved.items())
+    return f"speed settings for the {where}: {parts}"
