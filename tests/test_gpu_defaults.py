@@ -1,0 +1,102 @@
+"""Speed settings chosen per device (lightning_modules/shared/device_defaults.py), without a GPU: the device is
+faked."""
+from __future__ import annotations
+
+import logging
+
+import pytest
+import torch
+
+from lightning_modules.shared import device_defaults
+from lightning_modules.shared.device_defaults import SETTINGS, Device, resolve_settings
+
+CPU, H100, T4 = Device("cpu", None, 2), Device("cuda", 80.0, 16), Device("cuda", 15.0, 4)
+NOTHING_SET = {key: None for key in SETTINGS}
+
+
+def values(resolved):
+    return {key: value for key, (value, _) in resolved.items()}
+
+
+def test_every_setting_differs_between_the_cpu_and_a_gpu():
+    cpu, gpu = values(resolve_settings(NOTHING_SET, CPU)), values(resolve_settings(NOTHING_SET, H100))
+    assert cpu == {"encoder_chunk_tokens": 1024, "loader.num_workers": 0, "loader.pin_memory": False,
+                   "loader.persistent_workers": False, "loader.prefetch_factor": None}
+    assert gpu == {"encoder_chunk_tokens": 0, "loader.num_workers": 4, "loader.pin_memory": True,
+                   "loader.persistent_workers": True, "loader.prefetch_factor": 4}
+    assert {source for _, source in resolve_settings(NOTHING_SET, H100).values()} == {"gpu default"}
+
+
+def test_a_small_card_chunks_and_workers_leave_a_core_to_the_training_process():
+    resolved = values(resolve_settings(NOTHING_SET, T4))
+    assert resolved["encoder_chunk_tokens"] == 8192 and resolved["loader.num_workers"] == 3
+    assert values(resolve_settings(NOTHING_SET, Device("cuda", 80.0, 1)))["loader.num_workers"] == 1
+
+
+def test_an_explicit_setting_wins_on_every_device():
+    requested = {**NOTHING_SET, "encoder_chunk_tokens": 256, "loader.pin_memory": False}
+    for device in (CPU, H100):
+        resolved = resolve_settings(requested, device)
+        assert resolved["encoder_chunk_tokens"] == (256, "config")
+        assert resolved["loader.pin_memory"] == (False, "config")
+    # zero workers asked for: nothing to keep between epochs or to prefetch, whatever the device
+    resolved = values(resolve_settings({**NOTHING_SET, "loader.num_workers": 0}, H100))
+    assert resolved["loader.num_workers"] == 0 and resolved["loader.persistent_workers"] is False
+    assert resolved["loader.prefetch_factor"] is None
+
+
+def test_the_device_comes_from_the_accelerator_and_the_card(monkeypatch):
+    assert device_defaults.run_device("cpu").kind == "cpu"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert device_defaults.run_device("gpu").kind == "cpu"  # asked for a GPU, none there: Lightning fails later
+
+    class Properties:
+        total_memory = 80 * 2**30
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: Properties())
+    device = device_defaults.run_device("gpu")
+    assert device.kind == "cuda" and device.memory_gib == pytest.approx(80.0)
+    assert device_defaults.run_device("cpu").kind == "cpu"
+
+
+@pytest.mark.parametrize("device,expected_chunk,expected_workers", [(CPU, 1024, 0), (H100, 0, 4)])
+def test_the_run_fills_the_config_states_each_setting_and_the_datamodule_gets_them(
+        toy_corpus, tmp_path, monkeypatch, caplog, device, expected_chunk, expected_workers):
+    import run
+    from tests.helpers import compose_config, toy_overrides
+
+    monkeypatch.setattr(device_defaults, "run_device", lambda accelerator: device)
+    cfg = compose_config(toy_overrides(toy_corpus), tmp_path)
+    with caplog.at_level(logging.INFO, logger="run"):
+        run.resolve_speed_settings(cfg)
+    assert cfg.method.chunk_tokens == expected_chunk and cfg.dataset.num_workers == expected_workers
+    line = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("speed settings"))
+    source = "gpu default" if device.kind == "cuda" else "cpu default"
+    for key in SETTINGS:
+        assert f"{key}=" in line and source in line
+    datamodule = run.instantiate_datamodule(cfg)
+    run.loader_settings(cfg, datamodule)
+    datamodule.setup("fit")
+    loader = datamodule.train_dataloader()
+    assert loader.num_workers == expected_workers and loader.pin_memory is (device.kind == "cuda")
+    assert loader.persistent_workers is (device.kind == "cuda")
+
+
+def test_a_command_line_value_is_kept_by_the_run(toy_corpus, tmp_path, monkeypatch, caplog):
+    import run
+    from tests.helpers import compose_config, toy_overrides
+
+    monkeypatch.setattr(device_defaults, "run_device", lambda accelerator: H100)
+    cfg = compose_config(toy_overrides(toy_corpus) + ["encoder_chunk_tokens=512", "dataset.num_workers=0"], tmp_path)
+    with caplog.at_level(logging.INFO, logger="run"):
+        run.resolve_speed_settings(cfg)
+    assert cfg.method.chunk_tokens == 512 and cfg.dataset.num_workers == 0
+    assert "encoder_chunk_tokens=512 (config)" in caplog.text
+
+
+def test_a_module_built_without_the_run_gets_the_cpu_chunks():
+    from lightning_modules.shared.encoder import TextEncoder
+
+    assert TextEncoder.from_name("tiny", chunk_tokens=None).chunk_tokens == 1024
