@@ -17,7 +17,6 @@ rebuilt from the hyper-parameters and the ``encoder.*`` weights of the state dic
 
 from __future__ import annotations
 
-import importlib
 import json
 import logging
 import warnings
@@ -25,6 +24,7 @@ from pathlib import Path
 
 import torch
 
+import run_folder
 from errors import UserError
 from lightning_modules.shared.encoder import POOLINGS, BackboneUnavailableError, TextEncoder
 
@@ -41,62 +41,91 @@ def _check_pooling(pooling: str | None) -> None:
 
 
 def run_checkpoint(run_dir: Path) -> Path:
-    ckpt = run_dir / "checkpoints" / "last.ckpt"
+    ckpt = run_dir / run_folder.LAST_CHECKPOINT
     if not ckpt.is_file():
         raise ModelLoadError(
-            f"Run directory '{run_dir}' has no checkpoints/last.ckpt: the run did not finish its first "
+            f"Run directory '{run_dir}' has no {run_folder.LAST_CHECKPOINT}: the run did not finish its first "
             "step or checkpointing was disabled (callbacks.checkpoint). Pass a .ckpt file instead."
         )
     return ckpt
 
 
-def _run_config(ckpt: Path):
-    """The run's resolved config when the checkpoint sits in <run>/checkpoints/."""
-    from omegaconf import OmegaConf
-
+def checkpoint_run_dir(ckpt: Path) -> Path | None:
+    """The run folder a checkpoint belongs to: the one holding its resolved config, ``<run>/checkpoints/x.ckpt``
+    or beside it."""
     for folder in (ckpt.parent.parent, ckpt.parent):
-        path = folder / "config_resolved.yaml"
-        if path.is_file():
-            return OmegaConf.load(path)
+        if (folder / run_folder.CONFIG).is_file():
+            return folder
     return None
 
 
-def _import(target: str):
-    module_name, _, class_name = target.rpartition(".")
+def run_config(ckpt: Path):
+    """The run's resolved config when the checkpoint sits in its run folder, else None."""
+    from omegaconf import OmegaConf
+
+    run_dir = checkpoint_run_dir(ckpt)
+    return OmegaConf.load(run_dir / run_folder.CONFIG) if run_dir is not None else None
+
+
+def module_class(target: str) -> type:
+    """The method class a run's config names (old class paths included: ``registry.MOVED_MODULES``)."""
+    from lightning_modules.shared.registry import ClassPathError, import_class
+
     try:
-        return getattr(importlib.import_module(module_name), class_name)
-    except (ImportError, AttributeError) as err:
+        return import_class(target)
+    except ClassPathError as err:
         raise ModelLoadError(f"method._target_ '{target}' of the run's config cannot be imported: {err}") from err
+
+
+def encoder_weights(state_dict: dict) -> dict:
+    """The encoder's own entries of a module's state dict (``encoder.*``, prefix dropped)."""
+    prefix = "encoder."
+    return {k[len(prefix):]: v for k, v in state_dict.items() if k.startswith(prefix)}
+
+
+def checkpoint_encoder_weights(ckpt: str | Path) -> dict:
+    """``encoder_weights`` of a checkpoint file this project wrote (tensors only: no code is unpickled)."""
+    return encoder_weights(torch.load(ckpt, map_location="cpu", weights_only=True)["state_dict"])
+
+
+def load_run_module(ckpt: Path, key: str = "checkpoint"):
+    """(the whole LightningModule in eval mode, the run's config, the run folder) of a checkpoint inside its run
+    folder; (None, None, None) when the checkpoint has no run config naming its class. ``key``: the option
+    the user gave the file with, for the message about an unreadable one."""
+    from validation import read_checkpoint
+
+    if not ckpt.is_file():
+        raise ModelLoadError(f"Checkpoint '{ckpt}' does not exist.")
+    read_checkpoint(ckpt, key=key)  # a truncated or foreign file: one message, not torch's traceback
+    cfg = run_config(ckpt)
+    target = cfg.method.get("_target_") if cfg is not None and "method" in cfg else None
+    if not target:
+        return None, None, None
+    module = module_class(target).load_from_checkpoint(str(ckpt), map_location="cpu")
+    module.eval()
+    log.info("loaded %s from %s (class from the run's %s)", target, ckpt, run_folder.CONFIG)
+    return module, cfg, checkpoint_run_dir(ckpt)
 
 
 def load_checkpoint_encoder(ckpt: str | Path, pooling: str | None = None) -> tuple[TextEncoder, str]:
     """Encoder of a Lightning checkpoint written by ``run.py`` (see module docstring)."""
     ckpt = Path(ckpt)
-    if not ckpt.is_file():
-        raise ModelLoadError(f"Checkpoint '{ckpt}' does not exist.")
-    from validation import read_checkpoint
-
-    read_checkpoint(ckpt, key="checkpoint")  # a truncated or foreign file: one message, not torch's traceback
-    cfg = _run_config(ckpt)
-    target = cfg.method.get("_target_") if cfg is not None and "method" in cfg else None
-    if target:
-        module = _import(target).load_from_checkpoint(str(ckpt), map_location="cpu")
+    module, _, _ = load_run_module(ckpt)
+    if module is not None:
         encoder, eval_pooling = module.encoder, module.eval_pooling
-        log.info("loaded %s from %s (class from the run's config_resolved.yaml)", target, ckpt)
     else:
         state = torch.load(ckpt, map_location="cpu", weights_only=False)
         hp = state.get("hyper_parameters") or {}
-        if "backbone" not in hp:
+        if "backbone" not in hp or "state_dict" not in state:
             raise ModelLoadError(
-                f"Checkpoint '{ckpt}' has no 'backbone' hyper-parameter and no config_resolved.yaml "
-                "beside its run directory; cannot tell which encoder it holds."
+                f"Checkpoint '{ckpt}' has no 'backbone' hyper-parameter or no state_dict, and no {run_folder.CONFIG} "
+                "beside its run directory; cannot tell which encoder it holds (give a checkpoint run.py wrote)."
             )
         encoder = TextEncoder.from_name(
             hp["backbone"], pooling=hp.get("pooling", "mean"), max_length=hp.get("max_length", 32),
             prompt_templates=hp.get("prompt_templates"),
         )
-        weights = {k[len("encoder.") :]: v for k, v in state["state_dict"].items() if k.startswith("encoder.")}
-        encoder.load_state_dict(weights)
+        encoder.load_state_dict(encoder_weights(state["state_dict"]))
         eval_pooling = hp.get("eval_pooling") or encoder.pooling
         log.info("rebuilt the encoder of %s from its hyper-parameters (no run config found)", ckpt)
     encoder.eval()
@@ -216,7 +245,7 @@ def load_encoder(model_ref: str | Path, pooling: str | None = None) -> tuple[Tex
     path = Path(ref)
     if path.suffix == ".ckpt":
         return load_checkpoint_encoder(path, pooling)
-    if path.is_dir() and ((path / "config_resolved.yaml").is_file() or (path / "checkpoints").is_dir()):
+    if path.is_dir() and ((path / run_folder.CONFIG).is_file() or (path / run_folder.CHECKPOINTS).is_dir()):
         return load_checkpoint_encoder(run_checkpoint(path), pooling)
     if path.is_dir() and (path / "modules.json").is_file():
         return load_sentence_transformers_folder(path, pooling)

@@ -39,6 +39,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
+import run_folder
 from errors import MissingFileError, UserError, exit_on_user_error, writing
 from evaluation import run_files
 
@@ -99,13 +100,7 @@ class ClusterModel:
 
 def load_cluster_model(reference: str | Path) -> ClusterModel:
     """A run folder, one of its checkpoints, or a sentence-transformers folder written by ``evaluation.export``."""
-    from evaluation.load import (
-        ModelLoadError,
-        _import,
-        _run_config,
-        load_sentence_transformers_folder,
-        run_checkpoint,
-    )
+    from evaluation.load import ModelLoadError, load_run_module, load_sentence_transformers_folder, run_checkpoint
 
     path = Path(reference)
     if not path.exists():
@@ -122,18 +117,12 @@ def load_cluster_model(reference: str | Path) -> ClusterModel:
         raise PredictInputError(
             f"--run '{path}' is neither a run folder, a .ckpt nor a sentence-transformers folder (modules.json)."
         )
-    from validation import read_checkpoint
-
-    read_checkpoint(ckpt, key="--run")  # a truncated or foreign file: one message, not torch's traceback
-    cfg = _run_config(ckpt)
-    if cfg is None or not cfg.get("method", {}).get("_target_"):
+    module, cfg, run_dir = load_run_module(ckpt, key="--run")
+    if module is None:
         raise ModelLoadError(
-            f"'{ckpt}' is not inside its run folder (no config_resolved.yaml beside checkpoints/), so its "
+            f"'{ckpt}' is not inside its run folder (no {run_folder.CONFIG} beside {run_folder.CHECKPOINTS}/), so its "
             "clusters are unknown: pass the run folder it was written to."
         )
-    run_dir = ckpt.parent.parent if (ckpt.parent.parent / "config_resolved.yaml").is_file() else ckpt.parent
-    module = _import(cfg.method._target_).load_from_checkpoint(str(ckpt), map_location="cpu")
-    module.eval()
     centroids = _centroids(run_dir) if (run_dir / run_files.CENTROIDS).is_file() else None
     return ClusterModel(module.encoder, module.eval_pooling, run_dir, module, centroids,
                         int(cfg.get("batch_size") or 64), run_dir)

@@ -373,54 +373,12 @@ def encoder_encode_fn(
     return encode
 
 
-def encoder_from_checkpoint(path: str | Path):
-    """(TextEncoder with the checkpoint's weights, its evaluation pooling, hyper-parameters).
-
-    Works for a Lightning checkpoint of any of the project's ``TextRepresentationModule``s: the
-    encoder is rebuilt from the saved hyper-parameters (``backbone``, ``pooling``, ``max_length``)
-    and the ``encoder.*`` entries of the state dict are loaded strictly. Heads and cluster state
-    are not needed for embeddings and are not built. The evaluation pooling is the module's
-    ``eval_pooling`` (SimCSE / ClusterNS: ``cls_before_pooler``), else its training ``pooling``.
-    """
-    import torch
-
-    from lightning_modules.shared.encoder import TextEncoder
-
-    path = Path(path)
-    if not path.is_file():
-        raise MissingFileError(
-            f"checkpoint {path} not found; pass a Lightning .ckpt (e.g. <run>/checkpoints/best.ckpt)"
-        )
-    try:
-        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as err:  # noqa: BLE001 - a truncated or foreign file: one message, not torch's traceback
-        from validation import read_checkpoint
-
-        read_checkpoint(path, key="--checkpoint")  # names the problem if the file is unreadable at all
-        raise StsDataError(f"--checkpoint {path} cannot be loaded safely ({type(err).__name__}); pass a checkpoint "
-                           "written by run.py.") from err
-    hparams = checkpoint.get("hyper_parameters") or {}
-    if "backbone" not in hparams or "state_dict" not in checkpoint:
-        raise StsDataError(
-            f"{path}: no 'backbone' hyper-parameter or no state_dict; the checkpoint was not written by one of "
-            "this project's LightningModules (they call save_hyperparameters). Use --model for a model folder."
-        )
-    encoder = TextEncoder.from_name(
-        hparams["backbone"], pooling=hparams.get("pooling", "mean"), max_length=hparams.get("max_length", 32),
-        prompt_templates=hparams.get("prompt_templates"),
-    )
-    prefix = "encoder."
-    state = {k[len(prefix):]: v for k, v in checkpoint["state_dict"].items() if k.startswith(prefix)}
-    encoder.load_state_dict(state)
-    eval_pooling = hparams.get("eval_pooling") or hparams.get("pooling", "mean")
-    return encoder, eval_pooling, hparams
-
-
 @exit_on_user_error
 def main(argv: Sequence[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(prog="python -m evaluation.sts", description=__doc__.split("\n")[0])
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--model", help="model folder, Hub name, 'minilm' or 'tiny'")
+    source.add_argument("--model", help="run folder, .ckpt, exported or Hugging Face model folder, Hub name, "
+                        "'minilm' or 'tiny' (evaluation.load)")
     source.add_argument(
         "--checkpoint",
         type=Path,
@@ -430,7 +388,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
         "--pooling",
         default=None,
         choices=("mean", "cls", "cls_before_pooler"),
-        help="default: mean for --model, the module's eval pooling for --checkpoint",
+        help="default: the model's own (a run's eval pooling, an exported folder's, else mean)",
     )
     parser.add_argument("--data-dir", type=Path, default=_default_data_dir(), help="SentEval 'downstream' folder")
     parser.add_argument("--aggregation", default="all", choices=AGGREGATIONS)
@@ -445,17 +403,11 @@ def main(argv: Sequence[str] | None = None) -> dict:
     parser.add_argument("--out", type=Path, default=None, help="folder for sts.md and sts.json")
     args = parser.parse_args(argv)
 
-    from lightning_modules.shared.encoder import TextEncoder
+    from evaluation.load import load_encoder
 
-    if args.checkpoint is not None:
-        encoder, eval_pooling, _ = encoder_from_checkpoint(args.checkpoint)
-        pooling = args.pooling or eval_pooling
-        encoder.pooling = pooling  # encode() then pools this way; the MLP exists if training used `cls`
-        model_name = str(args.checkpoint)
-    else:
-        pooling = args.pooling or "mean"
-        encoder = TextEncoder.from_name(args.model, pooling=pooling)
-        model_name = args.model
+    model_name = str(args.checkpoint if args.checkpoint is not None else args.model)
+    encoder, pooling = load_encoder(model_name, args.pooling)
+    encoder.pooling = pooling  # encode() then pools this way; the MLP exists if training used `cls`
     encoder.max_length = args.max_length or token_limit(encoder)
 
     def encode(texts: list[str]):

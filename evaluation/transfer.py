@@ -712,8 +712,10 @@ def main(argv: Sequence[str] | None = None) -> dict:
         description="SentEval transfer tasks on frozen embeddings under a named protocol (default: SentEval's "
         "PyTorch logistic regression, as the papers report).",
     )
-    parser.add_argument("--model", required=True, help="minilm, tiny, a Hub name or a local model folder")
-    parser.add_argument("--pooling", default="mean", choices=("mean", "cls", "cls_before_pooler"))
+    parser.add_argument("--model", required=True, help="run folder, .ckpt, exported or Hugging Face model folder, "
+                        "Hub name, minilm or tiny (evaluation.load)")
+    parser.add_argument("--pooling", default=None, choices=("mean", "cls", "cls_before_pooler"),
+                        help="default: the model's own (a run's eval pooling, an exported folder's, else mean)")
     parser.add_argument(
         "--data-dir", default="../shared/data/senteval/downstream", help="SentEval data/downstream folder"
     )
@@ -763,7 +765,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    from lightning_modules.shared.encoder import TextEncoder
+    from evaluation.load import load_encoder
 
     options = dict(
         tasks=args.tasks,
@@ -782,17 +784,18 @@ def main(argv: Sequence[str] | None = None) -> dict:
         del options["toolkit_classifier"], options["batch_size"]
     check_transfer_options(options)  # before loading the model
     start = time.perf_counter()
-    encoder = TextEncoder.from_name(args.model, pooling=args.pooling, max_length=args.max_length)
-    encode = lambda texts: encoder.encode(texts, batch_size=args.batch_size).numpy()  # noqa: E731
+    encoder, pooling = load_encoder(args.model, args.pooling)
+    encoder.max_length = args.max_length
+    encode = lambda texts: encoder.encode(texts, batch_size=args.batch_size, pooling=pooling).numpy()  # noqa: E731
     result = evaluate_transfer(encode, args.data_dir, **options)
     result["settings"].update(
-        model=args.model, pooling=args.pooling, max_length=args.max_length, torch_threads=torch.get_num_threads()
+        model=args.model, pooling=pooling, max_length=args.max_length, torch_threads=torch.get_num_threads()
     )
     result["seconds"] = round(time.perf_counter() - start, 1)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "transfer.json").write_text(json.dumps(result, indent=2))
-    markdown = to_markdown(result, f"SentEval transfer: {args.model} ({args.pooling} pooling)")
+    markdown = to_markdown(result, f"SentEval transfer: {args.model} ({pooling} pooling)")
     markdown += f"\nTotal wall time {result['seconds']} s.\n"
     (out / "transfer.md").write_text(markdown)
     print(markdown)

@@ -242,6 +242,9 @@ class _FakeTextEncoder:
         self.max_length = 32
         self.fake = FakeEncoder()
 
+    def eval(self):
+        return self
+
     def encode(self, texts, batch_size=128):
         return self.fake(texts)
 

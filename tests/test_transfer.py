@@ -199,10 +199,13 @@ def test_encoder_with_wrong_shape_is_reported(tmp_path):
 
 
 class FakeTextEncoder:
-    def __init__(self, name, pooling, max_length):
+    def __init__(self, name, pooling="mean", max_length=32):
         self.args = (name, pooling, max_length)
 
-    def encode(self, texts, batch_size=128):
+    def eval(self):
+        return self
+
+    def encode(self, texts, batch_size=128, pooling=None):
         return torch.from_numpy(keyword_encoder(texts)).float()
 
 
@@ -264,3 +267,17 @@ def test_unconverged_fits_are_counted(tmp_path, monkeypatch):
     root = make_senteval(tmp_path, n=10, tasks=("MR",))
     result = evaluate_transfer(random_encoder, root, tasks=["MR"], kfold=2, inner_kfold=0, protocol="sklearn")
     assert result["tasks"]["MR"]["unconverged_fits"] == 2
+
+
+def test_cli_takes_a_checkpoint_like_every_evaluation_cli(tmp_path):
+    """--model goes through evaluation.load: a .ckpt of a run is evaluated with its own eval pooling."""
+    from lightning_modules.simcse.module import SimCSE
+
+    module = SimCSE(backbone="tiny")
+    path = tmp_path / "m.ckpt"
+    torch.save({"state_dict": module.state_dict(), "hyper_parameters": dict(module.hparams)}, path)
+    root = make_senteval(tmp_path / "data", n=8, tasks=("MR",))
+    result = main(["--model", str(path), "--data-dir", str(root), "--out", str(tmp_path / "out"), "--tasks", "MR",
+                   "--protocol", "sklearn", "--kfold", "2", "--inner-kfold", "0", "--max-length", "16"])
+    assert result["settings"]["model"] == str(path) and result["settings"]["pooling"] == "cls_before_pooler"
+    assert 0 <= result["tasks"]["MR"]["acc"] <= 100

@@ -8,11 +8,11 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-import torch
 from lightning.pytorch.callbacks import Callback
 
 from callbacks.evaluation.sts_selection import StsSelection
 from errors import ConfigError, MissingFileError
+from evaluation.load import checkpoint_encoder_weights
 from evaluation.sts import SEVEN, encoder_encode_fn, evaluate_sts, markdown_table
 
 WEIGHTS = ("best", "final")
@@ -21,10 +21,8 @@ log = logging.getLogger(__name__)
 
 def encoder_with_checkpoint_weights(encoder, checkpoint_path: Path):
     """A copy of ``encoder`` holding the ``encoder.*`` weights of a Lightning checkpoint."""
-    state = torch.load(checkpoint_path, map_location="cpu", weights_only=True)["state_dict"]
-    prefix = "encoder."
     copied = copy.deepcopy(encoder)
-    copied.load_state_dict({k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)})
+    copied.load_state_dict(checkpoint_encoder_weights(checkpoint_path))
     return copied
 
 
