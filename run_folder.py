@@ -7,8 +7,47 @@ every layer can use it. What the clustering files hold and how to read them: ``e
 """
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+from errors import MissingFileError
+
 CONFIG = "config_resolved.yaml"       # the run's resolved config (every value after interpolation)
 RESULTS = "results.json"              # final metrics, timings and the run's metadata
 CHECKPOINTS = "checkpoints"           # Lightning checkpoints of the run
 LAST_CHECKPOINT = f"{CHECKPOINTS}/last.ckpt"   # what a resume and the evaluation CLIs read
 BEST_CHECKPOINT = f"{CHECKPOINTS}/best.ckpt"   # the weights an STS selection kept
+FAILED = "failed.json"                # a multirun job that raised: type and message (callbacks.sweeps)
+HYDRA = ".hydra"                      # Hydra's own copy of the config and overrides
+MULTIRUN = "multirun.yaml"            # marks a multirun's top folder
+
+# folders inside a run that hold no run of their own
+_NOT_RUNS = {CHECKPOINTS, "wandb", "csv", "tensorboard", ".submitit", HYDRA, "__pycache__"}
+
+
+def is_run(path: Path) -> bool:
+    """Whether ``path`` is a run folder: it has results, a config, Hydra's record or a failure note."""
+    return any((path / name).exists() for name in (RESULTS, CONFIG, HYDRA, FAILED))
+
+
+def find_runs(paths: Iterable[str | Path]) -> list[Path]:
+    """Run folders in ``paths`` (absolute, each once, in natural order: job 2 before job 10): each path
+    itself if it is a run, else every run below it (a multirun, a folder of runs, ``logs/``)."""
+    found: list[Path] = []
+    for given in paths:
+        path = Path(given)
+        if not path.exists():
+            raise MissingFileError(f"{path}: no such run or multirun folder")
+        if is_run(path) and not (path / MULTIRUN).exists():
+            found.append(path)
+            continue
+        stack = [path]
+        while stack:
+            folder = stack.pop()
+            for child in sorted(folder.iterdir()):
+                if not child.is_dir() or child.name in _NOT_RUNS:
+                    continue
+                (found if is_run(child) else stack).append(child)
+    unique = dict.fromkeys(p.resolve() for p in found)
+    return sorted(unique, key=lambda p: [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", str(p))])

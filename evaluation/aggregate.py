@@ -37,21 +37,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from errors import MissingFileError, UserError, exit_on_user_error
+import run_folder
+from errors import UserError, exit_on_user_error
 from evaluation.evaluate_model import BENCHMARKS, SHORT_NAMES
 from evaluation.objective import is_finite_number
 
 STS_TASKS = ("STS12", "STS13", "STS14", "STS15", "STS16", "STSB", "SICKR")
 CLUSTER_METRICS = ("acc", "nmi", "ari", "ami")
 STD_NOTE = "mean ± sample standard deviation (ddof=1) over seeds"
-FAILED_FILE = "failed.json"
 OUTPUT_NAMES = ("aggregate.md", "aggregate.csv", "aggregate.json")
 # configuration keys that never distinguish runs (where they write, how they print, seeds)
 IGNORED_TOP = {"paths", "logger", "hydra", "print_table", "threads_per_job", "objective", "task_name", "ckpt_path"}
 IGNORED_LAST = {"output_dir", "save_dir", "dirpath", "checkpoint", "print_table", "enable_progress_bar",
                 "enable_model_summary", "log_every_n_steps", "submitit_folder", "path", "file"}
 IGNORED_PREFIXES = ("callbacks.progress",)
-SKIP_DIRS = {"checkpoints", "wandb", "csv", "tensorboard", ".submitit", ".hydra", "__pycache__"}
 
 
 @dataclass
@@ -101,51 +100,19 @@ def _read_yaml(path: Path) -> dict:
     return OmegaConf.to_container(OmegaConf.load(path), resolve=False) or {}
 
 
-def is_run_dir(path: Path) -> bool:
-    return any((path / name).exists() for name in ("results.json", "config_resolved.yaml", ".hydra", FAILED_FILE))
-
-
-def find_run_dirs(paths: Iterable[str | Path]) -> list[Path]:
-    """Run folders in ``paths``: each path itself if it is a run, else the runs below it."""
-    found: list[Path] = []
-    for given in paths:
-        path = Path(given)
-        if not path.exists():
-            raise MissingFileError(f"{path}: no such run or multirun folder")
-        if is_run_dir(path) and not (path / "multirun.yaml").exists():
-            found.append(path)
-            continue
-        stack = [path]
-        while stack:
-            folder = stack.pop()
-            for child in sorted(folder.iterdir()):
-                if not child.is_dir() or child.name in SKIP_DIRS:
-                    continue
-                if is_run_dir(child):
-                    found.append(child)
-                else:
-                    stack.append(child)
-    unique = list(dict.fromkeys(p.resolve() for p in found))
-    return sorted(unique, key=_natural_key)
-
-
-def _natural_key(path: Path):
-    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", str(path))]
-
-
 def load_run(path: Path) -> Run:
     run = Run(path=Path(path))
-    for name in ("config_resolved.yaml", ".hydra/config.yaml"):
+    for name in (run_folder.CONFIG, f"{run_folder.HYDRA}/config.yaml"):
         if (run.path / name).is_file():
             run.config = flatten(_read_yaml(run.path / name))
             break
-    results_path = run.path / "results.json"
+    results_path = run.path / run_folder.RESULTS
     if results_path.is_file():
         try:
             run.results = json.loads(results_path.read_text(encoding="utf-8"))
         except json.JSONDecodeError as err:
             run.failure = f"results.json unreadable ({err})"
-    failed = run.path / FAILED_FILE
+    failed = run.path / run_folder.FAILED
     if failed.is_file():
         try:
             run.failure = json.loads(failed.read_text(encoding="utf-8")).get("error") or "failed"
@@ -473,7 +440,7 @@ def write_outputs(agg: dict, out_dir: Path, title: str = "Results") -> list[Path
 
 
 def aggregate_folders(paths: Sequence[str | Path]) -> tuple[dict, list[Run]]:
-    run_dirs = find_run_dirs(paths)
+    run_dirs = run_folder.find_runs(paths)
     if not run_dirs:
         where = ", ".join(map(str, paths))
         raise UserError(f"no run folders (with results.json, config_resolved.yaml or .hydra/) under {where}")
@@ -539,7 +506,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     text = markdown(agg, title)
     print(text)
     out = Path(args.out) if args.out else None
-    if out is None and len(args.paths) == 1 and not is_run_dir(Path(args.paths[0])):
+    if out is None and len(args.paths) == 1 and not run_folder.is_run(Path(args.paths[0])):
         out = Path(args.paths[0])  # a multirun folder: the tables go next to its jobs
     if out is None:
         print("(not written: pass --out DIR to write aggregate.md/.csv/.json)", file=sys.stderr)

@@ -40,6 +40,7 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
+import run_folder
 from errors import ConfigError, MissingFileError, exit_on_user_error
 from lightning_modules.shared.kmeans import DEFAULT_KMEANS_BACKEND, KMEANS_BACKENDS
 
@@ -465,7 +466,7 @@ def compare_files(paths: Sequence[str | Path]) -> str:
 def is_run_reference(model_ref: str) -> bool:
     """A checkpoint or a run folder of this project (its encoder carries the run's max_length)."""
     path = Path(model_ref)
-    return path.suffix == ".ckpt" or (path.is_dir() and (path / "config_resolved.yaml").is_file())
+    return path.suffix == ".ckpt" or (path.is_dir() and (path / run_folder.CONFIG).is_file())
 
 
 def write_outputs(result: dict, out_dir: str | Path, stem: str, label: str) -> tuple[Path, Path]:

@@ -30,6 +30,7 @@ from typing import Sequence
 
 from torch import nn
 
+import run_folder
 from errors import ConfigError, UserError, exit_on_user_error
 
 ST_POOLING = {"mean": "mean", "cls_before_pooler": "cls", "cls": "cls"}
@@ -45,7 +46,7 @@ def write_cards(run_ref: str | Path, info: dict, repo_id: str | None) -> list[st
 
     ref = Path(run_ref)
     run_dir = ref.parent.parent if ref.suffix == ".ckpt" else ref
-    if not (run_dir / "results.json").is_file() or not (run_dir / "config_resolved.yaml").is_file():
+    if not (run_dir / run_folder.RESULTS).is_file() or not (run_dir / run_folder.CONFIG).is_file():
         return []
     card = build_card(run_dir, repo_id)
     written = []

@@ -9,6 +9,8 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+import run_folder
+
 # method settings that describe the run rather than the recipe
 NOT_RECIPE = {"_target_", "callbacks", "optimizer", "name"}
 CLUSTER_KEYS = ("acc", "nmi", "ari", "ami")
@@ -85,8 +87,8 @@ def build_card(run_dir: str | Path, repo_id: str | None = None) -> str:
     from lightning_modules.shared.registry import import_class
 
     run_dir = Path(run_dir)
-    results = json.loads((run_dir / "results.json").read_text())
-    cfg = OmegaConf.to_container(OmegaConf.load(run_dir / "config_resolved.yaml"), resolve=False)
+    results = json.loads((run_dir / run_folder.RESULTS).read_text())
+    cfg = OmegaConf.to_container(OmegaConf.load(run_dir / run_folder.CONFIG), resolve=False)
     method, dataset = cfg.get("method", {}), cfg.get("dataset", {})
     cls = import_class(method["_target_"])
     name = method.get("name", cls.__name__)

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+import run_folder
 from errors import UserError
 
 EMBEDDINGS_BEFORE = "embeddings/before.npy"
@@ -34,7 +35,7 @@ PLOTS_DIR = "plots"
 PREDICTIONS = "predictions.csv"
 METRICS_CSV = "csv/metrics.csv"
 REPORT_HTML = "report.html"
-RESULTS_JSON = "results.json"
+RESULTS_JSON = run_folder.RESULTS
 
 
 class RunFolderError(UserError, ValueError):
@@ -113,7 +114,7 @@ def load_config(run_dir: str | Path):
     """The run's ``config_resolved.yaml`` (an OmegaConf object), or None."""
     from omegaconf import OmegaConf
 
-    path = Path(run_dir) / "config_resolved.yaml"
+    path = Path(run_dir) / run_folder.CONFIG
     return OmegaConf.load(path) if path.is_file() else None
 
 

@@ -27,8 +27,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from evaluation.aggregate import Run, cell_stats, find_run_dirs, fmt_cell, load_run  # noqa: E402
+from evaluation.aggregate import Run, cell_stats, fmt_cell, load_run  # noqa: E402
 from evaluation.objective import is_finite_number, lookup  # noqa: E402
+from run_folder import find_runs  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -251,7 +252,7 @@ def read_groups(folder: Path) -> dict[str, list[Run]]:
     groups = {}
     for child in sorted(folder.iterdir()):
         if child.is_dir():
-            runs = [load_run(p) for p in find_run_dirs([child])]
+            runs = [load_run(p) for p in find_runs([child])]
             if runs:
                 groups[child.name] = runs
     return groups

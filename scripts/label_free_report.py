@@ -20,6 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import run_folder  # noqa: E402
 from evaluation.choose_k import RULES, recommend  # noqa: E402
 from evaluation.label_free import best_index, stable_step  # noqa: E402
 
@@ -65,8 +66,10 @@ def _acc(entry: dict | None) -> float | None:
 
 def selection_rows(runs: Path) -> list[dict]:
     rows = []
-    for path in sorted(runs.glob("*/results.json")):
-        results = json.loads(path.read_text())
+    for run in run_folder.find_runs([runs]):
+        if not (run / run_folder.RESULTS).is_file():
+            continue  # a failed or unfinished job
+        results = json.loads((run / run_folder.RESULTS).read_text())
         history = (results.get("clustering") or {}).get("history") or []
         if not history or "kmeans_acc" not in history[0]:
             continue

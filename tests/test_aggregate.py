@@ -6,7 +6,8 @@ import statistics
 import pytest
 import yaml
 
-from evaluation.aggregate import aggregate, aggregate_folders, find_run_dirs, load_run, main, trials, write_trials
+from evaluation.aggregate import aggregate, aggregate_folders, load_run, main, trials, write_trials
+from run_folder import find_runs
 
 
 def make_run(folder, method="sccl", dataset="searchsnippets", seed=0, acc=None, nmi=None, head_acc=None,
@@ -112,7 +113,7 @@ def test_rows_split_by_what_differs_except_seeds(tmp_path):
         make_run(tmp_path / f"{i}", seed=seed, acc=0.5 + temperature / 10, nmi=0.4,
                  config={"method.temperature": temperature})
     make_run(tmp_path / "aecl", method="aecl", seed=0, head_acc=0.8, nmi=0.6, config={"method.lambda4": 0.18})
-    agg = aggregate([load_run(p) for p in find_run_dirs([tmp_path])])
+    agg = aggregate([load_run(p) for p in find_runs([tmp_path])])
     labels = sorted({r["label"] for r in agg["clustering"]["rows"]})
     assert labels == ["aecl", "sccl · method.temperature=0.2", "sccl · method.temperature=0.5"]
     row = next(r for r in agg["clustering"]["rows"] if r["label"].endswith("0.2") and r["predictions"] == "KMeans")
@@ -179,7 +180,7 @@ def test_run_folders_given_one_by_one_and_errors(tmp_path, capsys):
 
 
 def test_trials_table_marks_the_best(sweep):
-    runs = [load_run(p) for p in find_run_dirs([sweep])]
+    runs = [load_run(p) for p in find_runs([sweep])]
     rows = trials(runs, ["method.temperature"])
     assert [r["job"] for r in rows] == list(range(7)) and rows[5]["status"] == "failed"
     write_trials(rows, ["method.temperature"], sweep)

@@ -30,7 +30,7 @@ def test_paired_differences_and_sign_counts(tmp_path):
     for i, (objective, seed, acc) in enumerate([("joint", 1, 0.70), ("joint", 2, 0.72), ("instance", 1, 0.68),
                                                 ("instance", 2, 0.73), ("cluster", 2, 0.60)]):
         make_run(group / str(i), *sccl(objective, seed, acc))
-    groups = {"sccl_ablation": [REPORT.load_run(p) for p in REPORT.find_run_dirs([group])]}
+    groups = {"sccl_ablation": [REPORT.load_run(p) for p in REPORT.find_runs([group])]}
     rows = {(r["comparison"], r["metric"]): r for r in REPORT.comparison_rows(groups)}
     instance = rows[("instance only - joint", "kmeans_acc")]
     assert instance["seeds"] == [1, 2]
@@ -50,7 +50,7 @@ def test_headline_scores_in_percent_are_compared_as_fractions(tmp_path):
         make_run(group / str(i), {"method": {"name": "pairsupcon", "mode": mode}, "seed": 1},
                  {"method": "pairsupcon", "dataset": "nli", "seed": 1,
                   "final_evaluation": {"headline": {key: acc}}})
-    groups = {"pairsupcon_modes": [REPORT.load_run(p) for p in REPORT.find_run_dirs([group])]}
+    groups = {"pairsupcon_modes": [REPORT.load_run(p) for p in REPORT.find_runs([group])]}
     rows = {(r["comparison"], r["metric"]): r for r in REPORT.comparison_rows(groups)}
     assert rows[("instance only - both", "ACC avg (3 sets)")]["mean"] == pytest.approx(0.005)
     line = [x for x in REPORT.comparison_markdown(list(rows.values())) if "ACC avg" in x][0]
@@ -64,7 +64,7 @@ def test_aecl_curve_reads_every_evaluation_step_and_the_stage_three_share(tmp_pa
         make_run(group / str(i), {"method": {"name": "aecl", "reference": False}, "seed": seed},
                  {"method": "aecl", "dataset": "searchsnippets", "seed": seed},
                  [header, "4,1,0.0,,", "8,3,0.25,,", "9,3,0.75,,", f"10,,,{head},0.8"])
-    lines = REPORT.aecl_curves([REPORT.load_run(p) for p in REPORT.find_run_dirs([group])])
+    lines = REPORT.aecl_curves([REPORT.load_run(p) for p in REPORT.find_runs([group])])
     assert "| paper form | 10 | 60.00 ± 14.14 | 80.00 ± 0.00 | 2 |" in lines
     assert lines[-1].endswith("per run: 50.0 %, 50.0 %")  # stage-1 rows are not counted
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 from lightning.pytorch.callbacks import Callback
 
+import run_folder
 from errors import ConfigError, MissingFileError
 from evaluation.sts import encoder_encode_fn, stsb_dev_spearman
 
@@ -106,7 +107,7 @@ class StsSelection(Callback):
     @property
     def best_checkpoint_path(self) -> Path | None:
         """Where this run writes a new best (``<output_dir>/checkpoints/best.ckpt``)."""
-        return self.output_dir / "checkpoints" / "best.ckpt" if self.output_dir else None
+        return self.output_dir / run_folder.BEST_CHECKPOINT if self.output_dir else None
 
     # -- persistence ----------------------------------------------------------------------------------
     def state_dict(self) -> dict:

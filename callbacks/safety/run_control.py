@@ -26,6 +26,7 @@ import hydra
 from lightning.pytorch.callbacks import Callback
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+import run_folder
 from callbacks.safety import interrupt
 from callbacks.safety.checkpointing import (
     LastCheckpoint,
@@ -232,6 +233,6 @@ class RunControl:
                 except Exception:  # noqa: BLE001 - a partial summary must not hide why the run stopped
                     continue
         try:
-            atomic_write_text(self.output_dir / "results.json", json.dumps(results, indent=2, default=str))
+            atomic_write_text(self.output_dir / run_folder.RESULTS, json.dumps(results, indent=2, default=str))
         except UserError as err:
             log.warning("could not write the partial results.json: %s", err)
