@@ -19,19 +19,9 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from evaluation.transfer import (
-    CV_TASKS,
-    PAIR_TASKS,
-    TASK_FOLDERS,
-    TASKS,
-    Split,
-    TransferOptionsError,
-    pair_features,
-    read_binary,
-    read_mrpc,
-    read_sst2,
-    read_trec,
-)
+from evaluation.transfer_protocols import TransferOptionsError, pair_features
+from evaluation.transfer_readers import CV_TASKS, PAIR_TASKS, TASKS, Split, read_binary, read_mrpc, read_sst2, read_trec
+from evaluation.transfer_tasks import TASK_FOLDERS
 
 PROTOCOL = "few-shot: {k} examples per class, {sets} sampled training sets, scikit-learn logistic regression (C = 1)"
 READERS = {"SST2": read_sst2, "TREC": read_trec, "MRPC": read_mrpc}

@@ -8,15 +8,9 @@ import torch
 from torch import nn
 
 from evaluation import senteval_classifier as sc
-from evaluation.transfer import (
-    TransferOptionsError,
-    check_transfer_options,
-    evaluate_transfer,
-    read_binary,
-    read_sick_entailment,
-    senteval_order,
-    to_markdown,
-)
+from evaluation.transfer import check_transfer_options, evaluate_transfer, to_markdown
+from evaluation.transfer_protocols import TransferOptionsError
+from evaluation.transfer_readers import read_binary, read_sick_entailment, senteval_order
 from tests.test_transfer import keyword_encoder, make_senteval, write_lines
 
 

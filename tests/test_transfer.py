@@ -1,4 +1,4 @@
-"""SentEval transfer readers and logistic-regression protocols (evaluation/transfer.py)."""
+"""SentEval transfer: readers, logistic-regression protocols and the CLI (evaluation/transfer*.py)."""
 
 from __future__ import annotations
 
@@ -10,17 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from evaluation.transfer import (
-    TransferDataError,
-    cv_select_and_fit,
-    evaluate_transfer,
-    main,
-    pair_features,
-    read_binary,
-    read_mrpc,
-    read_sst2,
-    read_trec,
-)
+from evaluation.transfer import evaluate_transfer, main
+from evaluation.transfer_protocols import cv_select_and_fit, pair_features
+from evaluation.transfer_readers import TransferDataError, read_binary, read_mrpc, read_sst2, read_trec
 
 FAST = {"protocol": "sklearn", "kfold": 2, "inner_kfold": 2}  # SentEval uses 10; 2 keeps unit tests fast
 TREC_CLASSES = ("ABBR", "DESC", "ENTY", "HUM", "LOC", "NUM")
@@ -261,9 +253,9 @@ def test_cli_with_tiny_model(tmp_path):
 def test_unconverged_fits_are_counted(tmp_path, monkeypatch):
     from sklearn.linear_model import LogisticRegression
 
-    import evaluation.transfer as transfer
+    import evaluation.transfer_protocols as protocols
 
-    monkeypatch.setattr(transfer, "_logreg", lambda C, seed: LogisticRegression(C=C, max_iter=1))
+    monkeypatch.setattr(protocols, "_logreg", lambda C, seed: LogisticRegression(C=C, max_iter=1))
     root = make_senteval(tmp_path, n=10, tasks=("MR",))
     result = evaluate_transfer(random_encoder, root, tasks=["MR"], kfold=2, inner_kfold=0, protocol="sklearn")
     assert result["tasks"]["MR"]["unconverged_fits"] == 2
