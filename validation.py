@@ -46,6 +46,9 @@ class CheckpointError(UserError, ValueError):
 
 
 # -- helpers -------------------------------------------------------------------------------------
+_ABSENT = object()  # a key the configuration does not have, unlike one set to null
+
+
 def _select(cfg: DictConfig, key: str, default: Any = None) -> Any:
     return OmegaConf.select(cfg, key, default=default)
 
@@ -192,9 +195,9 @@ def check_batch_size(cfg: DictConfig) -> None:
 
 def check_learning_rates(cfg: DictConfig) -> None:
     for key in ("method.lr", "method.head_lr_multiplier", "method.optimizer.lr"):
-        value = _select(cfg, key)
-        if value is None:  # no such setting (a partial optimiser without lr, a method of one's own)
-            continue
+        value = _select(cfg, key, _ABSENT)
+        if value is _ABSENT:  # no such setting (a partial optimiser without lr, a method of one's own); null is
+            continue  # a setting, and the optimiser would multiply by it
         if not _is_number(value) or not math.isfinite(value) or value <= 0:
             what = "the head learning rate is method.lr times this" if "multiplier" in key else "a learning rate"
             raise ConfigError(
@@ -212,8 +215,8 @@ def _default(key: str) -> str:
 
 def check_max_length(cfg: DictConfig) -> None:
     for key in ("max_length", "method.max_length", "dataset.max_length"):
-        value = _select(cfg, key)
-        if value is None and key != "max_length":
+        value = _select(cfg, key, _ABSENT)
+        if value is _ABSENT:  # a dataset that cuts nothing itself; null would turn truncation off
             continue
         if not _is_int(value) or value < 1:
             raise ConfigError(

@@ -43,6 +43,8 @@ RULES = {
     "method.temperature": lambda v, limit: number(v) and 0 < v < math.inf,
     "method.alpha": lambda v, limit: number(v) and 0 < v < math.inf,
     "max_length": lambda v, limit: integer(v) and 1 <= v <= limit,
+    "method.max_length": lambda v, limit: integer(v) and 1 <= v <= limit,
+    "dataset.max_length": lambda v, limit: integer(v) and 1 <= v <= limit,
     "dataset.num_clusters": lambda v, limit: v is None or v == "auto" or (integer(v) and v >= 2),
     "dataset.encoding": lambda v, limit: v is None or (isinstance(v, str) and known_codec(v)),
     "float32_matmul_precision": lambda v, limit: v is None or v in ("highest", "high", "medium"),
@@ -76,6 +78,8 @@ def parse(token: str):
 @example("max_length", "513", "minilm")
 @example("dataset.encoding", "1", "minilm")  # a number: codecs.lookup raised a TypeError
 @example("dataset.encoding", "0", "minilm")  # 0: silently read as UTF-8
+@example("method.head_lr_multiplier", "null", "minilm")  # None reached the optimiser: a TypeError in training
+@example("method.max_length", "null", "tiny")  # None turned truncation off
 def test_a_setting_passes_inside_its_bounds_or_names_its_key(key, token, backbone):
     import validation
 
