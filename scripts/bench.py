@@ -34,7 +34,6 @@ import copy
 import datetime as dt
 import json
 import os
-import platform
 import random
 import subprocess
 import sys
@@ -48,11 +47,11 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
 
 from lightning_modules.shared.encoder import CHUNK_IF_BELOW, length_chunks  # noqa: E402
+from scripts.bench_reference_step import AuthorsSCCLStep  # noqa: E402
+from scripts.bench_report import EVAL_VARIANTS, PARTS, kept_sections, machine, render  # noqa: E402
 
-PARTS = ("train", "eval", "e2e", "inrun", "memory")
 BATCH = 64
 MAX_LENGTH = 32
 CHUNK = 1024  # the default encoder_chunk_tokens (conf/config.yaml)
@@ -93,70 +92,6 @@ def tokenize(tokenizer, texts: list[str], pad_to_max: bool) -> dict[str, torch.T
 def ours_batch(tokenizer, raw: dict, views: tuple[str, ...], pad_to_max: bool = False) -> dict:
     """Our collated batch: every view tokenised and padded to its own longest text (as TextCollator)."""
     return {"index": raw["index"], **{v: tokenize(tokenizer, raw[v], pad_to_max) for v in views}}
-
-
-# ----------------------------------------------------------------------------- the authors' SCCL step
-class AuthorsSCCLStep:
-    """SCCL's explicit-augmentation step as the authors' code computes it (amazon-research/sccl:
-    ``training.py`` ``train_step_explicit``, ``models/Transformers.py`` ``SCCLBert``,
-    ``utils/losses.py`` ``PairConLoss`` and ``KLDiv``), re-implemented on our module's weights.
-
-    Their data loop tokenises the text and its two augmentations with ``batch_encode_plus(...,
-    padding='max_length', max_length=32)``, stacks them to [B, 3, 32] and runs the backbone once
-    per view; the loss is eta * PairConLoss(z2, z3) + KLDiv(log(q1 + 1e-8), p1) / B with eta = 1.
-    """
-
-    def __init__(self, model, eta: float = 1.0, temperature: float = 0.5):
-        self.model = model
-        self.eta = eta
-        self.temperature = temperature
-
-    def prepare(self, tokenizer, raw: dict) -> tuple[torch.Tensor, torch.Tensor]:
-        feats = [tokenize(tokenizer, raw[v], pad_to_max=True) for v in ("original", "view1", "view2")]
-        input_ids = torch.cat([f["input_ids"].unsqueeze(1) for f in feats], dim=1)  # [B, 3, 32]
-        attention_mask = torch.cat([f["attention_mask"].unsqueeze(1) for f in feats], dim=1)  # [B, 3, 32]
-        return input_ids, attention_mask
-
-    def mean_embeddings(self, input_ids, attention_mask) -> torch.Tensor:
-        output = self.model.encoder.backbone(input_ids=input_ids, attention_mask=attention_mask)
-        mask = attention_mask.unsqueeze(-1)
-        return torch.sum(output[0] * mask, dim=1) / torch.sum(mask, dim=1)  # [B, d]
-
-    def cluster_prob(self, embeddings) -> torch.Tensor:
-        alpha = self.model.alpha
-        norm_squared = torch.sum((embeddings.unsqueeze(1) - self.model.centroids) ** 2, 2)  # [B, K]
-        numerator = 1.0 / (1.0 + (norm_squared / alpha))
-        numerator = numerator ** (float(alpha + 1) / 2)
-        return numerator / torch.sum(numerator, dim=1, keepdim=True)
-
-    @staticmethod
-    def target_distribution(batch: torch.Tensor) -> torch.Tensor:
-        weight = (batch**2) / (torch.sum(batch, 0) + 1e-9)
-        return (weight.t() / torch.sum(weight, 1)).t()
-
-    def pair_con_loss(self, features_1, features_2) -> torch.Tensor:
-        batch_size = features_1.shape[0]
-        features = torch.cat([features_1, features_2], dim=0)
-        mask = ~torch.eye(batch_size, dtype=torch.bool).repeat(2, 2)
-        pos = torch.exp(torch.sum(features_1 * features_2, dim=-1) / self.temperature)
-        pos = torch.cat([pos, pos], dim=0)
-        neg = torch.exp(torch.mm(features, features.t().contiguous()) / self.temperature)
-        neg = neg.masked_select(mask).view(2 * batch_size, -1)
-        return (-torch.log(pos / (neg.sum(dim=-1) + pos))).mean()
-
-    def loss(self, input_ids, attention_mask) -> torch.Tensor:
-        ids1, ids2, ids3 = torch.unbind(input_ids, dim=1)
-        mask1, mask2, mask3 = torch.unbind(attention_mask, dim=1)
-        embd1 = self.mean_embeddings(ids1, mask1)
-        embd2 = self.mean_embeddings(ids2, mask2)
-        embd3 = self.mean_embeddings(ids3, mask3)
-        head = self.model.contrast_head.net
-        feat1, feat2 = F.normalize(head(embd2), dim=1), F.normalize(head(embd3), dim=1)
-        loss = self.eta * self.pair_con_loss(feat1, feat2)
-        output = self.cluster_prob(embd1)
-        target = self.target_distribution(output).detach()
-        kl = torch.nn.KLDivLoss(reduction="sum")
-        return loss + kl((output + 1e-08).log(), target) / output.shape[0]
 
 
 # ----------------------------------------------------------------------------- models
@@ -344,9 +279,9 @@ def part_train(args) -> dict:
     model = sccl_model()
     tok = model.encoder.tokenizer
     set_sccl_centroids(model, corpus)
-    authors = AuthorsSCCLStep(model)
+    authors = AuthorsSCCLStep(model, MAX_LENGTH)
     twin = copy.deepcopy(model)  # the check's backward passes leave the timed model untouched
-    out["sccl_equality"] = equality_check(twin, AuthorsSCCLStep(twin), batches[:3])
+    out["sccl_equality"] = equality_check(twin, AuthorsSCCLStep(twin, MAX_LENGTH), batches[:3])
     del twin
     optimizer = model.configure_optimizers()
     model.train()
@@ -380,7 +315,6 @@ def part_train(args) -> dict:
 
 
 # ----------------------------------------------------------------------------- part: eval
-EVAL_VARIANTS = (("sklearn", "float64"), ("sklearn", "float32"), ("fast", "float32"), ("faiss", "float32"))
 
 
 def part_eval(args) -> dict:
@@ -428,7 +362,8 @@ def part_eval(args) -> dict:
 def part_e2e(args) -> dict:
     out_dir = ROOT / "logs" / "bench" / "e2e"
     command = [sys.executable, "-m", "evaluation.evaluate_model", "--model", BACKBONE, "--tasks", "clustering",
-               "--short-text-dir", args.data_dir, "--out", str(out_dir)] + (["--datasets", args.sets] if args.sets else [])
+               "--short-text-dir", args.data_dir, "--out", str(out_dir)]
+    command += ["--datasets", args.sets] if args.sets else []
     start = time.perf_counter()
     subprocess.run(command, cwd=ROOT, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wall = time.perf_counter() - start
@@ -478,7 +413,8 @@ def part_inrun(args) -> dict:
 
 # ----------------------------------------------------------------------------- part: memory
 def peak_memory_of_run(data_dir: str, steps: int, chunk: int) -> dict:
-    command = [sys.executable, "run.py", "method=sccl", "dataset=stackoverflow", f"data_dir={data_dir}", f"backbone={BACKBONE}",
+    command = [sys.executable, "run.py", "method=sccl", "dataset=stackoverflow", f"data_dir={data_dir}",
+               f"backbone={BACKBONE}",
                f"batch_size={BATCH}", f"trainer.max_steps={steps}", f"encoder_chunk_tokens={chunk}",
                "logger=csv", "~callbacks.progress", f"hydra.run.dir=logs/bench/memory_run_{chunk}", "print_table=false"]
     code = ("import resource, subprocess, sys; subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL, "
@@ -495,169 +431,7 @@ def part_memory(args) -> dict:
             "runs": {str(chunk): peak_memory_of_run(args.data_dir, args.memory_steps, chunk) for chunk in (CHUNK, 0)}}
 
 
-# ----------------------------------------------------------------------------- report
-def machine() -> str:
-    cpu = "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-        lines = Path("/proc/meminfo").read_text().splitlines()
-        mem = next(int(x.split()[1]) for x in lines if x.startswith("MemTotal"))
-        mem_gib = f"{mem / 1024**2:.1f} GiB RAM"
-    except (OSError, StopIteration):
-        mem_gib = "unknown RAM"
-    software = f"Python {platform.python_version()}, torch {torch.__version__} ({torch.get_num_threads()} threads)"
-    return f"{cpu}, {os.cpu_count()} cores, {mem_gib}; {software}"
-
-
-def verdict(ok: bool) -> str:
-    return "meets target" if ok else "MISSES target"
-
-
-def header(meta: dict) -> str:
-    return (f"_Measured {meta['date']}; load average (1 min) {meta['load_start']:.2f} at start, "
-            f"{meta['load_end']:.2f} at end; {meta['seconds']:.0f} s._")
-
-
-def render_train(r: dict, meta: dict) -> list[str]:
-    sccl = r["sccl_steps_per_s"]
-    names = list(sccl)
-    authors = sccl[names[0]]
-    eq = r["sccl_equality"]
-    lines = ["## Training steps/s at equal work (`--only train`)", "", header(meta), "",
-             f"SCCL, batch {r['batch']} on StackOverflow, three encoder passes per step (original text, its "
-             f"augmentation, and the original again as second view; {r.get('backbone', 'minilm')}, max_length 32). Every variant runs "
-             f"the same {r['steps']} batches in {r['rounds']} interleaved rounds after 2 warm-up steps; a step is "
-             "tokenisation + forward + backward + Adam. The authors' code is not in this repository: their step "
-             "is re-implemented in `scripts/bench.py` (`AuthorsSCCLStep`) as their code computes it: three "
-             "backbone calls on texts padded to max_length 32, PairConLoss (tau 0.5) on the two views, "
-             "KLDivLoss(log(q + 1e-8), p) / B on the original, eta = 1.", "",
-             "| SCCL variant | steps/s | vs the authors | encoder tokens per step |", "|---|---|---|---|"]
-    tokens = list(r["sccl_tokens_per_step"].values())
-    for i, name in enumerate(names):
-        lines.append(f"| {name} | {sccl[name]:.3f} | {sccl[name] / authors:.2f}x | {tokens[i]:.0f} |")
-    best = sccl[names[-1]] / authors
-    lines += ["", f"Text tokens per step (no padding at all): {r['sccl_tokens_per_step']['text tokens']:.0f}. "
-              f"Target >= 1.6x the authors' steps/s with the default: {best:.2f}x, {verdict(best >= 1.6)}.", "",
-              f"Equality on {eq['batches']} batches, dropout off ({eq['parameters_compared']} parameter tensors):", "",
-              "| comparison | max abs loss difference | max relative gradient difference (per tensor) |", "|---|---|---|",
-              f"| ours chunking off vs the authors' step | {eq['loss_diff_unchunked_vs_authors']:.2e} | "
-              f"{eq['grad_rel_diff_unchunked_vs_authors']:.2e} |",
-              f"| ours chunked (default) vs ours chunking off | {eq['loss_diff_chunked_vs_unchunked']:.2e} | "
-              f"{eq['grad_rel_diff_chunked_vs_unchunked']:.2e} |", "",
-              f"Losses of the first batch: authors {eq['authors_loss']:.6f}, ours unchunked {eq['unchunked_loss']:.6f}, "
-              f"ours chunked {eq['chunked_loss']:.6f} (target: equal to 1e-5: "
-              f"{verdict(eq['loss_diff_unchunked_vs_authors'] <= 1e-5 and eq['loss_diff_chunked_vs_unchunked'] <= 1e-5)}).",
-              "", f"AECL (two views: original and augmentation), {r['aecl_steps']} steps per variant, interleaved:", "",
-              "| AECL stage | variant | steps/s | vs padded to 32 |", "|---|---|---|---|"]
-    for stage, rates in r["aecl_steps_per_s"].items():
-        base = next(iter(rates.values()))
-        for name, value in rates.items():
-            lines.append(f"| {stage} | {name} | {value:.3f} | {value / base:.2f}x |")
-    lines += ["", "AECL equality, chunked vs unchunked, dropout off: " + "; ".join(
-        f"{stage}: loss {v['loss_diff_chunked_vs_unchunked']:.1e}, gradients {v['grad_rel_diff_chunked_vs_unchunked']:.1e}"
-        for stage, v in r["aecl_equality"].items()) + ".", ""]
-    return lines
-
-
-def render_eval(r: dict, meta: dict) -> list[str]:
-    variants = [f"{b} {d}" for b, d in EVAL_VARIANTS]
-    data = r["datasets"]
-    lines = ["## Evaluation: the 10-seed clustering protocol (`--only eval`)", "", header(meta), "",
-             f"{r.get('backbone', 'minilm')}, mean pooling, max_length 32; KMeans with seeds {r['seeds'][0]}-{r['seeds'][-1]}, "
-             f"{r['n_init']} restarts each. Each set is embedded once (length-sorted batches, duplicates once). "
-             + (f"Not present: {', '.join(r['skipped'])}." if r["skipped"] else ""), "",
-             "| | " + " | ".join(variants) + " |", "|---|" + "---|" * len(variants)]
-    embed = sum(d["embed_seconds"] for d in data.values())
-    totals = {v: embed + sum(d["backends"][v]["kmeans_seconds"] + d["backends"][v]["metric_seconds"]
-                             for d in data.values()) for v in variants}
-    lines.append("| protocol time, all sets (s) | " + " | ".join(f"{totals[v]:.0f}" for v in variants) + " |")
-    lines.append("| of which embedding (s) | " + " | ".join(f"{embed:.0f}" for _ in variants) + " |")
-    lines.append("| of which KMeans (s) | " + " | ".join(
-        f"{sum(d['backends'][v]['kmeans_seconds'] for d in data.values()):.0f}" for v in variants) + " |")
-    lines.append("| of which metrics (s) | " + " | ".join(
-        f"{sum(d['backends'][v]['metric_seconds'] for d in data.values()):.1f}" for v in variants) + " |")
-    for metric in ("acc", "nmi"):
-        lines.append(f"| mean {metric.upper()} over the sets | " + " | ".join(
-            f"{100 * np.mean([d['backends'][v][metric] for d in data.values()]):.2f}" for v in variants) + " |")
-    lines += ["", f"Per set, mean (std over seeds) x100 and KMeans seconds for the {len(r['seeds'])} seeds:", "",
-              "| set | n | k | embed s | " + " | ".join(f"{v} ACC | {v} NMI | {v} s" for v in variants) + " |",
-              "|---|---|---|---|" + "---|---|---|" * len(variants)]
-    for name, d in data.items():
-        cells = []
-        for v in variants:
-            b = d["backends"][v]
-            cells += [f"{100 * b['acc']:.2f} ({100 * b['acc_std']:.2f})", f"{100 * b['nmi']:.2f} ({100 * b['nmi_std']:.2f})",
-                      f"{b['kmeans_seconds']:.1f}"]
-        lines.append(f"| {name} | {d['n']} | {d['k']} | {d['embed_seconds']:.0f} | " + " | ".join(cells) + " |")
-    lines += ["", "Within the seed spread: per set, |mean(backend) - mean(sklearn float64, the protocol before "
-              "older protocol)| against the larger of the two standard deviations over seeds:", "",
-              "| set | backend | ACC diff | NMI diff | spread (ACC / NMI) | within |", "|---|---|---|---|---|---|"]
-    for name, d in data.items():
-        b = d["backends"]["sklearn float64"]
-        for v in variants[1:]:
-            a = d["backends"][v]
-            da, dn = abs(a["acc"] - b["acc"]), abs(a["nmi"] - b["nmi"])
-            sa, sn = max(a["acc_std"], b["acc_std"]), max(a["nmi_std"], b["nmi_std"])
-            lines.append(f"| {name} | {v} | {100 * da:.2f} | {100 * dn:.2f} | {100 * sa:.2f} / {100 * sn:.2f} | "
-                         f"{'yes' if da <= sa and dn <= sn else 'no'} |")
-    return lines + [""]
-
-
-def render_e2e(r: dict, meta: dict) -> list[str]:
-    kmeans = r.get("kmeans") or {}
-    return ["## `evaluate_model` end to end (`--only e2e`)", "", header(meta), "",
-            f"`{r['command']}` ({len(r['datasets'])} sets, 10 seeds, KMeans {kmeans.get('backend')} with "
-            f"{kmeans.get('n_init')} restarts): **{r['wall_seconds']:.0f} s** wall, of which embedding "
-            f"{r['embed_seconds']:.0f} s; average ACC {100 * r['avg']['acc']:.2f}, NMI {100 * r['avg']['nmi']:.2f}. "
-            f"Target <= 150 s: {verdict(r['wall_seconds'] <= 150)} (785 s with the older float64 protocol).", ""]
-
-
-def render_inrun(r: dict, meta: dict) -> list[str]:
-    lines = ["## One periodic in-run evaluation, SCCL on StackOverflow (`--only inrun`)", "", header(meta), "",
-             f"What `ClusteringEvaluator` does every N steps: embed the {r['n']} texts (length-sorted batches of 256), "
-             "KMeans (seed 0, 10 restarts), ACC/NMI/ARI/AMI of KMeans and of the cluster head.", "",
-             "| variant | encoder s | KMeans s | metrics s | total s | KMeans ACC |", "|---|---|---|---|---|---|"]
-    for name, v in r["variants"].items():
-        lines.append(f"| {name} | {v['encoder_seconds']:.1f} | {v['kmeans_seconds']:.1f} | {v['metric_seconds']:.2f} | "
-                     f"{v['total_seconds']:.1f} | {100 * v['kmeans_acc']:.2f} |")
-    total = list(r["variants"].values())[-1]["total_seconds"]
-    return lines + ["", f"Target <= 25 s with the default: {total:.1f} s, {verdict(total <= 25)}.", ""]
-
-
-def render_memory(r: dict, meta: dict) -> list[str]:
-    lines = ["## Peak memory of a training run (`--only memory`)", "", header(meta), "",
-             "| encoder_chunk_tokens | peak RSS (GiB) | wall (s) |", "|---|---|---|"]
-    for chunk, v in r["runs"].items():
-        lines.append(f"| {chunk} | {v['peak_gib']:.2f} | {v['wall_seconds']:.0f} |")
-    first = next(iter(r["runs"].values()))
-    return lines + ["", f"Command: `{first['command']}` (and `encoder_chunk_tokens=0`): model load, KMeans "
-                    f"initialisation and evaluation on all texts before training, {r['steps']} training steps, final "
-                    "evaluation. Peak RSS: `getrusage(RUSAGE_CHILDREN).ru_maxrss` of the run.", ""]
-
-
-RENDER = {"train": render_train, "eval": render_eval, "e2e": render_e2e, "inrun": render_inrun,
-          "memory": render_memory}
 RUN = {"train": part_train, "eval": part_eval, "e2e": part_e2e, "inrun": part_inrun, "memory": part_memory}
-
-
-def render(results: dict) -> str:
-    lines = ["# Benchmarks", "", "Written by `make bench` (`python scripts/bench.py`; parts: `--only "
-             + ",".join(PARTS) + "`). Each section says when it was measured and the load at the time; "
-             "numbers from a loaded machine are not comparable.", "", f"Machine: {results.get('machine', '?')}", ""]
-    for part in PARTS:
-        if part in results:
-            lines += RENDER[part](results[part]["result"], results[part]["meta"])
-    return "\n".join(lines)
-
-
-def kept_sections(path: Path) -> str:
-    """Sections other scripts write into the same file between their markers (scripts/bench_grad_cache.py)."""
-    text = path.read_text() if path.is_file() else ""
-    start, end = "<!-- grad-cache:start -->", "<!-- grad-cache:end -->"
-    return "\n\n" + text[text.index(start): text.index(end) + len(end)] + "\n" if start in text and end in text else ""
 
 
 def main() -> None:

@@ -1,0 +1,176 @@
+"""BENCHMARKS.md from the numbers scripts/bench.py records in BENCHMARKS.json: one section per part."""
+from __future__ import annotations
+
+import os
+import platform
+from pathlib import Path
+
+import numpy as np
+import torch
+
+PARTS = ("train", "eval", "e2e", "inrun", "memory")
+# the KMeans backends and precisions the eval part compares, in the table's order
+EVAL_VARIANTS = (("sklearn", "float64"), ("sklearn", "float32"), ("fast", "float32"), ("faiss", "float32"))
+
+
+def machine() -> str:
+    cpu = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+        lines = Path("/proc/meminfo").read_text().splitlines()
+        mem = next(int(x.split()[1]) for x in lines if x.startswith("MemTotal"))
+        mem_gib = f"{mem / 1024**2:.1f} GiB RAM"
+    except (OSError, StopIteration):
+        mem_gib = "unknown RAM"
+    software = f"Python {platform.python_version()}, torch {torch.__version__} ({torch.get_num_threads()} threads)"
+    return f"{cpu}, {os.cpu_count()} cores, {mem_gib}; {software}"
+
+
+def verdict(ok: bool) -> str:
+    return "meets target" if ok else "MISSES target"
+
+
+def header(meta: dict) -> str:
+    return (f"_Measured {meta['date']}; load average (1 min) {meta['load_start']:.2f} at start, "
+            f"{meta['load_end']:.2f} at end; {meta['seconds']:.0f} s._")
+
+
+def render_train(r: dict, meta: dict) -> list[str]:
+    sccl = r["sccl_steps_per_s"]
+    names = list(sccl)
+    authors = sccl[names[0]]
+    eq = r["sccl_equality"]
+    lines = ["## Training steps/s at equal work (`--only train`)", "", header(meta), "",
+             f"SCCL, batch {r['batch']} on StackOverflow, three encoder passes per step (original text, its "
+             f"augmentation, and the original again as second view; {r.get('backbone', 'minilm')}, max_length 32). Every variant runs "
+             f"the same {r['steps']} batches in {r['rounds']} interleaved rounds after 2 warm-up steps; a step is "
+             "tokenisation + forward + backward + Adam. The authors' code is not in this repository: their step "
+             "is re-implemented in `scripts/bench_reference_step.py` (`AuthorsSCCLStep`) as their code computes it: three "
+             "backbone calls on texts padded to max_length 32, PairConLoss (tau 0.5) on the two views, "
+             "KLDivLoss(log(q + 1e-8), p) / B on the original, eta = 1.", "",
+             "| SCCL variant | steps/s | vs the authors | encoder tokens per step |", "|---|---|---|---|"]
+    tokens = list(r["sccl_tokens_per_step"].values())
+    for i, name in enumerate(names):
+        lines.append(f"| {name} | {sccl[name]:.3f} | {sccl[name] / authors:.2f}x | {tokens[i]:.0f} |")
+    best = sccl[names[-1]] / authors
+    lines += ["", f"Text tokens per step (no padding at all): {r['sccl_tokens_per_step']['text tokens']:.0f}. "
+              f"Target >= 1.6x the authors' steps/s with the default: {best:.2f}x, {verdict(best >= 1.6)}.", "",
+              f"Equality on {eq['batches']} batches, dropout off ({eq['parameters_compared']} parameter tensors):", "",
+              "| comparison | max abs loss difference | max relative gradient difference (per tensor) |", "|---|---|---|",
+              f"| ours chunking off vs the authors' step | {eq['loss_diff_unchunked_vs_authors']:.2e} | "
+              f"{eq['grad_rel_diff_unchunked_vs_authors']:.2e} |",
+              f"| ours chunked (default) vs ours chunking off | {eq['loss_diff_chunked_vs_unchunked']:.2e} | "
+              f"{eq['grad_rel_diff_chunked_vs_unchunked']:.2e} |", "",
+              f"Losses of the first batch: authors {eq['authors_loss']:.6f}, ours unchunked {eq['unchunked_loss']:.6f}, "
+              f"ours chunked {eq['chunked_loss']:.6f} (target: equal to 1e-5: "
+              f"{verdict(eq['loss_diff_unchunked_vs_authors'] <= 1e-5 and eq['loss_diff_chunked_vs_unchunked'] <= 1e-5)}).",
+              "", f"AECL (two views: original and augmentation), {r['aecl_steps']} steps per variant, interleaved:", "",
+              "| AECL stage | variant | steps/s | vs padded to 32 |", "|---|---|---|---|"]
+    for stage, rates in r["aecl_steps_per_s"].items():
+        base = next(iter(rates.values()))
+        for name, value in rates.items():
+            lines.append(f"| {stage} | {name} | {value:.3f} | {value / base:.2f}x |")
+    lines += ["", "AECL equality, chunked vs unchunked, dropout off: " + "; ".join(
+        f"{stage}: loss {v['loss_diff_chunked_vs_unchunked']:.1e}, gradients {v['grad_rel_diff_chunked_vs_unchunked']:.1e}"
+        for stage, v in r["aecl_equality"].items()) + ".", ""]
+    return lines
+
+
+def render_eval(r: dict, meta: dict) -> list[str]:
+    variants = [f"{b} {d}" for b, d in EVAL_VARIANTS]
+    data = r["datasets"]
+    lines = ["## Evaluation: the 10-seed clustering protocol (`--only eval`)", "", header(meta), "",
+             f"{r.get('backbone', 'minilm')}, mean pooling, max_length 32; KMeans with seeds {r['seeds'][0]}-{r['seeds'][-1]}, "
+             f"{r['n_init']} restarts each. Each set is embedded once (length-sorted batches, duplicates once). "
+             + (f"Not present: {', '.join(r['skipped'])}." if r["skipped"] else ""), "",
+             "| | " + " | ".join(variants) + " |", "|---|" + "---|" * len(variants)]
+    embed = sum(d["embed_seconds"] for d in data.values())
+    totals = {v: embed + sum(d["backends"][v]["kmeans_seconds"] + d["backends"][v]["metric_seconds"]
+                             for d in data.values()) for v in variants}
+    lines.append("| protocol time, all sets (s) | " + " | ".join(f"{totals[v]:.0f}" for v in variants) + " |")
+    lines.append("| of which embedding (s) | " + " | ".join(f"{embed:.0f}" for _ in variants) + " |")
+    lines.append("| of which KMeans (s) | " + " | ".join(
+        f"{sum(d['backends'][v]['kmeans_seconds'] for d in data.values()):.0f}" for v in variants) + " |")
+    lines.append("| of which metrics (s) | " + " | ".join(
+        f"{sum(d['backends'][v]['metric_seconds'] for d in data.values()):.1f}" for v in variants) + " |")
+    for metric in ("acc", "nmi"):
+        lines.append(f"| mean {metric.upper()} over the sets | " + " | ".join(
+            f"{100 * np.mean([d['backends'][v][metric] for d in data.values()]):.2f}" for v in variants) + " |")
+    lines += ["", f"Per set, mean (std over seeds) x100 and KMeans seconds for the {len(r['seeds'])} seeds:", "",
+              "| set | n | k | embed s | " + " | ".join(f"{v} ACC | {v} NMI | {v} s" for v in variants) + " |",
+              "|---|---|---|---|" + "---|---|---|" * len(variants)]
+    for name, d in data.items():
+        cells = []
+        for v in variants:
+            b = d["backends"][v]
+            cells += [f"{100 * b['acc']:.2f} ({100 * b['acc_std']:.2f})", f"{100 * b['nmi']:.2f} ({100 * b['nmi_std']:.2f})",
+                      f"{b['kmeans_seconds']:.1f}"]
+        lines.append(f"| {name} | {d['n']} | {d['k']} | {d['embed_seconds']:.0f} | " + " | ".join(cells) + " |")
+    lines += ["", "Within the seed spread: per set, |mean(backend) - mean(sklearn float64, the protocol before "
+              "older protocol)| against the larger of the two standard deviations over seeds:", "",
+              "| set | backend | ACC diff | NMI diff | spread (ACC / NMI) | within |", "|---|---|---|---|---|---|"]
+    for name, d in data.items():
+        b = d["backends"]["sklearn float64"]
+        for v in variants[1:]:
+            a = d["backends"][v]
+            da, dn = abs(a["acc"] - b["acc"]), abs(a["nmi"] - b["nmi"])
+            sa, sn = max(a["acc_std"], b["acc_std"]), max(a["nmi_std"], b["nmi_std"])
+            lines.append(f"| {name} | {v} | {100 * da:.2f} | {100 * dn:.2f} | {100 * sa:.2f} / {100 * sn:.2f} | "
+                         f"{'yes' if da <= sa and dn <= sn else 'no'} |")
+    return lines + [""]
+
+
+def render_e2e(r: dict, meta: dict) -> list[str]:
+    kmeans = r.get("kmeans") or {}
+    return ["## `evaluate_model` end to end (`--only e2e`)", "", header(meta), "",
+            f"`{r['command']}` ({len(r['datasets'])} sets, 10 seeds, KMeans {kmeans.get('backend')} with "
+            f"{kmeans.get('n_init')} restarts): **{r['wall_seconds']:.0f} s** wall, of which embedding "
+            f"{r['embed_seconds']:.0f} s; average ACC {100 * r['avg']['acc']:.2f}, NMI {100 * r['avg']['nmi']:.2f}. "
+            f"Target <= 150 s: {verdict(r['wall_seconds'] <= 150)} (785 s with the older float64 protocol).", ""]
+
+
+def render_inrun(r: dict, meta: dict) -> list[str]:
+    lines = ["## One periodic in-run evaluation, SCCL on StackOverflow (`--only inrun`)", "", header(meta), "",
+             f"What `ClusteringEvaluator` does every N steps: embed the {r['n']} texts (length-sorted batches of 256), "
+             "KMeans (seed 0, 10 restarts), ACC/NMI/ARI/AMI of KMeans and of the cluster head.", "",
+             "| variant | encoder s | KMeans s | metrics s | total s | KMeans ACC |", "|---|---|---|---|---|---|"]
+    for name, v in r["variants"].items():
+        lines.append(f"| {name} | {v['encoder_seconds']:.1f} | {v['kmeans_seconds']:.1f} | {v['metric_seconds']:.2f} | "
+                     f"{v['total_seconds']:.1f} | {100 * v['kmeans_acc']:.2f} |")
+    total = list(r["variants"].values())[-1]["total_seconds"]
+    return lines + ["", f"Target <= 25 s with the default: {total:.1f} s, {verdict(total <= 25)}.", ""]
+
+
+def render_memory(r: dict, meta: dict) -> list[str]:
+    lines = ["## Peak memory of a training run (`--only memory`)", "", header(meta), "",
+             "| encoder_chunk_tokens | peak RSS (GiB) | wall (s) |", "|---|---|---|"]
+    for chunk, v in r["runs"].items():
+        lines.append(f"| {chunk} | {v['peak_gib']:.2f} | {v['wall_seconds']:.0f} |")
+    first = next(iter(r["runs"].values()))
+    return lines + ["", f"Command: `{first['command']}` (and `encoder_chunk_tokens=0`): model load, KMeans "
+                    f"initialisation and evaluation on all texts before training, {r['steps']} training steps, final "
+                    "evaluation. Peak RSS: `getrusage(RUSAGE_CHILDREN).ru_maxrss` of the run.", ""]
+
+
+RENDER = {"train": render_train, "eval": render_eval, "e2e": render_e2e, "inrun": render_inrun,
+          "memory": render_memory}
+
+
+def render(results: dict) -> str:
+    lines = ["# Benchmarks", "", "Written by `make bench` (`python scripts/bench.py`; parts: `--only "
+             + ",".join(PARTS) + "`). Each section says when it was measured and the load at the time; "
+             "numbers from a loaded machine are not comparable.", "", f"Machine: {results.get('machine', '?')}", ""]
+    for part in PARTS:
+        if part in results:
+            lines += RENDER[part](results[part]["result"], results[part]["meta"])
+    return "\n".join(lines)
+
+
+def kept_sections(path: Path) -> str:
+    """Sections other scripts write into the same file between their markers (scripts/bench_grad_cache.py)."""
+    text = path.read_text() if path.is_file() else ""
+    start, end = "<!-- grad-cache:start -->", "<!-- grad-cache:end -->"
+    return "\n\n" + text[text.index(start): text.index(end) + len(end)] + "\n" if start in text and end in text else ""
