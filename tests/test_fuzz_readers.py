@@ -43,6 +43,8 @@ def expected_failure(written, k) -> bool:
 @example(((["", " ", "x"], ["1", "", "2"]), "csv", "utf-8", True, None))  # label missing on a dropped row only
 @example(((["x\ny", "z"], ["a", "b"]), "csv", "utf-16", True, None))  # a line break inside a quoted cell
 @example(((["0", "0", "0"], ["a", "a", "b"]), "csv", "utf-8", True, None))  # K from labels > distinct texts
+@example(((["a", " ", "b"], None), "csv", "utf-8", True, 2))  # a line pandas skips: later file lines were off by one
+@example(((["x" * 140_000, "a\nb", "c"], None), "csv", "utf-8", True, 2))  # a field beyond csv's default limit
 def test_short_text_corpus_reads_what_was_written_or_names_the_problem(case):
     from datamodules.short_text import ShortTextDataModule
 
