@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import re
 import shlex
 import subprocess
@@ -35,6 +36,7 @@ from errors import USER_ERROR_EXIT_CODE, ConfigError, exit_on_user_error
 from evaluation import paper_table
 
 ROOT = Path(__file__).resolve().parents[1]
+os.environ.setdefault("PROJECT_ROOT", str(ROOT))  # conf/paths/default.yaml reads it, as run.py sets it
 BENCHMARKS = ROOT / "BENCHMARKS.md"
 GPU_START, GPU_END = "<!-- bench-gpu:start -->", "<!-- bench-gpu:end -->"  # scripts/bench_gpu.py's markers
 # BENCHMARKS.md's GPU rows name the method (ClusterNS on BERT-large has a row of its own)
@@ -102,6 +104,13 @@ def data_files(cfg: DictConfig) -> list[tuple[Path, str | None]]:
     if "${sts_data_dir}" in json.dumps(callbacks):
         item = catalogue.BY_NAME["senteval"]
         files.append((sts, catalogue.download_command(item, catalogue.dest_of(sts, item))))
+    final = OmegaConf.select(cfg, "method.callbacks.final_eval")
+    if final is not None and "clustering" in (final.get("tasks") or []):  # PairSupCon's Table 1 is this evaluation
+        folder = Path(str(final.short_text_dir))
+        for name in final.get("clustering_datasets") or catalogue.SHORT_TEXT_SETS:
+            item = catalogue.BY_NAME.get(name)
+            path = folder / f"{name}.csv"
+            files.append((path, catalogue.download_command(item, catalogue.dest_of(path, item)) if item else None))
     return files
 
 
@@ -137,20 +146,33 @@ def launch_commands(run: Run, out: Path, launcher: str, overrides: Sequence[str]
 
 # -- GPU hours from BENCHMARKS.md ---------------------------------------------------------------------
 def gpu_rows(text: str) -> list[dict]:
-    """The rows of BENCHMARKS.md's GPU section (scripts/bench_gpu.py's table); none without the section."""
+    """The rows of BENCHMARKS.md's GPU section (scripts/bench_gpu.py's tables, read by their headers): the
+    end-to-end table (``Trainer.fit``, loader included) and the step table's rows of the project's layout."""
     if GPU_START not in text or GPU_END not in text:
         return []
-    section = text.split(GPU_START, 1)[1].split(GPU_END, 1)[0]
+    header: list[str] = []
     rows = []
-    for line in section.splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) < 7 or cells[0] in ("method", "") or set(cells[0]) <= {"-"}:
+    for line in text.split(GPU_START, 1)[1].split(GPU_END, 1)[0].splitlines():
+        if not line.startswith("|"):
+            header = [] if not line.strip() else header
             continue
-        arch, _, batch = cells[1].partition(",")
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if cells[0] == "method":
+            header = cells
+            continue
+        if not header or set(cells[0]) <= {"-"} or len(cells) != len(header):
+            continue
+        row = dict(zip(header, cells))
+        end_to_end = "end-to-end steps/s" in row
+        if not end_to_end and row.get("layout") != "ours":
+            continue
+        arch, _, batch = row.get("backbone, batch", "").partition(",")
         try:
-            rows.append({"method": cells[0], "arch": arch.strip(), "batch": int(batch), "precision": cells[2],
-                         "layout": cells[3], "chunk": cells[4], "cached": cells[5], "steps_per_s": float(cells[6])})
-        except ValueError:
+            rows.append({"method": row["method"], "arch": arch.strip(), "batch": int(batch),
+                         "precision": row.get("precision"), "chunk": row.get("chunk tokens", "-"),
+                         "cached": row.get("cached", "-"), "end_to_end": end_to_end,
+                         "steps_per_s": float(row["end-to-end steps/s" if end_to_end else "steps/s"])})
+        except (KeyError, ValueError):
             continue
     return rows
 
@@ -177,13 +199,17 @@ def gpu_hours(cfg: DictConfig, rows: list[dict]) -> tuple[float | None, str]:
     backbone = str(cfg.backbone.name).split("/")[-1]
     arch = next((a for a in ("distilbert-base", "bert-large", "bert-base") if backbone.startswith(a)), None)
     method = BENCH_METHOD.get((str(cfg.method.name), arch), str(cfg.method.name))
-    precision = PRECISION.get(str(OmegaConf.select(cfg, "trainer.precision", default="")), None)
-    chunk = int(cfg.get("encoder_chunk_tokens") or 0)
-    cached = int(cfg.get("encoder_grad_cache_tokens") or 0)
-    match = next((r for r in rows if r["method"] == method and r["arch"] == arch and r["batch"] == int(cfg.batch_size)
-                  and r["layout"] == "ours" and r["precision"] == precision
-                  and r["chunk"] == (str(chunk) if chunk else "-") and r["cached"] == (str(cached) if cached else "-")),
-                 None)
+    precision = PRECISION.get(str(OmegaConf.select(cfg, "trainer.precision", default="",
+                                                   throw_on_resolution_failure=False)))  # ${gpu_precision:}: by card
+    chunk, cached = cfg.get("encoder_chunk_tokens"), int(cfg.get("encoder_grad_cache_tokens") or 0)
+    candidates = [r for r in rows if r["method"] == method and r["arch"] == arch
+                  and r["batch"] == int(cfg.batch_size) and r["precision"] == precision
+                  and r["cached"] == (str(cached) if cached else "-")
+                  and (chunk is None or r["chunk"] == (str(chunk) if chunk else "-"))]
+    # end to end (the loader and the loop included) first; a null chunk setting is chosen per device at run
+    # time, where a GPU without a memory limit runs unchunked
+    candidates.sort(key=lambda r: (not r["end_to_end"], r["chunk"] != "-"))
+    match = candidates[0] if candidates else None
     steps = training_steps(cfg)
     if match is None:
         return None, (f"no GPU figure in BENCHMARKS.md for {method}, {backbone}, batch {cfg.batch_size}, "

@@ -50,18 +50,26 @@ def test_a_sample_is_refused(tmp_path, capsys):
 
 
 def test_gpu_hours_come_from_the_benchmarks_gpu_section():
-    text = "\n".join([reproduce.GPU_START, "| method | backbone, batch | precision | layout | chunk tokens | cached | "
-                      "steps/s | tokens/s | peak GiB | MFU | vs authors |", "|---" * 11 + "|",
-                      "| sccl | distilbert-base, 400 | fp32 | ours | 1024 | - | 4.00 | 1 | 1 | - | 1.5x |",
-                      reproduce.GPU_END])
-    rows = reproduce.gpu_rows(text)
+    steps_table = ["| method | backbone, batch | precision | layout | chunk tokens | cached | steps/s | tokens/s | "
+                   "peak GiB | MFU | vs authors |", "|---" * 11 + "|",
+                   "| sccl | distilbert-base, 400 | fp32 | authors | - | - | 1.00 | 1 | 1 | - | 1.00x |",
+                   "| sccl | distilbert-base, 400 | fp32 | ours | - | - | 4.00 | 1 | 1 | - | 4.00x |"]
+    end_to_end = ["End to end (`Trainer.fit`):", "",
+                  "| method | backbone, batch | precision | chunk tokens | end-to-end steps/s | raw steps/s | "
+                  "end-to-end / raw | loop overhead ms/step | MFU | start-up s |", "|---" * 10 + "|",
+                  "| sccl | distilbert-base, 400 | fp32 | - | 2.50 | 4.00 | 0.62 | 150 | - | 9 |"]
     cfg = reproduce.compose("sccl_tweet", [])
-    hours, why = reproduce.gpu_hours(cfg, rows)
+    only_steps = reproduce.gpu_rows("\n".join([reproduce.GPU_START, *steps_table, reproduce.GPU_END]))
+    assert [r["steps_per_s"] for r in only_steps] == [4.0]  # the authors' layout is not this project's run
+    hours, why = reproduce.gpu_hours(cfg, only_steps)
     assert hours == pytest.approx(3000 / 4.0 / 3600) and why == "3000 steps at 4.00 steps/s"
+    both = reproduce.gpu_rows("\n".join([reproduce.GPU_START, *steps_table, "", *end_to_end, reproduce.GPU_END]))
+    assert reproduce.gpu_hours(cfg, both)[0] == pytest.approx(3000 / 2.5 / 3600)  # end to end preferred
     assert reproduce.gpu_hours(cfg, [])[0] is None
+    assert reproduce.gpu_rows("| sccl | distilbert-base, 400 | fp32 | ours |") == []  # no GPU section: nothing
     aecl = reproduce.compose("aecl_tweet", [])  # 70 epochs of ceil(2472 / 400) = 7 steps, no figure for AECL
     assert reproduce.training_steps(aecl) == 70 * 7
-    assert reproduce.gpu_hours(aecl, rows)[1].startswith("no GPU figure in BENCHMARKS.md for aecl")
+    assert reproduce.gpu_hours(aecl, both)[1].startswith("no GPU figure in BENCHMARKS.md for aecl")
 
 
 def write_views(folder: Path, name: str) -> None:
@@ -134,3 +142,29 @@ def test_a_missing_file_stops_before_any_run(tmp_path, capsys):
     assert err.strip() == (f"error: {folder / 'tweet_trans_subst_20.csv'} is missing; get it with "
                            f"`python -m datamodules.download tweet_views --dest {tmp_path}`")
     assert not (tmp_path / "out" / "sccl_tweet").exists()
+
+
+def test_run_states_and_the_commands_they_give(tmp_path):
+    fresh, done, stopped, evaluated = (tmp_path / name for name in ("fresh", "done", "stopped", "evaluated"))
+    for folder in (done, stopped, evaluated):
+        (folder / "checkpoints").mkdir(parents=True)
+        (folder / "checkpoints" / "last.ckpt").write_bytes(b"x")
+    (done / "results.json").write_text(json.dumps({"method": "sccl", "dataset": "tweet", "status": "finished"}))
+    (stopped / "results.json").write_text(json.dumps({"method": "sccl", "status": "interrupted"}))
+    (evaluated / "results.json").write_text(json.dumps({"method": "sccl", "status": "evaluation_failed",
+                                                        "training_finished": True}))
+    assert reproduce.run_state(fresh) == ("fresh", None, False)
+    assert reproduce.run_state(done) == ("done", None, False)
+    assert reproduce.run_state(stopped) == ("resume", stopped / "checkpoints" / "last.ckpt", False)
+    assert reproduce.run_state(evaluated) == ("resume", evaluated / "checkpoints" / "last.ckpt", True)
+
+    run = reproduce.Run("sccl_tweet", ["SCCL, tweet"], cfg=None, fresh=[0, 2],
+                        resume={1: (Path("/c/last.ckpt"), True)})
+    local = reproduce.launch_commands(run, tmp_path, "local", ["trainer.devices=4"])
+    assert [c[2:] for c in local] == [
+        ["--multirun", "experiment=sccl_tweet", f"hydra.sweep.dir={tmp_path / 'sccl_tweet'}",
+         "hydra.sweep.subdir=seed_${seed}", "seed=0,2", "trainer.devices=4"],
+        ["--multirun", "experiment=sccl_tweet", f"hydra.sweep.dir={tmp_path / 'sccl_tweet'}",
+         "hydra.sweep.subdir=seed_${seed}", "seed=1", "ckpt_path=/c/last.ckpt", "eval_only=true", "trainer.devices=4"]]
+    slurm = reproduce.launch_commands(run, tmp_path, "slurm", [])
+    assert all("hydra/launcher=slurm" in command for command in slurm)
