@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import warnings
+from typing import Callable
 
 # messages Lightning logs to advertise its commercial products (see its logger/callback connectors)
 ADVERT_PREFIXES = ("💡 Tip:",)
@@ -97,3 +98,13 @@ def configure(root_handlers_present: bool | None = None) -> None:
         return
     hf_logging.disable_progress_bar()  # transformers' own bars ("Loading weights")
     enable_progress_bars()  # ... but a first download of a Hub backbone keeps its progress bar
+
+
+def run_cli(main: Callable[[], object], info_logs: bool = False) -> None:
+    """The ``if __name__ == "__main__"`` of a ``python -m`` command: the quiet console of :func:`configure`
+    (with ``info_logs``, the command's own INFO lines on stderr, message only), then ``main()``. Its
+    ``UserError`` becomes one line and exit status 2 through ``errors.exit_on_user_error`` on ``main``."""
+    if info_logs:
+        logging.basicConfig(level=logging.INFO, format="%(message)s")
+    configure()
+    main()

@@ -79,14 +79,16 @@ class OutputWriteError(UserError, OSError):
 
 
 # OS errors that are the machine's state, never a bug of ours: reported as one line wherever raised
-_ENVIRONMENT_ERRNOS = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is exceeded",
-                       errno.EROFS: "the file system is read-only", errno.EACCES: "permission denied"}
+# (outputs here, checkpoints in callbacks.safety.checkpointing), each with these words
+ENVIRONMENT_ERRNOS = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is exceeded",
+                      errno.EFBIG: "the file is larger than this process may write",
+                      errno.EROFS: "the file system is read-only", errno.EACCES: "permission denied"}
 
 
 def output_error(err: OSError, path: str | os.PathLike | None = None) -> OutputWriteError:
     """A one-line ``OutputWriteError`` for an OS error raised while writing ``path``."""
     target = path or err.filename
-    reason = _ENVIRONMENT_ERRNOS.get(err.errno, err.strerror or str(err))
+    reason = ENVIRONMENT_ERRNOS.get(err.errno, err.strerror or str(err))
     where = f"'{target}'" if target else "an output file"
     return OutputWriteError(
         f"cannot write {where}: {reason} ({err.strerror or err}). Free disk space or make the folder writable, "
@@ -106,7 +108,7 @@ def writing(path: str | os.PathLike):
 
 
 def _environment_error(err: BaseException) -> OutputWriteError | None:
-    if isinstance(err, OSError) and not isinstance(err, UserError) and err.errno in _ENVIRONMENT_ERRNOS:
+    if isinstance(err, OSError) and not isinstance(err, UserError) and err.errno in ENVIRONMENT_ERRNOS:
         if err.errno == errno.EACCES and not err.filename:
             return None
         return output_error(err)

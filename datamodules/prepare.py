@@ -238,5 +238,4 @@ def main(argv: Sequence[str] | None = None):
 if __name__ == "__main__":
     import console
 
-    console.configure()
-    main()
+    console.run_cli(main)

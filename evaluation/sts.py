@@ -440,5 +440,4 @@ def main(argv: Sequence[str] | None = None) -> dict:
 if __name__ == "__main__":
     import console
 
-    console.configure()  # no "Loading weights" bars from transformers, no adverts
-    main()
+    console.run_cli(main)

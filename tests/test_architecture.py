@@ -1,7 +1,7 @@
 """The import graph of the project's own code (everything but tests/): no circle, nothing imports a
 layer above its own, no file outside the repository is named, no machine path is committed.
 
-Layers, bottom to top (docs/architecture.md): errors/console/run_folder -> lightning_modules.shared ->
+Layers, bottom to top (docs/architecture.md): errors/console/run_folder/atomic_files -> lightning_modules.shared ->
 the method packages and datamodules -> validation -> evaluation -> callbacks -> run -> scripts.
 Every import counts, also those inside functions."""
 from __future__ import annotations
@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-TOP = ("errors", "console", "run_folder", "lightning_modules", "datamodules", "validation", "evaluation", "callbacks",
-       "hydra_plugins", "run", "scripts")
+TOP = ("errors", "console", "run_folder", "atomic_files", "lightning_modules", "datamodules", "validation",
+       "evaluation", "callbacks", "hydra_plugins", "run", "scripts")
 
 
 def layer(module: str) -> int:
-    if module in ("errors", "console", "run_folder"):
+    if module in ("errors", "console", "run_folder", "atomic_files"):
         return 0
     if module.startswith("lightning_modules.shared") or module == "lightning_modules":
         return 1

@@ -254,7 +254,7 @@ def test_a_failed_write_leaves_the_previous_checkpoint(tmp_path, monkeypatch):
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(torch, "save", disk_full)
-    with pytest.raises(CheckpointWriteError, match="no space left on the device.*previous checkpoint .* is intact"):
+    with pytest.raises(CheckpointWriteError, match="the disk is full.*previous checkpoint .* is intact"):
         atomic_save({"step": 2, "w": torch.zeros(3)}, path)
     monkeypatch.undo()
     assert torch.load(path)["step"] == 1 and sorted(p.name for p in tmp_path.iterdir()) == ["last.ckpt"]

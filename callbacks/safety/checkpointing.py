@@ -1,7 +1,7 @@
 """Checkpoints that survive crashes, full disks and interruptions (docs/reliability.md "Preemption and resume").
 
-- :func:`atomic_save` is how the project writes every checkpoint: into a temporary file in the
-  target's folder, flushed and fsync'ed, then renamed over the target (``os.replace``). A crash
+- :func:`atomic_save` is how the project writes every checkpoint (``atomic_files``: into a temporary
+  file in the target's folder, flushed and fsync'ed, then renamed over the target). A crash
   or a full disk leaves the previous file intact under its name; a failed write is one
   :class:`CheckpointWriteError` naming the file and the cause.
 - :class:`AtomicCheckpointIO` makes ``trainer.save_checkpoint`` use it (``last.ckpt``,
@@ -22,7 +22,6 @@ import logging
 import math
 import os
 import shutil
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -31,14 +30,11 @@ import torch
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 from lightning.pytorch.callbacks import Checkpoint
 
+import atomic_files
 from callbacks.safety import interrupt
-from errors import ConfigError, UserError
+from errors import ENVIRONMENT_ERRNOS, ConfigError, UserError
 
 log = logging.getLogger(__name__)
-
-_REASONS = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "the disk quota is exceeded",
-            errno.EFBIG: "the file is larger than this process may write", errno.EROFS: "the file system is read-only",
-            errno.EACCES: "permission denied"}
 
 
 class CheckpointWriteError(UserError, OSError):
@@ -55,7 +51,7 @@ def _write_error(path: Path, err: BaseException) -> CheckpointWriteError:
         with contextlib.suppress(OSError):
             if shutil.disk_usage(path.parent).free < 64 * 2**20:
                 code = errno.ENOSPC
-    reason = _REASONS.get(code, str(err))
+    reason = ENVIRONMENT_ERRNOS.get(code, str(err))
     previous = "the previous checkpoint under that name is intact" if path.exists() else "no file was left behind"
     free = ""
     with contextlib.suppress(OSError):
@@ -66,60 +62,24 @@ def _write_error(path: Path, err: BaseException) -> CheckpointWriteError:
     )
 
 
-def _fsync_dir(folder: Path) -> None:
-    with contextlib.suppress(OSError):  # not every file system lets a folder be opened
-        fd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
 def atomic_save(obj: Any, path: str | os.PathLike) -> None:
     """``torch.save(obj)`` to ``path`` so that ``path`` is either the old file or the complete new one.
 
     Raises :class:`CheckpointWriteError` when the write fails (disk full, permissions, ...); the
     temporary file is removed.
     """
-    path = Path(path)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    except OSError as err:
-        raise _write_error(path, err) from err
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            torch.save(obj, handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException as err:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        if isinstance(err, (OSError, RuntimeError)):
-            raise _write_error(path, err) from err
-        raise
-    _fsync_dir(path.parent)
+        atomic_files.atomic_write(path, lambda handle: torch.save(obj, handle))
+    except (OSError, RuntimeError) as err:  # torch's zip writer reports a failed write as a RuntimeError
+        raise _write_error(Path(path), err) from err
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     """Write a small text file (results.json, reports) with the same temporary-file-and-rename rule."""
-    path = Path(path)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(text)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        atomic_files.atomic_write_text(path, text)
     except OSError as err:
-        raise _write_error(path, err) from err
+        raise _write_error(Path(path), err) from err
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):

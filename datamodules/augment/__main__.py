@@ -13,16 +13,15 @@ import argparse
 import datetime as _dt
 import hashlib
 import json
-import os
 import platform
 import shlex
 import sys
-import tempfile
 import time
 from importlib import metadata
 from pathlib import Path
 from typing import Sequence
 
+from atomic_files import atomic_write_text
 from errors import USER_ERROR_EXIT_CODE, UserError, find_user_error, report_user_error
 
 DEFAULT_PREFIX = {"eda": "eda", "contextual": "ctx"}
@@ -134,17 +133,6 @@ def merge_settings(previous: dict | None, run: dict, final_columns: Sequence[str
             runs.append({**old, "columns": kept})
     runs.append(run)
     return {"tool": "datamodules.augment", "file": str(output), "runs": runs}
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8", newline="") as out:
-            out.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -298,7 +286,7 @@ def augment_file(args: argparse.Namespace, argv: Sequence[str]) -> dict:
         frame[column] = [row[k] for row in copies]
         unchanged[column] = sum(new == old for new, old in zip(frame[column], texts))
     write_sep = separator_for(target, default=args.sep or separator_for(source))
-    atomic_write_text(target, frame.to_csv(index=False, sep=write_sep))
+    atomic_write_text(target, frame.to_csv(index=False, sep=write_sep), newline="")
 
     run = {
         "method": args.method,
@@ -317,7 +305,7 @@ def augment_file(args: argparse.Namespace, argv: Sequence[str]) -> dict:
         "command": "python -m datamodules.augment " + shlex.join(argv),
     }
     record = merge_settings(previous, run, list(frame.columns), target)
-    atomic_write_text(settings_path(target), json.dumps(record, indent=2) + "\n")
+    atomic_write_text(settings_path(target), json.dumps(record, indent=2) + "\n", newline="")
     print(
         f"wrote {target} ({len(frame)} rows, new columns {', '.join(columns)}, "
         f"{elapsed:.1f}s; unchanged: {', '.join(f'{c}={n}' for c, n in unchanged.items())}) "

@@ -1,0 +1,20 @@
+"""console.run_cli, the tail of every `python -m` command: a user error is one line on stderr and exit 2."""
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("command, named", [
+    (["evaluation.export", "--run", "no/such/run", "--out", "out"], "no/such/run"),
+    (["evaluation.predict", "--run", "no/such/run", "--input", "x.csv", "--output", "y.csv"], "x.csv"),
+])
+def test_a_user_error_is_one_line_and_exit_2(command, named, tmp_path):
+    done = subprocess.run([sys.executable, "-m", *command], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and named in lines[0]
