@@ -21,7 +21,6 @@ from __future__ import annotations
 import importlib
 import logging
 import time
-import warnings
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -186,7 +185,7 @@ def run_toolkit(
     batch_size: int = 128,
 ) -> dict:
     """Each task through ``senteval.engine.SE(...).eval``; the result has ``evaluate_transfer``'s shape."""
-    from evaluation.transfer_tasks import TASK_FOLDERS, summarise
+    from evaluation.transfer_tasks import summarise, task_folder
 
     engine = import_senteval()
     data_dir = Path(data_dir)
@@ -196,11 +195,8 @@ def run_toolkit(
     se = engine.SE(params, batcher, prepare)
     results: dict[str, dict] = {}
     for task in tasks:
-        folder = data_dir / TASK_FOLDERS[task]
-        if not folder.is_dir():
-            reason = f"folder '{folder}' not found"
-            warnings.warn(f"transfer task {task} skipped: {reason}", stacklevel=2)
-            results[task] = {"skipped": reason}
+        folder = task_folder(data_dir, task, results)
+        if folder is None:
             continue
         start = time.perf_counter()
         results[task] = _task_result(task, se.eval(TOOLKIT_TASKS[task]))

@@ -65,7 +65,7 @@ from evaluation.transfer_readers import (
     read_trec,
     senteval_order,
 )
-from evaluation.transfer_tasks import PROTOCOL_NAMES, PROTOCOLS, TASK_FOLDERS, summarise
+from evaluation.transfer_tasks import PROTOCOL_NAMES, PROTOCOLS, summarise, task_folder
 
 Encode = Callable[[list[str]], np.ndarray]
 log = logging.getLogger(__name__)
@@ -213,11 +213,8 @@ def evaluate_transfer(
     proto = make_protocol(protocol, seed, kfold, inner_kfold, setting, classifier, jobs)
     results: dict[str, dict] = {}
     for task in tasks:
-        folder = data_dir / TASK_FOLDERS[task]
-        if not folder.is_dir():
-            reason = f"folder '{folder}' not found"
-            warnings.warn(f"transfer task {task} skipped: {reason}", stacklevel=2)
-            results[task] = {"skipped": reason}
+        folder = task_folder(data_dir, task, results)
+        if folder is None:
             continue
         start = time.perf_counter()
         with warnings.catch_warnings(record=True) as caught:

@@ -5,6 +5,9 @@ toolkit as engine), so both write the same result layout.
 """
 from __future__ import annotations
 
+import warnings
+from pathlib import Path
+
 import numpy as np
 
 TASK_FOLDERS = {
@@ -23,6 +26,19 @@ PROTOCOL_NAMES = {
     "sklearn": "scikit-learn logistic regression (SentEval's usepytorch=False grids; not the papers' protocol)",
     "senteval-toolkit": "the SentEval toolkit itself (senteval.engine.SE) with our encoder as its batcher",
 }
+
+
+
+def task_folder(data_dir: Path, task: str, results: dict) -> Path | None:
+    """The task's SentEval folder, or None with the skip warned about and recorded in ``results``: a missing
+    task costs its row, not the whole table."""
+    folder = Path(data_dir) / TASK_FOLDERS[task]
+    if folder.is_dir():
+        return folder
+    reason = f"folder '{folder}' not found"
+    warnings.warn(f"transfer task {task} skipped: {reason}", stacklevel=3)
+    results[task] = {"skipped": reason}
+    return None
 
 
 def summarise(results, tasks, protocol, description, settings, max_train, mrpc_features, data_dir) -> dict:
