@@ -39,7 +39,7 @@ from typing import Iterable, Sequence
 
 import run_folder
 from errors import UserError, exit_on_user_error
-from evaluation.evaluate_model import BENCHMARKS, SHORT_NAMES
+from evaluation.clustering_benchmarks import BENCHMARKS, SHORT_NAMES
 from evaluation.objective import is_finite_number
 
 STS_TASKS = ("STS12", "STS13", "STS14", "STS15", "STS16", "STSB", "SICKR")

@@ -319,8 +319,8 @@ def part_train(args) -> dict:
 
 def part_eval(args) -> dict:
     from datamodules.short_text import load_corpus
+    from evaluation.clustering_benchmarks import BENCHMARKS, clustering_sets
     from evaluation.embedding_cache import EmbeddingCache
-    from evaluation.evaluate_model import BENCHMARKS, clustering_sets
     from evaluation.load import load_encoder
     from evaluation.metrics import clustering_scores
     from lightning_modules.shared.kmeans import kmeans_fit

@@ -5,14 +5,9 @@ import json
 import numpy as np
 import pytest
 
-from evaluation.evaluate_model import (
-    clustering_markdown,
-    clustering_set,
-    compare,
-    evaluate_clustering,
-    evaluate_encoder,
-    main,
-)
+from evaluation.clustering_benchmarks import clustering_markdown, clustering_set, evaluate_clustering
+from evaluation.encoder_evaluation import compare, evaluate_encoder
+from evaluation.evaluate_model import main
 from tests.conftest import write_csv
 
 # 1-D positions per text: class a at 0,0,0 and one at 10; class b at 10,10,10 and one at 0.

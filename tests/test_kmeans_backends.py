@@ -91,7 +91,7 @@ def test_backend_names_are_checked():
 
 @pytest.mark.parametrize("backend", KMEANS_BACKENDS)
 def test_evaluate_clustering_uses_and_records_the_backend(tmp_path, backend):
-    from evaluation.evaluate_model import clustering_markdown, clustering_set, evaluate_clustering
+    from evaluation.clustering_benchmarks import clustering_markdown, clustering_set, evaluate_clustering
     from tests.conftest import write_csv
 
     (tmp_path / "toy.yaml").write_text(

@@ -301,7 +301,7 @@ class KeywordTextEncoder(nn.Module):
 
 
 def test_evaluate_model_names_the_transfer_protocol_in_tables_and_headline_rows(tmp_path):
-    from evaluation.evaluate_model import compare, evaluate_encoder, to_markdown
+    from evaluation.encoder_evaluation import compare, evaluate_encoder, to_markdown
 
     root = make_senteval(tmp_path, n=20, tasks=("TREC",))
     results = {

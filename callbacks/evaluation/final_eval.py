@@ -17,7 +17,8 @@ from typing import Sequence
 
 from lightning.pytorch.callbacks import Callback
 
-from evaluation.evaluate_model import BENCHMARKS, evaluate_encoder, headline_rows, write_outputs
+from evaluation.clustering_benchmarks import BENCHMARKS
+from evaluation.encoder_evaluation import evaluate_encoder, headline_rows, write_outputs
 
 
 class FinalEvaluation(Callback):
