@@ -152,7 +152,8 @@ def variant_keys(runs: Sequence[Run]) -> dict[str, list[str]]:
     return keys
 
 
-def _short(value) -> str:
+def short_value(value) -> str:
+    """A config value as a table shows it: 4 significant digits for floats, null for None."""
     if value is None:
         return "null"
     if isinstance(value, float):
@@ -167,7 +168,7 @@ def run_group(run: Run, keys: dict[str, list[str]]) -> tuple:
 
 def run_label(run: Run, keys: dict[str, list[str]], exact: bool = False) -> str:
     """``method · key=value, ...`` (floats to 4 significant digits unless ``exact``)."""
-    show = str if exact else _short
+    show = str if exact else short_value
     parts = [f"{k}={show(run.config.get(k, '<absent>'))}" for k in keys.get(run.method, [])]
     return run.method + (" · " + ", ".join(parts) if parts else "")
 
@@ -446,44 +447,6 @@ def aggregate_folders(paths: Sequence[str | Path]) -> tuple[dict, list[Run]]:
         raise UserError(f"no run folders (with results.json, config_resolved.yaml or .hydra/) under {where}")
     runs = [load_run(p) for p in run_dirs]
     return aggregate(runs), runs
-
-
-# -- Optuna trials ----------------------------------------------------------------------------------------------
-def trials(runs: Sequence[Run], params: Sequence[str]) -> list[dict]:
-    """One row per job of a sweep: its number, the searched parameters' values, objective, status."""
-    rows = []
-    for run in runs:
-        objective = (run.results or {}).get("objective") or {}
-        rows.append({
-            "job": run.job_num,
-            **{p: run.config.get(p, "?") for p in params},
-            "objective": objective.get("name"),
-            "value": objective.get("value"),
-            "status": "failed" if run.failure else "complete",
-            "run": str(run.path),
-        })
-    return sorted(rows, key=lambda r: (r["job"] is None, r["job"]))
-
-
-def write_trials(rows: Sequence[dict], params: Sequence[str], out_dir: Path, direction: str = "maximize") -> list[Path]:
-    scored = [r for r in rows if is_finite_number(r["value"])]
-    best = (max if direction == "maximize" else min)(scored, key=lambda r: r["value"]) if scored else None
-    head = ["job", *params, "objective value", "status"]
-    lines = [f"# Trials ({len(rows)}; objective {rows[0]['objective'] if rows else '?'}, {direction})", "",
-             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for r in rows:
-        mark = " **best**" if r is best else ""
-        value = "–" if r["value"] is None else f"{r['value']:.4f}"
-        cells = [str(r["job"]), *[_short(r[p]) for p in params], value + mark, r["status"]]
-        lines.append("| " + " | ".join(cells) + " |")
-    md = out_dir / "trials.md"
-    md.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    table_csv = out_dir / "trials.csv"
-    with open(table_csv, "w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=["job", *params, "objective", "value", "status", "run"])
-        writer.writeheader()
-        writer.writerows(rows)
-    return [md, table_csv]
 
 
 # -- CLI --------------------------------------------------------------------------------------------------------

@@ -6,7 +6,8 @@ import statistics
 import pytest
 import yaml
 
-from evaluation.aggregate import aggregate, aggregate_folders, load_run, main, trials, write_trials
+from evaluation.aggregate import aggregate, aggregate_folders, load_run, main
+from evaluation.sweep_trials import trials, write_trials
 from run_folder import find_runs
 
 

@@ -168,7 +168,8 @@ class SweepCallback(Callback):
 
     def write_tables(self, config: DictConfig) -> list[dict]:
         """Aggregate (and trials) tables into the sweep folder; returns the failed jobs."""
-        from evaluation.aggregate import aggregate_folders, markdown, trials, write_outputs, write_trials
+        from evaluation.aggregate import aggregate_folders, markdown, write_outputs
+        from evaluation.sweep_trials import trials, write_trials
 
         sweep_dir = Path(str(config.hydra.sweep.dir))
         if not sweep_dir.is_dir():
