@@ -26,7 +26,7 @@ from callbacks.sweeps.hydra_callbacks import record_sweep_failure  # noqa: E402
 from errors import USER_ERROR_EXIT_CODE, ConfigError, find_user_error, report_user_error, writing  # noqa: E402
 from evaluation import objective  # noqa: E402
 from evaluation.wandb_dashboard import has_wandb_credentials, log_results, wandb_group_settings  # noqa: E402
-from lightning_modules.shared.precision import register_precision_resolver  # noqa: E402
+from lightning_modules.shared.precision import precision_trainer_kwargs, register_precision_resolver  # noqa: E402
 
 register_precision_resolver()  # ${gpu_precision:} in conf/trainer/gpu.yaml
 
@@ -171,11 +171,17 @@ def train(cfg: DictConfig) -> dict:
     auto_k = resolve_auto_clusters(cfg, datamodule, output_dir)
     validation.check_data(cfg, datamodule, checkpoint_hparams)
     model = instantiate_method(cfg, datamodule)
+    if cfg.get("encoder_compile"):  # torch.compile of the backbone (conf/config.yaml; docs/gpu.md)
+        model.encoder.compile_backbone()
     callbacks = instantiate_callbacks(cfg)
     objective.check_sources(cfg.get("objective"), [getattr(cb, "results_key", "") for cb in callbacks])
     loggers = build_loggers(cfg)
+    trainer_kwargs = control.trainer_kwargs(cfg.trainer)
+    # bf16/fp16 autocast with its weight-cast cache on (Lightning's is off; lightning_modules/shared/precision.py)
+    trainer_kwargs.update(precision_trainer_kwargs(cfg.trainer.get("precision"), cfg.trainer.get("accelerator"),
+                                                   trainer_kwargs.get("plugins")))
     trainer = hydra.utils.instantiate(cfg.trainer, callbacks=callbacks + control.callbacks(), logger=loggers or False,
-                                      **control.trainer_kwargs(cfg.trainer))
+                                      **trainer_kwargs)
     for logger in loggers:
         logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
 

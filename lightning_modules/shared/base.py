@@ -1,6 +1,7 @@
 """Behaviour shared by the methods' LightningModules: encoder, optimiser groups, evaluation."""
 from __future__ import annotations
 
+import functools
 import inspect
 from typing import Iterable
 
@@ -124,8 +125,8 @@ class TextRepresentationModule(L.LightningModule):
             {"params": list(self.head_parameters()), "lr": self.lr * self.head_lr_multiplier},
         ]
         groups = [g for g in groups if g["params"]]
-        factory = self.optimizer_factory or torch.optim.Adam
-        return factory(groups)
+        on_gpu = any(p.is_cuda for g in groups for p in g["params"])
+        return build_optimizer(self.optimizer_factory or torch.optim.Adam, groups, fused=on_gpu)
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         # lets tools (validation of ckpt_path, evaluation.sts --checkpoint) tell which module wrote the file
@@ -161,6 +162,21 @@ class TextRepresentationModule(L.LightningModule):
     def eval_step(self, batch: dict) -> dict[str, torch.Tensor]:
         """Embeddings of the original texts for evaluation; subclasses add head predictions."""
         return {"embeddings": self.embed(batch["original"], pooling=self.eval_pooling)}
+
+
+FUSED_OPTIMIZERS = (torch.optim.Adam, torch.optim.AdamW)
+
+
+def build_optimizer(factory, groups: list[dict], fused: bool) -> torch.optim.Optimizer:
+    """``factory(groups)``; with ``fused``, Adam and AdamW get ``fused=True`` (one kernel for every parameter
+    instead of a few per tensor) unless the configuration chose ``fused`` or ``foreach`` itself. The model's
+    step calls it with ``fused`` on CUDA only, where the fused kernels are the fast path; the CPU keeps
+    torch's default kernels (its measured numbers)."""
+    target = factory.func if isinstance(factory, functools.partial) else factory
+    chosen = set(factory.keywords) if isinstance(factory, functools.partial) else set()
+    if fused and target in FUSED_OPTIMIZERS and not chosen & {"fused", "foreach"}:
+        return factory(groups, fused=True)
+    return factory(groups)
 
 
 def first_dimension(batch) -> int | None:

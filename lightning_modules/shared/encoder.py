@@ -267,6 +267,12 @@ class TextEncoder(nn.Module):
         return cls(load_backbone(name, **tiny_kwargs), load_tokenizer(name), pooling, max_length, chunk_tokens,
                    concat_views, grad_cache_tokens, prompt_templates)
 
+    def compile_backbone(self, dynamic: bool = True, backend: str = "inductor") -> None:
+        """``torch.compile`` the backbone in place (``nn.Module.compile``: its weights and checkpoint keys stay as
+        they are). ``dynamic``: one graph for every batch and chunk shape instead of a recompilation for each
+        new one (the encoder's calls change width and rows from step to step)."""
+        self.backbone.compile(dynamic=dynamic, backend=backend)
+
     def tokenize(self, texts: Sequence[str], pad_to_max: bool = False) -> dict[str, torch.Tensor]:
         """Pad to the longest text of the batch (or to ``max_length`` when asked)."""
         return self.tokenizer(

@@ -11,7 +11,10 @@ the graph of one mini-batch exists, and the parameter gradients are those of one
 - dropout draws the same masks in the replay: each mini-batch's random-number state (CPU and, on a GPU,
   CUDA) is saved before its first run and restored for the replay, inside ``torch.random.fork_rng`` so
   the run's own random sequence is the one it would have been without caching;
-- the autocast setting of the forward pass is restored for the replay (mixed precision);
+- the autocast setting of the forward pass is restored for the replays (mixed precision), one autocast region for
+  all of them, so that each weight is cast to bf16/fp16 once (the cast cache) and not once per mini-batch; the
+  first pass runs with that cache off (its casts carry no graph and must not be reused with one);
+- each parameter's gradient is summed in place over the mini-batches;
 - the method's code runs once per step: only the encoder is replayed, so state a step changes
   (ClusterNS's centroids, AECL's pseudo-labels) changes once;
 - the parameter gradients are returned as the gradients of this function's inputs, so every parameter
@@ -48,9 +51,11 @@ class CachedEncoding(torch.autograd.Function):
         ctx.chunks, ctx.rows, ctx.device = chunks, rows, device
         ctx.autocast = (device.type, torch.is_autocast_enabled(device.type), torch.get_autocast_dtype(device.type))
         ctx.states, parts = [], []
-        for run in chunks:
-            ctx.states.append(rng_state(device))
-            parts.append(run())  # no graph: autograd is off inside forward
+        _, autocast_on, autocast_dtype = ctx.autocast
+        with torch.autocast(device.type, dtype=autocast_dtype, enabled=autocast_on, cache_enabled=False):
+            for run in chunks:
+                ctx.states.append(rng_state(device))
+                parts.append(run())  # no graph: autograd is off inside forward
         ctx.save_for_backward(*params)
         order = torch.cat(list(rows))  # [B] batch rows in chunk order
         inverse = torch.empty_like(order)
@@ -63,13 +68,20 @@ class CachedEncoding(torch.autograd.Function):
         totals: list[torch.Tensor | None] = [None] * len(params)
         device_type, autocast_on, autocast_dtype = ctx.autocast
         devices = [ctx.device] if ctx.device.type == "cuda" else []
-        for run, rows, state in zip(ctx.chunks, ctx.rows, ctx.states):
-            with torch.random.fork_rng(devices=devices):
-                set_rng_state(state, ctx.device)
-                with torch.enable_grad(), torch.autocast(device_type, dtype=autocast_dtype, enabled=autocast_on):
-                    out = run()  # [b, d], with its graph
-            parts = torch.autograd.grad(out, params, grad.index_select(0, rows).to(out.dtype), allow_unused=True)
-            totals = [g if t is None else (t if g is None else t + g) for t, g in zip(totals, parts)]
+        with torch.autocast(device_type, dtype=autocast_dtype, enabled=autocast_on):
+            for run, rows, state in zip(ctx.chunks, ctx.rows, ctx.states):
+                with torch.random.fork_rng(devices=devices):
+                    set_rng_state(state, ctx.device)
+                    with torch.enable_grad():
+                        out = run()  # [b, d], with its graph
+                parts = torch.autograd.grad(out, params, grad.index_select(0, rows).to(out.dtype), allow_unused=True)
+                for i, part in enumerate(parts):
+                    if part is None:
+                        continue
+                    if totals[i] is None:
+                        totals[i] = part  # a fresh tensor of autograd's: summed into below, in place
+                    else:
+                        totals[i].add_(part)
         return (None, None, None, *totals)
 
 
