@@ -30,6 +30,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
+import run_folder
 from errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -72,7 +73,7 @@ def is_multirun() -> bool:
 
 
 def write_failure(output_dir: str | Path, err: BaseException) -> Path:
-    path = Path(output_dir) / "failed.json"
+    path = Path(output_dir) / run_folder.FAILED
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"error": f"{type(err).__name__}: {err}", "type": type(err).__name__}, indent=2))
     return path
@@ -114,7 +115,7 @@ class SweepCallback(Callback):
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
         hydra_cfg = _hydra_cfg()
         if hydra_cfg is not None and hydra_cfg.runtime.output_dir:  # a requeued job's earlier failure is stale
-            (Path(hydra_cfg.runtime.output_dir) / "failed.json").unlink(missing_ok=True)
+            (Path(hydra_cfg.runtime.output_dir) / run_folder.FAILED).unlink(missing_ok=True)
         launcher = config.hydra.launcher if is_multirun() else None
         threads = threads_for_job(config.get("threads_per_job"), launcher, usable_cores())
         if threads is not None:
@@ -128,13 +129,13 @@ class SweepCallback(Callback):
 
         failed = job_return.status == JobStatus.FAILED
         output_dir = Path(_hydra_cfg().runtime.output_dir)
-        finish_wandb_run(failed or (output_dir / "failed.json").exists())  # run.py's user errors return
+        finish_wandb_run(failed or (output_dir / run_folder.FAILED).exists())  # run.py's user errors return
         if not failed or not is_multirun():
             return
         try:
             job_return.return_value  # raises the job's exception
         except Exception as err:  # noqa: BLE001 - recorded, Hydra reports it
-            if not (output_dir / "failed.json").exists():
+            if not (output_dir / run_folder.FAILED).exists():
                 write_failure(output_dir, err)
 
     # -- the launching process --------------------------------------------------------------------------
