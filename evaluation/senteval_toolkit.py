@@ -185,7 +185,7 @@ def run_toolkit(
     batch_size: int = 128,
 ) -> dict:
     """Each task through ``senteval.engine.SE(...).eval``; the result has ``evaluate_transfer``'s shape."""
-    from evaluation.transfer_tasks import summarise, task_folder
+    from evaluation.transfer_tasks import present_tasks, summarise
 
     engine = import_senteval()
     data_dir = Path(data_dir)
@@ -194,10 +194,7 @@ def run_toolkit(
     prepare, batcher = make_prepare_and_batcher(encode)
     se = engine.SE(params, batcher, prepare)
     results: dict[str, dict] = {}
-    for task in tasks:
-        folder = task_folder(data_dir, task, results)
-        if folder is None:
-            continue
+    for task, _ in present_tasks(data_dir, tasks, results):  # the toolkit finds the folder itself
         start = time.perf_counter()
         results[task] = _task_result(task, se.eval(TOOLKIT_TASKS[task]))
         results[task]["seconds"] = round(time.perf_counter() - start, 1)

@@ -65,7 +65,7 @@ from evaluation.transfer_readers import (
     read_trec,
     senteval_order,
 )
-from evaluation.transfer_tasks import PROTOCOL_NAMES, PROTOCOLS, summarise, task_folder
+from evaluation.transfer_tasks import PROTOCOL_NAMES, PROTOCOLS, present_tasks, summarise
 
 Encode = Callable[[list[str]], np.ndarray]
 log = logging.getLogger(__name__)
@@ -212,10 +212,7 @@ def evaluate_transfer(
         raise TransferOptionsError("toolkit_classifier is an option of protocol=senteval-toolkit only.")
     proto = make_protocol(protocol, seed, kfold, inner_kfold, setting, classifier, jobs)
     results: dict[str, dict] = {}
-    for task in tasks:
-        folder = task_folder(data_dir, task, results)
-        if folder is None:
-            continue
+    for task, folder in present_tasks(data_dir, tasks, results):
         start = time.perf_counter()
         with warnings.catch_warnings(record=True) as caught:
             # counted, not printed: a 10x10 CV would print hundreds of identical lines

@@ -6,6 +6,7 @@ toolkit as engine), so both write the same result layout.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -29,16 +30,17 @@ PROTOCOL_NAMES = {
 
 
 
-def task_folder(data_dir: Path, task: str, results: dict) -> Path | None:
-    """The task's SentEval folder, or None with the skip warned about and recorded in ``results``: a missing
-    task costs its row, not the whole table."""
-    folder = Path(data_dir) / TASK_FOLDERS[task]
-    if folder.is_dir():
-        return folder
-    reason = f"folder '{folder}' not found"
-    warnings.warn(f"transfer task {task} skipped: {reason}", stacklevel=3)
-    results[task] = {"skipped": reason}
-    return None
+def present_tasks(data_dir: Path, tasks: Iterable[str], results: dict) -> Iterator[tuple[str, Path]]:
+    """(task, its SentEval folder) for each task whose folder exists; a missing one is warned about and
+    recorded in ``results`` as skipped: it costs its row, not the whole table."""
+    for task in tasks:
+        folder = Path(data_dir) / TASK_FOLDERS[task]
+        if folder.is_dir():
+            yield task, folder
+            continue
+        reason = f"folder '{folder}' not found"
+        warnings.warn(f"transfer task {task} skipped: {reason}", stacklevel=3)
+        results[task] = {"skipped": reason}
 
 
 def summarise(results, tasks, protocol, description, settings, max_train, mrpc_features, data_dir) -> dict:
