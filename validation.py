@@ -421,7 +421,8 @@ def check_corpus(cfg: DictConfig) -> dict | None:
         stand_in = "; or train on its sample with dataset.sample=true" if _select(cfg, "dataset.sample_settings") \
             else ""
         raise MissingFileError(
-            f"{key}: '{corpus}' is missing ({item.what.split(' (')[0].split(':')[0]}; from {', '.join(catalogue.origins(item))}). "
+            f"{key}: '{corpus}' is missing ({item.what.split(' (')[0].split(':')[0]}; from "
+            f"{', '.join(catalogue.origins(item))}). "
             f"Get it with `{catalogue.download_command(item, dest)}` (or put the file there){stand_in}.")
     return {"file": str(corpus), "instead_of": None} if item.sample else None
 
