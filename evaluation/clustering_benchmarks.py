@@ -13,11 +13,13 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
+from datamodules.download.catalogue import data_root
 from errors import ConfigError, MissingFileError
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF_DATASETS = ROOT / "conf" / "dataset"
-SHARED = ROOT.parent / "shared" / "data"
+# the data folder of `python -m datamodules.download` ($PROJECT_DATA_DIR, else the repository's data/)
+DATA = data_root()
 # PairSupCon Table 1 order and column names
 BENCHMARKS = (
     "agnews",

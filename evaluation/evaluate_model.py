@@ -2,7 +2,7 @@
 
     python -m evaluation.evaluate_model --model <run dir | .ckpt | folder | Hub name | minilm>
         [--tasks clustering,sts,transfer,mteb] [--mteb-tasks STS12,my.csv] [--out DIR] [--seeds 10]
-        [--short-text-dir ../shared/data/short_text] [--senteval-dir ../shared/data/senteval/downstream]
+        [--short-text-dir data/short_text] [--senteval-dir data/senteval/downstream]
     python -m evaluation.evaluate_model --compare a.json b.json ...
 
 - clustering: the PairSupCon protocol (Table 1): embeddings from the model's evaluation pooling,
@@ -39,7 +39,7 @@ from errors import ConfigError, exit_on_user_error
 from evaluation.clustering_benchmarks import (
     BENCHMARKS,
     CLUSTERING_PROTOCOLS,
-    SHARED,
+    DATA,
     clustering_sets,
     evaluate_clustering,
 )
@@ -121,10 +121,10 @@ def main(argv: Sequence[str] | None = None) -> dict | str:
         help="folder keeping the embeddings (keyed by a hash of the weights) for later runs of the same model",
     )
     parser.add_argument("--datasets", default=",".join(BENCHMARKS), help="clustering benchmarks (conf/dataset names)")
-    parser.add_argument("--short-text-dir", type=Path, default=SHARED / "short_text")
+    parser.add_argument("--short-text-dir", type=Path, default=DATA / "short_text")
     parser.add_argument("--encoding", default=None,
                         help="text encoding of the clustering CSVs (default: each dataset config's, utf-8)")
-    parser.add_argument("--senteval-dir", type=Path, default=SHARED / "senteval" / "downstream")
+    parser.add_argument("--senteval-dir", type=Path, default=DATA / "senteval" / "downstream")
     parser.add_argument("--batch-size", type=int, default=128)
     parser.add_argument(
         "--transfer-max-train", type=int, default=None, help="subsample transfer training sets (quick runs)"

@@ -339,8 +339,9 @@ def markdown_table(results: dict, label: str) -> str:
 
 
 def _default_data_dir() -> Path:
-    # The project keeps the shared data beside the repository: <repo>/../shared/data/...
-    return Path(__file__).resolve().parents[1].parent / "shared" / "data" / "senteval" / "downstream"
+    from datamodules.download.catalogue import data_root
+
+    return data_root() / "senteval" / "downstream"
 
 
 # --------------------------------------------------------------------------------------- encoders

@@ -291,7 +291,8 @@ def main(argv: Sequence[str] | None = None) -> dict:
     parser.add_argument("--pooling", default=None, choices=("mean", "cls", "cls_before_pooler"),
                         help="default: the model's own (a run's eval pooling, an exported folder's, else mean)")
     parser.add_argument(
-        "--data-dir", default="../shared/data/senteval/downstream", help="SentEval data/downstream folder"
+        "--data-dir", default=None, help="SentEval data/downstream folder (default: the data folder's "
+        "senteval/downstream, docs/data.md)"
     )
     parser.add_argument("--out", default="outputs/transfer", help="folder for transfer.md and transfer.json")
     parser.add_argument("--tasks", nargs="+", default=list(TASKS), choices=ALL_TASKS)
@@ -361,7 +362,10 @@ def main(argv: Sequence[str] | None = None) -> dict:
     encoder, pooling = load_encoder(args.model, args.pooling)
     encoder.max_length = args.max_length
     encode = lambda texts: encoder.encode(texts, batch_size=args.batch_size, pooling=pooling).numpy()  # noqa: E731
-    result = evaluate_transfer(encode, args.data_dir, **options)
+    from datamodules.download.catalogue import data_root
+
+    data_dir = args.data_dir or data_root() / "senteval" / "downstream"
+    result = evaluate_transfer(encode, data_dir, **options)
     result["settings"].update(
         model=args.model, pooling=pooling, max_length=args.max_length, torch_threads=torch.get_num_threads()
     )
