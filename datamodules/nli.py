@@ -13,7 +13,7 @@ Supported layouts (detected from the file name and its header, see :func:`detect
 - ``triplet_csv``: SimCSE's ``nli_for_simcse.csv`` layout ``sent0,sent1,hard_neg``; each row
   gives two pairs, ``(sent0, sent1, 1)`` and ``(sent0, hard_neg, 0)``.
 - ``pair_csv``: ``sentence1,sentence2,label`` (or ``gold_label``, as in
-  ``shared/data/nli/nli_sample.csv``). The label is either text (entailment / contradiction /
+  ``nli_sample.csv``). The label is either text (entailment / contradiction /
   neutral, any case; ``-`` or empty = unlabeled) or an integer in THIS project's convention:
   ``1 = entailment, 0 = contradiction``. Other integers are rejected, because Hugging Face's
   SNLI/MNLI use 0 = entailment, 1 = neutral, 2 = contradiction and silently mixing the two
