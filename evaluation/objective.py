@@ -5,20 +5,11 @@
 ``sts.avg``, ``sts_dev.spearman``. Every default is **maximised** (accuracies, NMI, Spearman);
 a sweep that optimises something else sets ``hydra.sweeper.direction=minimize``.
 
-``objective: auto`` (the default) takes the method's own ``default_objective`` (a class attribute,
-see ``lightning_modules.shared.base``):
-
-==============  ============================  ====================================================
-method          objective                     why
-==============  ============================  ====================================================
-sccl            clustering.final.kmeans_acc   SCCL reports KMeans on the final embeddings
-aecl            clustering.final.head_acc     AECL reports its clustering network's argmax
-simcse          sts_selection.best            the STS-B dev score that picked best.ckpt
-clusterns       sts_selection.best            same
-pairsupcon      sts_dev.spearman              STS-B dev of the final weights (PairSupCon keeps the
-                                              last step; ``callbacks.evaluation.sts_dev`` scores it)
-no default      the first of FALLBACKS that the run produced
-==============  ============================  ====================================================
+``objective: auto`` (the default) takes the method's own ``default_objective``, a class attribute declared
+beside the method (``lightning_modules/<method>/module.py``; the base class in ``lightning_modules.shared.base``)
+with the reason in its comment: SCCL reports KMeans ACC, AECL its clustering network's ACC, SimCSE and ClusterNS
+the STS-B dev score that picked best.ckpt, PairSupCon STS-B dev of its final weights. A method without one takes
+the first of ``FALLBACKS`` that the run produced.
 
 Label-free shorthands (no labels needed; ``evaluation.label_free``): ``objective=silhouette``,
 ``calinski_harabasz``, ``dunn`` (maximised) and ``davies_bouldin``, ``changed`` (lower is better: the

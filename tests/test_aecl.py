@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from callbacks.evaluation.attention_ns import negative_similarity, off_class_attention
-from callbacks.phases import stage_switch
-from callbacks.phases.stage_switch import AECLStageSwitch, stage_for_epoch
+from lightning_modules.aecl.callbacks.attention_ns import negative_similarity, off_class_attention
+from lightning_modules.aecl.callbacks import stage_switch
+from lightning_modules.aecl.callbacks.stage_switch import AECLStageSwitch, stage_for_epoch
 from lightning_modules.aecl.attention import SampleAttention
 from run import train
 from tests.helpers import compose_config

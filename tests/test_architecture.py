@@ -2,7 +2,8 @@
 layer above its own, no file outside the repository is named, no machine path is committed.
 
 Layers, bottom to top (docs/architecture.md): errors/console/run_folder/atomic_files -> lightning_modules.shared ->
-the method packages and datamodules -> validation -> evaluation -> callbacks -> run -> scripts.
+the method packages and datamodules -> validation -> evaluation -> callbacks (with each method's own
+lightning_modules/<method>/callbacks/) -> run -> scripts.
 Every import counts, also those inside functions."""
 from __future__ import annotations
 
@@ -23,6 +24,8 @@ def layer(module: str) -> int:
         return 0
     if module.startswith("lightning_modules.shared") or module == "lightning_modules":
         return 1
+    if re.fullmatch(r"lightning_modules\.\w+\.callbacks(\..*)?", module):
+        return 5  # a method's own callbacks live in its folder but use the shared callbacks' pieces
     if module.startswith(("lightning_modules.", "datamodules")):
         return 2
     order = {"validation": 3, "evaluation": 4, "callbacks": 5, "hydra_plugins": 5, "run": 6, "scripts": 7}

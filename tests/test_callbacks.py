@@ -4,7 +4,7 @@ import torch
 
 from callbacks.evaluation.clustering_eval import ClusteringEvaluator, evaluate_outputs
 from callbacks.evaluation.eval_outputs import collect_eval_outputs
-from callbacks.phases.centroid_init import kmeans_init
+from lightning_modules.sccl.callbacks.centroid_init import kmeans_init
 
 
 def blobs(seed=0):

@@ -49,7 +49,7 @@ def test_resume_restores_centroids_and_evaluation_state(toy_corpus, tmp_path, mo
     saved = torch.load(ckpt, weights_only=False)
     assert bool(saved["state_dict"]["centroids_ready"])
 
-    from callbacks.phases import centroid_init
+    from lightning_modules.sccl.callbacks import centroid_init
 
     def fail(*args, **kwargs):
         raise AssertionError("centroids were re-initialised on resume")

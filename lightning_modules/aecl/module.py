@@ -40,7 +40,7 @@ class AECL(TextRepresentationModule):
     """Encoder (mean pooling) → V; G_z → Z; sample-level attention → (H, S); G_p(H) → P.
 
     Both views (X⁰ the original text, X¹ its augmentation) go through the same networks.
-    The loss depends on the stage (Algorithm 1), which ``callbacks.phases.stage_switch.AECLStageSwitch``
+    The loss depends on the stage (Algorithm 1), which ``lightning_modules.aecl.callbacks.stage_switch.AECLStageSwitch``
     sets at the start of every epoch from ``e1`` and ``e2``:
 
     - stage 1: λ1·L_I;
@@ -240,7 +240,7 @@ class AECL(TextRepresentationModule):
         if not any(getattr(cb, "drives_aecl_stages", False) for cb in self.trainer.callbacks):
             rank_zero_warn(
                 "AECL has no stage callback, so it stays in stage 1 (L_I only): add "
-                "callbacks.phases.stage_switch.AECLStageSwitch "
+                "lightning_modules.aecl.callbacks.stage_switch.AECLStageSwitch "
                 "(method.callbacks.stage_switch in conf/method/aecl.yaml)."
             )
 
@@ -289,7 +289,7 @@ class AECL(TextRepresentationModule):
         if self.pseudo_labels.numel() == 0:  # set together with pseudo_label_epoch (a shape: no read from the GPU)
             raise SetupError(
                 "AECL is in stage 2 but has no KMeans pseudo-labels: add "
-                "callbacks.phases.stage_switch.AECLStageSwitch (method.callbacks.stage_switch), which computes them."
+                "lightning_modules.aecl.callbacks.stage_switch.AECLStageSwitch (method.callbacks.stage_switch), which computes them."
             )
         # checked on the device (raises at once on the CPU, at the next synchronisation on a GPU)
         torch._assert_async(index.max() < self.pseudo_labels.numel(),
@@ -318,7 +318,7 @@ class AECL(TextRepresentationModule):
         seeded random permutation in batches of 400 with ``dataset.eval_sort_by_length=false
         dataset.eval_shuffle_seed=0 dataset.eval_batch_size=400``, as the authors evaluate), which keeps
         predictions deterministic. ``projections`` lets the NS diagnostic
-        (``callbacks.evaluation.attention_ns``) recompute S per eval batch without another encoder pass.
+        (``lightning_modules.aecl.callbacks.attention_ns``) recompute S per eval batch without another encoder pass.
         """
         out = self.forward_view(batch["original"], pooling=self.eval_pooling)
         return {"embeddings": out["v"], "projections": out["z"], "head_pred": out["logits"].argmax(dim=1)}

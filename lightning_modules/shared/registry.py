@@ -28,6 +28,10 @@ MOVED_MODULES = {
     "lightning_modules.pairsupcon": "lightning_modules.pairsupcon.module",
     "lightning_modules.simcse": "lightning_modules.simcse.module",
     "lightning_modules.clusterns": "lightning_modules.clusterns.module",
+    # a method's own callbacks moved into its folder (run folders' config_resolved.yaml name the old paths)
+    "callbacks.phases.centroid_init": "lightning_modules.sccl.callbacks.centroid_init",
+    "callbacks.phases.stage_switch": "lightning_modules.aecl.callbacks.stage_switch",
+    "callbacks.evaluation.attention_ns": "lightning_modules.aecl.callbacks.attention_ns",
 }
 
 

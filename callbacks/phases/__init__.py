@@ -1,1 +1,0 @@
-"""Callbacks that own a method's training phases: centroid initialisation, stage switching."""
