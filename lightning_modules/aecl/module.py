@@ -289,7 +289,8 @@ class AECL(TextRepresentationModule):
         if self.pseudo_labels.numel() == 0:  # set together with pseudo_label_epoch (a shape: no read from the GPU)
             raise SetupError(
                 "AECL is in stage 2 but has no KMeans pseudo-labels: add "
-                "lightning_modules.aecl.callbacks.stage_switch.AECLStageSwitch (method.callbacks.stage_switch), which computes them."
+                "lightning_modules.aecl.callbacks.stage_switch.AECLStageSwitch (method.callbacks.stage_switch), "
+                "which computes them."
             )
         # checked on the device (raises at once on the CPU, at the next synchronisation on a GPU)
         torch._assert_async(index.max() < self.pseudo_labels.numel(),

@@ -55,8 +55,8 @@ class SCCL(TextRepresentationModule):
     embeddings Instance-CL has learned, at the switch).
 
     The centroids are parameters in the encoder's space, filled by KMeans before the first step
-    (``lightning_modules.sccl.callbacks.centroid_init.KMeansCentroidInit``); ``centroids_ready`` records that this happened, so a
-    resumed run does not re-initialise them.
+    (``lightning_modules.sccl.callbacks.centroid_init.KMeansCentroidInit``); ``centroids_ready`` records that this
+    happened, so a resumed run does not re-initialise them.
     """
 
     paper = 'SCCL: Zhang et al., "Supporting Clustering with Contrastive Learning", NAACL 2021'
@@ -177,7 +177,8 @@ class SCCL(TextRepresentationModule):
         if objective in ("joint", "cluster"):
             if self.needs_centroid_init:
                 raise SetupError(
-                    "SCCL's centroids were never initialised: add lightning_modules.sccl.callbacks.centroid_init.KMeansCentroidInit "
+                    "SCCL's centroids were never initialised: add "
+                    "lightning_modules.sccl.callbacks.centroid_init.KMeansCentroidInit "
                     "(config group callbacks=sccl) so KMeans fills them before the first step."
                 )
             q = self.assign(e0)  # [N, K]
