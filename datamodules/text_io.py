@@ -46,7 +46,8 @@ def _set_option(option: str, value: str) -> str:
 
 def check_encoding(encoding: str | None, option: str = "dataset.encoding") -> str:
     """The encoding's canonical name; an unknown name is a ``UserError`` naming the option."""
-    if encoding is not None and not isinstance(encoding, str):  # `dataset.encoding=1` arrives as a number
+    # `dataset.encoding=1` arrives as a number; `dataset.encoding=''` is a name left out, not "the default"
+    if encoding is not None and (not isinstance(encoding, str) or not encoding.strip()):
         raise TextDecodeError(f"{option}={encoding!r}: an encoding is a name such as utf-8, latin-1 or cp1252 "
                               f"(`{_set_option(option, 'utf-8')}`).")
     name = encoding or DEFAULT_ENCODING

@@ -46,7 +46,7 @@ RULES = {
     "method.max_length": lambda v, limit: integer(v) and 1 <= v <= limit,
     "dataset.max_length": lambda v, limit: integer(v) and 1 <= v <= limit,
     "dataset.num_clusters": lambda v, limit: v is None or v == "auto" or (integer(v) and v >= 2),
-    "dataset.encoding": lambda v, limit: v is None or (isinstance(v, str) and known_codec(v)),
+    "dataset.encoding": lambda v, limit: v is None or (isinstance(v, str) and v.strip() != "" and known_codec(v)),
     "float32_matmul_precision": lambda v, limit: v is None or v in ("highest", "high", "medium"),
 }
 BACKBONE_LIMITS = {"minilm": 512, "tiny": 128}
@@ -78,6 +78,7 @@ def parse(token: str):
 @example("max_length", "513", "minilm")
 @example("dataset.encoding", "1", "minilm")  # a number: codecs.lookup raised a TypeError
 @example("dataset.encoding", "0", "minilm")  # 0: silently read as UTF-8
+@example("dataset.encoding", "''", "minilm")  # an empty name: silently read as UTF-8 (found by make fuzz)
 @example("method.head_lr_multiplier", "null", "minilm")  # None reached the optimiser: a TypeError in training
 @example("method.max_length", "null", "tiny")  # None turned truncation off
 def test_a_setting_passes_inside_its_bounds_or_names_its_key(key, token, backbone):
