@@ -339,6 +339,62 @@ def end_to_end(args, device: torch.device, tmp: Path) -> list[dict]:
     return rows
 
 
+def count_syncs(args, device: torch.device, tmp: Path, steps: int = 12) -> dict:
+    """Host syncs CUDA reports (``torch.cuda.set_sync_debug_mode("warn")``) in ``steps`` SCCL steps of
+    ``Trainer.fit`` in bf16, none of them a logging step after the first two; per step and by source line."""
+    if device.type != "cuda":
+        print("count-syncs: no CUDA device, nothing to count")
+        return {}
+    import collections
+    import warnings
+
+    from lightning.pytorch.callbacks import Callback
+
+    import run as run_py
+
+    arch, paper_batch, tiny_batch, _ = METHODS["sccl"]
+    folder = backbone_folder(arch, args.tiny, tmp)
+    overrides = run_overrides("sccl", folder, tiny_batch if args.tiny else paper_batch, "bf16", device, 0, steps,
+                              data_file("short").parent.resolve(), tmp / "syncs")
+    overrides = [o for o in overrides if not o.startswith("trainer.log_every_n_steps")]
+    overrides.append(f"trainer.log_every_n_steps={steps + 10}")
+    state = {"step": None}
+    seen = collections.defaultdict(collections.Counter)
+
+    class Steps(Callback):
+        def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+            state["step"] = trainer.global_step
+
+        def on_train_end(self, trainer, pl_module):
+            state["step"] = None
+
+    def record(message, category, filename, lineno, file=None, line=None):
+        if state["step"] is not None and "synchroniz" in str(message):
+            seen[state["step"]][f"{Path(filename).name}:{lineno}"] += 1
+
+    build_callbacks = run_py.instantiate_callbacks
+    run_py.instantiate_callbacks = lambda c: [Steps()] + build_callbacks(c)
+    shown = warnings.showwarning
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("always")
+            warnings.showwarning = record
+            torch.cuda.set_sync_debug_mode("warn")
+            timed_run(overrides, device)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+        warnings.showwarning = shown
+        run_py.instantiate_callbacks = build_callbacks
+    quiet = [s for s in range(2, steps - 1)]  # after the first steps, before the last (a logging step)
+    total = collections.Counter()
+    for step in quiet:
+        total.update(seen.get(step, {}))
+    per_step = sum(total.values()) / max(1, len(quiet))
+    print(f"count-syncs: {per_step:.1f} syncs a step in steps {quiet[0]}-{quiet[-1]} (no logging step); "
+          f"sources: {dict(total.most_common(8))}")
+    return {"per_step": per_step, "sources": dict(total)}
+
+
 def matmul_parameters(backbone) -> int:
     """Parameters that take part in matrix products: the backbone's without its embedding tables (a lookup
     costs no multiply-adds), for model-FLOPs utilisation."""
@@ -402,6 +458,8 @@ def main(argv=None) -> list[dict]:
     parser.add_argument("--out", type=Path, default=None, help="default: BENCHMARKS.md (GPU runs only)")
     parser.add_argument("--end-to-end", nargs="?", const="also", choices=("also", "only"), default=None,
                         help="add Trainer.fit rows (sccl, aecl on StackOverflow); 'only': no raw table")
+    parser.add_argument("--count-syncs", action="store_true",
+                        help="only count CUDA's host syncs in a few SCCL steps (bf16) and print them")
     parser.add_argument("--e2e-steps", default="20,170", help="the two run lengths of an end-to-end row")
     parser.add_argument("--e2e-repeats", type=int, default=1, help="pairs of runs; the median difference counts")
     parser.add_argument("--e2e-chunk", type=int, default=None, help="encoder_chunk_tokens of the end-to-end rows "
@@ -419,6 +477,9 @@ def main(argv=None) -> list[dict]:
     unknown = [m for m in args.methods if m not in METHODS] + [p for p in args.precisions if p not in PRECISIONS]
     if unknown:
         sys.exit(f"error: unknown method or precision {unknown}; methods {list(METHODS)}, precisions {PRECISIONS}")
+    if args.count_syncs:
+        with tempfile.TemporaryDirectory() as tmp:
+            return [count_syncs(args, torch.device(args.device), Path(tmp))]
     if args.out is None and args.device == "cpu":
         sys.exit("error: a CPU run does not write BENCHMARKS.md's GPU section; pass --out <file>.")
     rows = run(args)

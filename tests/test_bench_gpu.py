@@ -26,3 +26,30 @@ def test_a_cpu_run_does_not_write_the_gpu_section_of_benchmarks():
     bench = load_script("bench_gpu")
     with pytest.raises(SystemExit, match="does not write BENCHMARKS.md's GPU section"):
         bench.main(["--device", "cpu", "--tiny"])
+
+
+def test_end_to_end_rows_time_trainer_fit_beside_the_raw_step(tmp_path, short_text_dir):
+    bench = load_script("bench_gpu")
+    data = tmp_path / "data"
+    data.mkdir()
+    lines = (short_text_dir / "stackoverflow.csv").read_text(encoding="utf-8").splitlines()[:201]
+    (data / "stackoverflow.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out = tmp_path / "bench.md"
+    rows = bench.main(["--device", "cpu", "--tiny", "--methods", "sccl", "--precisions", "fp32", "--end-to-end",
+                       "only", "--e2e-steps", "2,4", "--steps", "1", "--warmup", "0", "--data-dir", str(data),
+                       "--out", str(out)])
+    (row,) = rows
+    assert row["layout"] == "end-to-end" and row["views"] == 2 and row["raw_steps_per_s"] > 0
+    assert math.isfinite(row["overhead_ms"]) and row["start_up_s"] > 0
+    # the two runs trained 2 and 4 steps on the small file (not the shared one)
+    text = out.read_text()
+    assert "| sccl | distilbert-base, 8 | fp32 |" in text and "loop overhead ms/step" in text
+    assert "| authors |" not in text  # --end-to-end only: no raw table
+
+
+def test_matmul_parameters_leave_the_embedding_tables_out():
+    bench = load_script("bench_gpu")
+    import torch
+
+    model = torch.nn.Sequential(torch.nn.Embedding(100, 8), torch.nn.Linear(8, 4))
+    assert bench.matmul_parameters(model) == 8 * 4 + 4

@@ -21,9 +21,9 @@ def values(resolved):
 def test_every_setting_differs_between_the_cpu_and_a_gpu():
     cpu, gpu = values(resolve_settings(NOTHING_SET, CPU)), values(resolve_settings(NOTHING_SET, H100))
     assert cpu == {"encoder_chunk_tokens": 1024, "loader.num_workers": 0, "loader.pin_memory": False,
-                   "loader.persistent_workers": False, "loader.prefetch_factor": None}
+                   "loader.persistent_workers": False, "loader.prefetch_factor": None, "kmeans_backend": "fast"}
     assert gpu == {"encoder_chunk_tokens": 0, "loader.num_workers": 4, "loader.pin_memory": True,
-                   "loader.persistent_workers": True, "loader.prefetch_factor": 4}
+                   "loader.persistent_workers": True, "loader.prefetch_factor": 4, "kmeans_backend": "torch"}
     assert {source for _, source in resolve_settings(NOTHING_SET, H100).values()} == {"gpu default"}
 
 

@@ -1,20 +1,22 @@
 """Speed settings chosen for the device a run trains on (docs/gpu.md, "Defaults on a GPU").
 
 A setting left ``null`` in the configuration (``encoder_chunk_tokens``, ``loader.num_workers``,
-``loader.pin_memory``, ``loader.persistent_workers``, ``loader.prefetch_factor``) is chosen when the run
-starts, from the trainer's accelerator and, on a GPU, the card's memory; a value given in the configuration
-or on the command line is kept. run.py writes the chosen values into the configuration before anything is
-built (so ``config_resolved.yaml`` records them) and states each, with where it came from, in one log line.
+``loader.pin_memory``, ``loader.persistent_workers``, ``loader.prefetch_factor``, ``kmeans_backend``) is
+chosen when the run starts, from the trainer's accelerator and, on a GPU, the card's memory; a value given in
+the configuration or on the command line is kept. run.py writes the chosen values into the configuration
+before anything is built (so ``config_resolved.yaml`` records them) and states each, with where it came
+from, in one log line.
 
 - CPU (measured on 2 cores, BENCHMARKS.md): length-sorted encoder chunks of 1024 padded tokens (less padding
   is less work for a CPU), tokenisation in the training process (workers fight it for the two cores), no
-  pinned memory (nothing is copied to a device).
-- GPU: the encoder runs each step's batch in one call (a call per chunk costs a launch and a sync-free but
-  serial pass of small kernels, and padding costs a GPU little: on an H200 one call and chunks of 8192
-  tokens measured the same, chunks of 1024 ran ~12 calls a step and were slower), or in chunks of 8192
-  tokens on a card with less than ``SMALL_CARD_GIB`` of memory; tokenisation in worker processes, batches
-  in pinned memory (copies overlap the step), workers kept between epochs, four batches prefetched per
-  worker.
+  pinned memory (nothing is copied to a device), KMeans ``fast``.
+- GPU: the encoder runs each step's batch in one call (on an H200 the raw step ran as fast with one call as
+  with chunks of 8192 tokens, and the run with chunks of 1024, ~12 calls a step, was the slowest measured;
+  padding costs a GPU little, each call costs launches), or in chunks of 8192 tokens on a card with less than
+  ``SMALL_CARD_GIB`` of memory; tokenisation in worker processes, batches in pinned memory (the copy overlaps
+  the step), workers kept between epochs, four batches prefetched per worker; KMeans (centroid
+  initialisation, pseudo-labels, evaluation) on the GPU (``torch``). Chosen from those measurements, not yet
+  measured end to end (scripts/gpu_session.sh).
 """
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ GPU_MAX_WORKERS = 4
 GPU_PREFETCH = 4
 # config keys (dotted) of the settings this module chooses
 SETTINGS = ("encoder_chunk_tokens", "loader.num_workers", "loader.pin_memory", "loader.persistent_workers",
-            "loader.prefetch_factor")
+            "loader.prefetch_factor", "kmeans_backend")
 GPU_ACCELERATORS = ("gpu", "cuda")
 
 
@@ -60,12 +62,12 @@ def device_defaults(device: Device) -> dict[str, Any]:
     """The value of each of :data:`SETTINGS` for ``device``."""
     if device.kind != "cuda":
         return {"encoder_chunk_tokens": CPU_CHUNK_TOKENS, "loader.num_workers": 0, "loader.pin_memory": False,
-                "loader.persistent_workers": False, "loader.prefetch_factor": None}
+                "loader.persistent_workers": False, "loader.prefetch_factor": None, "kmeans_backend": "fast"}
     small = device.memory_gib is not None and device.memory_gib < SMALL_CARD_GIB
     workers = max(1, min(GPU_MAX_WORKERS, device.cpus - 1))
     return {"encoder_chunk_tokens": SMALL_CARD_CHUNK_TOKENS if small else GPU_CHUNK_TOKENS,
             "loader.num_workers": workers, "loader.pin_memory": True, "loader.persistent_workers": True,
-            "loader.prefetch_factor": GPU_PREFETCH}
+            "loader.prefetch_factor": GPU_PREFETCH, "kmeans_backend": "torch"}
 
 
 def resolve_settings(requested: Mapping[str, Any], device: Device) -> dict[str, tuple[Any, str]]:

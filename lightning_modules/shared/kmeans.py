@@ -2,8 +2,9 @@
 
 ``fast`` (default): greedy k-means++ seeding (the variant scikit-learn uses) followed by
 scikit-learn's Lloyd iterations, in float32; ``sklearn``: scikit-learn's KMeans; ``faiss``:
-faiss-cpu with random restarts. Training uses it for SCCL's centroid initialisation and AECL's
-pseudo-labels; evaluation for every KMeans score.
+faiss-cpu with random restarts; ``torch``: the ``fast`` algorithm in torch, on the GPU when there is one (the
+default of a run on a GPU: conf/config.yaml ``kmeans_backend: null``). Training uses it for SCCL's centroid
+initialisation and AECL's pseudo-labels; evaluation for every KMeans score.
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import numpy as np
 
 from errors import UserError
 
-KMEANS_BACKENDS = ("fast", "sklearn", "faiss")
+KMEANS_BACKENDS = ("fast", "sklearn", "faiss", "torch")
 DEFAULT_KMEANS_BACKEND = "fast"
 DTYPES = {"float32": np.float32, "float64": np.float64}
 
@@ -75,6 +76,9 @@ def kmeans_fit(
     - ``faiss``: faiss-cpu's Lloyd iterations (``max_iter``, default ``FAISS_ITERATIONS``, each;
       faiss has no convergence test) from ``n_init`` random initialisations seeded by ``seed``,
       keeping the lowest inertia; every row is used (no subsampling). Always float32.
+    - ``torch``: ``fast``'s algorithm (greedy k-means++ from a numpy generator seeded by ``seed``, Lloyd
+      iterations until the centres move less than scikit-learn's tolerance, 1e-4 x the data's mean variance)
+      written in torch, on CUDA when available, else on the CPU; an empty cluster keeps its centre.
     - ``sklearn``: scikit-learn's KMeans (k-means++ initialisation, ``n_init`` restarts,
       ``random_state=seed``, at most ``max_iter`` (300) iterations with its tolerance test, ``tol``
       (scikit-learn's 1e-4 when None; this backend only)) on
@@ -94,6 +98,8 @@ def kmeans_fit(
         raise ValueError(f"KMeans asked for {num_clusters} clusters but has only {len(data)} samples")
     if backend == "faiss":
         return _faiss_kmeans(data, num_clusters, seed, n_init, max_iter or FAISS_ITERATIONS)
+    if backend == "torch":
+        return _torch_kmeans(data.astype(DTYPES[dtype]), num_clusters, seed, n_init, max_iter or 300)
     if backend == "fast":
         return _fast_kmeans(data.astype(DTYPES[dtype]), num_clusters, seed, n_init, max_iter or 300)
     from sklearn.cluster import KMeans
@@ -182,3 +188,64 @@ def _faiss_kmeans(data: np.ndarray, num_clusters: int, seed: int, n_init: int, i
         backend="faiss",
         n_iter_=iterations,
     )
+
+
+def _torch_kmeans(x: np.ndarray, num_clusters: int, seed: int, n_init: int, max_iter: int,
+                  device: str | None = None) -> KMeansResult:
+    import torch
+
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    data = torch.as_tensor(np.ascontiguousarray(x), device=device)  # [n, d]
+    squared = (data * data).sum(1)  # [n]
+    tol = 1e-4 * float(data.var(0, unbiased=False).mean())  # scikit-learn's tolerance
+    rng = np.random.default_rng(seed)
+    best = None
+    for _ in range(n_init):
+        centres = _torch_kmeans_plusplus(data, squared, num_clusters, rng)
+        for iteration in range(1, max_iter + 1):
+            labels = _nearest(data, squared, centres)[1]  # [n]
+            sums = torch.zeros_like(centres).index_add_(0, labels, data)  # [k, d]
+            counts = torch.bincount(labels, minlength=num_clusters).unsqueeze(1)  # [k, 1]
+            moved = torch.where(counts > 0, sums / counts.clamp_min(1), centres)  # [k, d]
+            shift = float(((moved - centres) ** 2).sum())
+            centres = moved
+            if shift <= tol:
+                break
+        distances, labels = _nearest(data, squared, centres)
+        inertia = float(distances.sum())
+        if best is None or inertia < best[0]:
+            best = (inertia, labels, centres, iteration)
+    inertia, labels, centres, iterations = best
+    return KMeansResult(labels_=labels.cpu().numpy().astype(np.int64), cluster_centers_=centres.cpu().numpy(),
+                        inertia_=inertia, backend="torch", n_iter_=iterations)
+
+
+def _nearest(data, squared, centres):
+    """(squared distance to the nearest centre [n], its index [n])."""
+    distances = squared[:, None] - 2 * data @ centres.T + (centres * centres).sum(1)[None, :]  # [n, k]
+    values, labels = distances.clamp_min(0).min(dim=1)
+    return values, labels
+
+
+def _torch_kmeans_plusplus(data, squared, num_clusters: int, rng: np.random.Generator):
+    """``greedy_kmeans_plusplus`` in torch: the draws come from ``rng`` on the host, the distances stay on the
+    data's device (one read of the potential per centre)."""
+    import torch
+
+    n = data.shape[0]
+    trials = 2 + int(np.log(num_clusters))
+    first = int(rng.integers(n))
+    chosen = [first]
+    closest = (squared - 2 * (data @ data[first]) + squared[first]).clamp_min(0)  # [n]
+    potential = float(closest.double().sum())
+    for _ in range(1, num_clusters):
+        draws = torch.as_tensor(rng.random(trials) * potential, device=data.device)  # [t]
+        cumulative = torch.cumsum(closest.double(), 0)  # [n]
+        candidates = torch.searchsorted(cumulative, draws).clamp_max(n - 1)  # [t]
+        distances = (squared[candidates, None] - 2 * (data[candidates] @ data.T) + squared[None, :]).clamp_min(0)
+        distances = torch.minimum(closest[None, :], distances)  # [t, n]
+        potentials = distances.double().sum(1)  # [t]
+        best = int(potentials.argmin())
+        closest, potential = distances[best], float(potentials[best])
+        chosen.append(int(candidates[best]))
+    return data[torch.as_tensor(chosen, device=data.device)].clone()  # [k, d]
