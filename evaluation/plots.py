@@ -421,6 +421,4 @@ def main(argv: Sequence[str] | None = None) -> list[Path]:
 if __name__ == "__main__":
     import console
 
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    console.configure()  # no "Loading weights" bars, Lightning's lines once
-    main()
+    console.run_cli(main, info_logs=True)

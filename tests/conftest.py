@@ -41,16 +41,23 @@ TOPIC_WORDS = {
 }
 
 
-@pytest.fixture
-def toy_corpus(tmp_path) -> Path:
-    """A small labelled CSV with an augmentation column (3 topics x 12 texts)."""
-    import random
-
-    rng = random.Random(0)
+def toy_rows(rng) -> list[list[str]]:
+    """[label, text, augmentation] rows: 3 topics x 12 texts of 4 topic words and a number, in topic order
+    (``rng``: a ``random.Random``)."""
     rows = []
     for label, words in TOPIC_WORDS.items():
         for i in range(12):
             text = " ".join(rng.sample(words, 4)) + f" {i}"
             rows.append([label, text, " ".join(text.split()[1:])])
+    return rows
+
+
+@pytest.fixture
+def toy_corpus(tmp_path) -> Path:
+    """A small labelled CSV with an augmentation column (3 topics x 12 texts, shuffled)."""
+    import random
+
+    rng = random.Random(0)
+    rows = toy_rows(rng)
     rng.shuffle(rows)
     return write_csv(tmp_path / "toy.csv", ["label", "text0", "text1"], rows)

@@ -14,7 +14,7 @@ from evaluation.html_report.data import page_data
 from evaluation.html_report.page import render_page, script_json
 from evaluation.html_report.run_folder import write_run_page
 from run import train
-from tests.conftest import TOPIC_WORDS, write_csv
+from tests.conftest import toy_rows, write_csv
 from tests.helpers import compose_config, toy_overrides
 
 PAYLOADS = [
@@ -39,12 +39,7 @@ def tiny_run(tmp_path_factory):
     import random
 
     folder = tmp_path_factory.mktemp("html")
-    rng = random.Random(0)
-    rows = []
-    for label, words in TOPIC_WORDS.items():
-        for i in range(12):
-            text = " ".join(rng.sample(words, 4)) + f" {i}"
-            rows.append([label, text, " ".join(text.split()[1:])])
+    rows = toy_rows(random.Random(0))
     extra = PAYLOADS + [CHINESE, ARABIC]
     rows += [[label, text, text] for label, text in zip(["space", "food", "code", "code", "food"], extra)]
     data = write_csv(folder / "texts.csv", ["label", "text0", "text1"], rows)

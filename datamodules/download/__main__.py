@@ -118,5 +118,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 if __name__ == "__main__":
     import console
 
-    console.configure()
-    main()
+    console.run_cli(main)
