@@ -303,7 +303,7 @@ def end_to_end(args, device: torch.device, tmp: Path) -> list[dict]:
     short, long = args.e2e_steps
     data_dir = data_file("short").parent.resolve()
     rows = []
-    for method in [m for m in args.methods if m in E2E_METHODS]:
+    for method in [m for m in args.e2e_methods if m in E2E_METHODS]:
         arch, paper_batch, tiny_batch, kind = METHODS[method]
         folder = backbone_folder(arch, args.tiny, tmp)
         batch = tiny_batch if args.tiny else paper_batch
@@ -460,6 +460,8 @@ def main(argv=None) -> list[dict]:
                         help="add Trainer.fit rows (sccl, aecl on StackOverflow); 'only': no raw table")
     parser.add_argument("--count-syncs", action="store_true",
                         help="only count CUDA's host syncs in a few SCCL steps (bf16) and print them")
+    parser.add_argument("--e2e-methods", default=None,
+                        help=f"methods of the end-to-end rows (default: those of --methods among {E2E_METHODS})")
     parser.add_argument("--e2e-steps", default="20,170", help="the two run lengths of an end-to-end row")
     parser.add_argument("--e2e-repeats", type=int, default=1, help="pairs of runs; the median difference counts")
     parser.add_argument("--e2e-chunk", type=int, default=None, help="encoder_chunk_tokens of the end-to-end rows "
@@ -472,6 +474,7 @@ def main(argv=None) -> list[dict]:
     args.chunk_tokens = [int(c) for c in args.chunk_tokens.split(",")]
     args.grad_cache = [int(g) for g in args.grad_cache.split(",")]
     args.e2e_steps = sorted(int(n) for n in args.e2e_steps.split(","))
+    args.e2e_methods = args.methods if args.e2e_methods is None else [m for m in args.e2e_methods.split(",") if m]
     global DATA_DIR
     DATA_DIR = args.data_dir
     unknown = [m for m in args.methods if m not in METHODS] + [p for p in args.precisions if p not in PRECISIONS]

@@ -36,19 +36,19 @@ say "$(date -u +%FT%TZ) $("$python" -c 'import torch; print(torch.__version__, t
 if [ -f .gpu/authors_sccl.py ] && [ -d .gpu/official/sccl ]; then
   bb=$("$python" -c "import sys; sys.path.insert(0, '.'); from pathlib import Path; from scripts.bench_gpu import \
 backbone_folder; print(backbone_folder('distilbert-base', '${1:-}' == '--tiny', Path('/tmp/bb')))")
-  BATCH=$authors_batch timeout 240 "$python" .gpu/authors_sccl.py "$bb" "$data" "${authors_steps[@]}" 2>&1 \
+  BATCH=$authors_batch timeout 150 "$python" .gpu/authors_sccl.py "$bb" "$data" "${authors_steps[@]}" 2>&1 \
     | grep "authors_sccl:" | tee -a "$log"
 else
   say "authors' loop skipped: run ../shared/gpu/prepare.sh with the sccl snapshot first"
 fi
 
 # 2. the project end to end (bf16, fp32) beside its raw step, and the raw rows; start-up is in the end-to-end rows
-timeout 420 "$python" scripts/bench_gpu.py "${scale[@]}" --out "$out/bench_gpu.md" --methods "$raw_methods" --precisions "$precisions" \
-  --steps "$steps" --warmup 2 --chunk-tokens 0,8192 --grad-cache 0,2048 --end-to-end --e2e-steps "$e2e_steps" \
-  --e2e-chunk 0 --data-dir "$data" 2>>"$log" | tee -a "$log" >/dev/null
+timeout 330 "$python" scripts/bench_gpu.py "${scale[@]}" --out "$out/bench_gpu.md" --methods "$raw_methods" --precisions "$precisions" \
+  --steps "$steps" --warmup 2 --chunk-tokens 0,8192 --grad-cache 0,2048 --end-to-end --e2e-methods sccl \
+  --e2e-steps "$e2e_steps" --e2e-chunk 0 --data-dir "$data" 2>>"$log" | tee -a "$log" >/dev/null
 
 # 3. host syncs in a few SCCL steps, counted by CUDA itself (none on a CPU)
-timeout 120 "$python" scripts/bench_gpu.py --count-syncs "${scale[@]}" --data-dir "$data" 2>>"$log" \
+timeout 60 "$python" scripts/bench_gpu.py --count-syncs "${scale[@]}" --data-dir "$data" 2>>"$log" \
   | tee -a "$log" | grep "count-syncs"
 
 echo
