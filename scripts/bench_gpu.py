@@ -143,7 +143,10 @@ def build(method: str, folder: Path, batch: int, kind: str, device: torch.device
         from lightning_modules.pairsupcon.module import PairSupCon
 
         module = PairSupCon(**settings)
-    tok = lambda xs: module.encoder.tokenize(xs, pad_to_max=authors)  # noqa: E731
+    from lightning_modules.shared.encoder import with_token_counts
+
+    # token counts made on the host, as the collators make them (the encoder then reads nothing back)
+    tok = lambda xs: with_token_counts(module.encoder.tokenize(xs, pad_to_max=authors))  # noqa: E731
     if name == "pairsupcon":
         batch_data = {"s1": tok(a), "s2": tok(b), "labels": torch.tensor([1, 0] * (batch // 2))}
     elif name == "clusterns":
@@ -156,7 +159,8 @@ def build(method: str, folder: Path, batch: int, kind: str, device: torch.device
             batch_data = {"index": torch.arange(batch), "view1": tok(a), "view2": tok(b)}
     module.log = lambda *args, **kwargs: None
     module.to(device).train()
-    batch_data = {k: ({kk: vv.to(device) for kk, vv in v.items()} if hasattr(v, "items") else v.to(device))
+    on_device = lambda v: v.to(device) if isinstance(v, torch.Tensor) else v  # noqa: E731
+    batch_data = {k: ({kk: on_device(vv) for kk, vv in v.items()} if hasattr(v, "items") else on_device(v))
                   for k, v in batch_data.items()}
     real_tokens = sum(int(v["attention_mask"].sum()) for v in batch_data.values() if hasattr(v, "items"))
     return module, batch_data, real_tokens

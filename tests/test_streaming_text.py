@@ -177,7 +177,8 @@ def test_datamodule_batches_pad_to_longest_and_keep_texts(tmp_path):
     assert max(lengths) == 8 and min(lengths) < 8  # one text is truncated, others are padded
     assert batch["input_ids"].shape == (4, 8)
     assert batch["attention_mask"].sum(1).tolist() == lengths
-    assert set(batch) <= {"input_ids", "attention_mask", "token_type_ids", "texts"}
+    assert batch["token_counts"] == lengths  # made on the host: the encoder plans its chunks without a GPU read
+    assert set(batch) <= {"input_ids", "attention_mask", "token_type_ids", "texts", "token_counts"}
 
     short = StreamingTextDataModule(path, batch_size=2, max_length=32, buffer_size=0, tokenizer_name="minilm")
     first = next(iter(short.train_dataloader()))
