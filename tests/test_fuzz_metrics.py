@@ -233,7 +233,7 @@ def test_best_index_ignores_undefined_values(values, direction):
 
 
 @budget(fast=30, long=1500)
-@given(partitions(min_n=1, max_n=10), st.integers(1, 10), st.sampled_from(["fast", "sklearn", "faiss"]),
+@given(partitions(min_n=1, max_n=10), st.integers(1, 10), st.sampled_from(["fast", "sklearn", "faiss", "torch"]),
        st.integers(0, 3))
 @example((np.ones((5, 2)), np.zeros(5, dtype=int)), 3, "fast", 0)  # more clusters than distinct points
 def test_kmeans_of_every_backend_reports_its_own_partition(case, k, backend, seed):
