@@ -215,3 +215,22 @@ def test_the_counter_sees_a_read_from_project_code_and_not_from_torch():
         torch.nn.functional.cross_entropy(torch.zeros(2, 3), torch.tensor([0, 1]))  # torch's own code: not counted
     assert [what for what, _ in reads.in_step(0)] == ["Tensor.item", "Tensor.__bool__", "boolean-mask index"]
     assert all(where.startswith(__file__) for _, where in reads.in_step(0))
+
+
+@pytest.mark.parametrize("implementation", ["sdpa", "eager"])
+def test_the_masks_given_to_the_backbone_embed_as_transformers_own_mask(implementation):
+    """The [B, 1, 1, T] mask (and no mask for rows without padding) that spares transformers its read of the
+    mask gives the embeddings of the plain [B, T] mask, in both attention implementations."""
+    from lightning_modules.shared.encoder import TextEncoder, with_token_counts
+
+    encoder = TextEncoder.from_name("tiny", chunk_tokens=0).eval()
+    encoder.backbone.config._attn_implementation = implementation
+    texts = ["a short one", "a somewhat longer text with more words in it", "mid length text here"]
+    tokens = encoder.tokenize(texts)
+    with torch.no_grad():
+        plain = encoder.backbone(**tokens).last_hidden_state  # transformers builds its own mask
+        ours = encoder(**with_token_counts(tokens), pooling="cls_before_pooler")
+        full = encoder.tokenize(texts[:1])  # one row: no padding, no mask at all
+        alone = encoder(**with_token_counts(full), pooling="cls_before_pooler")
+    torch.testing.assert_close(ours, plain[:, 0], rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(alone, encoder.backbone(**full).last_hidden_state[:, 0], rtol=1e-5, atol=1e-6)
