@@ -189,6 +189,11 @@ def _right_padded(attention_mask: torch.Tensor, lengths: torch.Tensor) -> bool:
     return bool(torch.equal(attention_mask.bool(), positions.unsqueeze(0) < lengths.unsqueeze(1)))
 
 
+def _with_embeds(run, embeds):
+    """``run`` (a partial of ``TextEncoder._pooled``) given its rows' word embeddings."""
+    return run(inputs_embeds=embeds)
+
+
 def _no_padding(counts: Sequence[int] | None, width: int) -> bool | None:
     """Whether every row fills ``width`` tokens (None: counts not known on the host)."""
     return None if counts is None else all(int(n) >= width for n in counts)
@@ -393,17 +398,24 @@ class TextEncoder(nn.Module):
         right_padded = counts is not None
         if not right_padded:  # cannot cut the padding: every row counts as the full width, in batch order
             counts = [attention_mask.shape[1]] * attention_mask.shape[0]
-        chunks, rows = [], []
+        # the word embeddings looked up once for the batch, outside the cached function: a lookup per mini-batch
+        # would give the embedding table a dense [vocab, d] gradient per mini-batch in the replays
+        words = None
+        if self.backbone.config.model_type in WORDS_FIRST:
+            words = self.backbone.get_input_embeddings()(input_ids)  # [B, T, d]
+        chunks, rows, widths = [], [], []
         for members in length_chunks(counts, self.grad_cache_tokens):
             width = max(int(max(counts[i] for i in members)), 1)
             index = torch.tensor(members, device=input_ids.device)  # [b]
             ids, mask = input_ids.index_select(0, index)[:, :width], attention_mask.index_select(0, index)[:, :width]
             types = None if token_type_ids is None else token_type_ids.index_select(0, index)[:, :width]
             full = _no_padding([counts[i] for i in members], width) if right_padded else None
-            chunks.append(functools.partial(self._pooled, ids, mask, types, pooling, full=full))
+            run = functools.partial(self._pooled, ids, mask, types, pooling, full=full)
+            chunks.append(run if words is None else functools.partial(_with_embeds, run))
             rows.append(index)
+            widths.append(width)
         params = [p for p in self.parameters() if p.requires_grad]
-        return cached_encoding(chunks, rows, params, input_ids.device)
+        return cached_encoding(chunks, rows, params, input_ids.device, words, widths if words is not None else None)
 
     def _pooled(
         self, input_ids, attention_mask, token_type_ids=None, pooling: str = "mean", inputs_embeds=None,

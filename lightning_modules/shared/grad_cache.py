@@ -43,19 +43,25 @@ def set_rng_state(state: dict, device: torch.device) -> None:
 
 class CachedEncoding(torch.autograd.Function):
     """Embeddings [B, d] of ``chunks`` (each a callable returning [b, d] for its rows ``rows[i]``), with the
-    encoder's graph built one chunk at a time in backward. ``params`` are the parameters to differentiate."""
+    encoder's graph built one chunk at a time in backward. ``params`` are the parameters to differentiate.
+
+    ``inputs`` (optional, [B, T, e]): a tensor computed outside, e.g. the batch's word embeddings; each chunk
+    is then called with its rows of it cut to ``widths[i]`` tokens, and the gradient of ``inputs`` is returned
+    (so the lookup that made it runs, and gives its table a gradient, once a step instead of once a chunk)."""
 
     @staticmethod
-    def forward(ctx, chunks: Sequence[Callable[[], torch.Tensor]], rows: Sequence[torch.Tensor],
-                device: torch.device, *params: torch.Tensor) -> torch.Tensor:
-        ctx.chunks, ctx.rows, ctx.device = chunks, rows, device
+    def forward(ctx, chunks: Sequence[Callable[..., torch.Tensor]], rows: Sequence[torch.Tensor],
+                widths: Sequence[int] | None, device: torch.device, inputs: torch.Tensor | None,
+                *params: torch.Tensor) -> torch.Tensor:
+        ctx.chunks, ctx.rows, ctx.widths, ctx.device = chunks, rows, widths, device
+        ctx.inputs = None if inputs is None else inputs.detach()
         ctx.autocast = (device.type, torch.is_autocast_enabled(device.type), torch.get_autocast_dtype(device.type))
         ctx.states, parts = [], []
         _, autocast_on, autocast_dtype = ctx.autocast
         with torch.autocast(device.type, dtype=autocast_dtype, enabled=autocast_on, cache_enabled=False):
-            for run in chunks:
+            for i, run in enumerate(chunks):
                 ctx.states.append(rng_state(device))
-                parts.append(run())  # no graph: autograd is off inside forward
+                parts.append(run(*CachedEncoding._slice(ctx, i)))  # no graph: autograd is off inside forward
         ctx.save_for_backward(*params)
         order = torch.cat(list(rows))  # [B] batch rows in chunk order
         inverse = torch.empty_like(order)
@@ -63,29 +69,46 @@ class CachedEncoding(torch.autograd.Function):
         return torch.cat(parts).index_select(0, inverse)  # [B, d] in batch order
 
     @staticmethod
+    def _slice(ctx, i: int) -> tuple:
+        """The arguments of chunk ``i``: its rows of ``inputs`` cut to its width, or none."""
+        if ctx.inputs is None:
+            return ()
+        return (ctx.inputs.index_select(0, ctx.rows[i])[:, : ctx.widths[i]],)  # [b, width, e]
+
+    @staticmethod
     def backward(ctx, grad: torch.Tensor):
         params = ctx.saved_tensors
         totals: list[torch.Tensor | None] = [None] * len(params)
+        inputs_grad = None if ctx.inputs is None else torch.zeros_like(ctx.inputs)  # [B, T, e]
         device_type, autocast_on, autocast_dtype = ctx.autocast
         devices = [ctx.device] if ctx.device.type == "cuda" else []
         with torch.autocast(device_type, dtype=autocast_dtype, enabled=autocast_on):
-            for run, rows, state in zip(ctx.chunks, ctx.rows, ctx.states):
+            for i, (run, rows, state) in enumerate(zip(ctx.chunks, ctx.rows, ctx.states)):
+                args = tuple(a.requires_grad_() for a in CachedEncoding._slice(ctx, i))  # fresh slices: leaves
                 with torch.random.fork_rng(devices=devices):
                     set_rng_state(state, ctx.device)
                     with torch.enable_grad():
-                        out = run()  # [b, d], with its graph
-                parts = torch.autograd.grad(out, params, grad.index_select(0, rows).to(out.dtype), allow_unused=True)
-                for i, part in enumerate(parts):
+                        out = run(*args)  # [b, d], with its graph
+                parts = torch.autograd.grad(out, [*params, *args], grad.index_select(0, rows).to(out.dtype),
+                                            allow_unused=True)
+                if args and parts[-1] is not None:
+                    inputs_grad[:, : ctx.widths[i]].index_add_(0, rows, parts[-1].to(inputs_grad.dtype))
+                for j, part in enumerate(parts[: len(params)]):
                     if part is None:
                         continue
-                    if totals[i] is None:
-                        totals[i] = part  # a fresh tensor of autograd's: summed into below, in place
+                    if totals[j] is None:
+                        totals[j] = part  # a fresh tensor of autograd's: summed into below, in place
                     else:
-                        totals[i].add_(part)
-        return (None, None, None, *totals)
+                        totals[j].add_(part)
+        return (None, None, None, None, inputs_grad, *totals)
 
 
-def cached_encoding(chunks: Sequence[Callable[[], torch.Tensor]], rows: Sequence[torch.Tensor],
-                    params: Sequence[torch.Tensor], device: torch.device) -> torch.Tensor:
-    """Apply :class:`CachedEncoding`; ``params`` must be the trainable parameters the chunks use."""
-    return CachedEncoding.apply(list(chunks), list(rows), device, *params)
+def cached_encoding(chunks: Sequence[Callable[..., torch.Tensor]], rows: Sequence[torch.Tensor],
+                    params: Sequence[torch.Tensor], device: torch.device, inputs: torch.Tensor | None = None,
+                    widths: Sequence[int] | None = None) -> torch.Tensor:
+    """Apply :class:`CachedEncoding`; ``params`` must be the trainable parameters the chunks use (besides
+    ``inputs``, whose rows, cut to ``widths``, each chunk then takes as its one argument)."""
+    if inputs is not None and (widths is None or len(widths) != len(chunks)):
+        raise ValueError("cached_encoding: inputs need one width per chunk")
+    return CachedEncoding.apply(list(chunks), list(rows), None if widths is None else list(widths), device, inputs,
+                                *params)
