@@ -104,6 +104,13 @@ class NonFiniteLossGuard(Callback):
             self._check(trainer, current_step=step)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        # a checkpoint due by step count (or the last step's) is written after this hook (Lightning runs checkpoint
+        # callbacks last): read the flag first, so the report names the bad step; a save due by time or a signal
+        # meets the checkpoint's own check of the weights instead
+        every = int(getattr(trainer.checkpoint_callback, "every_n_steps", 0) or 0)
+        last = trainer.max_steps is not None and 0 < trainer.max_steps <= trainer.global_step
+        if (every and trainer.global_step % every == 0) or last:
+            self._check(trainer, current_step=None)
         # texts of the steps since the last read only: a later read needs the bad step's batch
         if getattr(trainer._logger_connector, "should_update_logs", True):
             self._batches.clear()
@@ -137,8 +144,10 @@ class NonFiniteLossGuard(Callback):
             "last_good_checkpoint_step": checkpoint_step,
             "batch": batch_texts(batch),
         }
-        if current_step != bad_step:
-            report["detected_at_step"] = trainer.global_step
+        # the step being taken when read at a logging step; the finished steps when read at a save or the end
+        detected = current_step if current_step is not None else trainer.global_step
+        if detected != bad_step:
+            report["detected_at_step"] = detected
         where = ""
         if self.output_dir is not None and trainer.is_global_zero:
             path = self.output_dir / REPORT_FILE
@@ -152,8 +161,8 @@ class NonFiniteLossGuard(Callback):
         if current_step == bad_step:
             when = "training stopped before this step changed the weights"
         else:  # read at the next logging step or save: the steps in between ran, their weights are not saved
-            when = (f"found at step {trainer.global_step} (the loss is read every trainer.log_every_n_steps), where "
-                    "training stopped; no weights after it are saved")
+            when = (f"found at step {detected} (the flag is read every trainer.log_every_n_steps and before a "
+                    "checkpoint), where training stopped; no weights after it are saved")
         shown = ", ".join(f"{k}={v:.4g}" for k, v in terms.items())
         self._reset()
         raise NonFiniteLossError(
