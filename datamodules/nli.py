@@ -40,11 +40,11 @@ import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset, get_worker_info
 
 from datamodules import text_io
+from datamodules.loader_options import loader_options
 from datamodules.resume import ResumableData, ResumableSampler, StreamSkip
 from datamodules.short_text import DataConfigError
 from datamodules.streaming import distributed_rank_world, shuffle_buffer
 from lightning_modules.shared.base import NLI
-from datamodules.loader_options import loader_options
 from lightning_modules.shared.encoder import load_tokenizer, with_token_counts
 
 ENTAILMENT, CONTRADICTION = 1, 0

@@ -22,10 +22,10 @@ import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from datamodules import text_io
+from datamodules.loader_options import loader_options
 from datamodules.resume import ResumableData, ResumableSampler
 from errors import UserError
 from lightning_modules.shared.base import SHORT_TEXT
-from datamodules.loader_options import loader_options
 from lightning_modules.shared.encoder import load_tokenizer, token_lengths, with_token_counts
 
 AUGMENTATIONS = ("explicit", "virtual")

@@ -31,11 +31,11 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset, Sampler, get_worker_info
 
 from datamodules import text_io
+from datamodules.loader_options import loader_options
 from datamodules.resume import ResumableData, StreamSkip
 from datamodules.streaming import distributed_rank_world, shuffle_buffer
 from errors import MissingFileError, UserError
 from lightning_modules.shared.base import SENTENCES
-from datamodules.loader_options import loader_options
 from lightning_modules.shared.encoder import with_token_counts
 
 

@@ -30,4 +30,5 @@ def test_composes_the_snapshot(override):
 
 
 def test_differences_names_the_key():
-    assert differences({"a": {"b": 1, "c": 2}}, {"a": {"b": 1, "d": 2}}) == ["a.c: 2 -> '<absent>'", "a.d: '<absent>' -> 2"]
+    found = differences({"a": {"b": 1, "c": 2}}, {"a": {"b": 1, "d": 2}})
+    assert found == ["a.c: 2 -> '<absent>'", "a.d: '<absent>' -> 2"]

@@ -84,7 +84,8 @@ class NonFiniteLossGuard(Callback):
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
         self._batch_idx = batch_idx
-        kept = {k: v for k, v in batch.items() if k == "index" or batch_texts({k: v})} if isinstance(batch, dict) else None
+        kept = ({k: v for k, v in batch.items() if k == "index" or batch_texts({k: v})}
+                if isinstance(batch, dict) else None)
         self._batches[trainer.global_step + 1] = (batch_idx, trainer.current_epoch, kept)
 
     def on_before_backward(self, trainer, pl_module, loss: torch.Tensor) -> None:
@@ -99,7 +100,8 @@ class NonFiniteLossGuard(Callback):
             terms["loss"] = loss.detach().float().mean()
         for name, value in terms.items():
             kept = self._terms.get(name)
-            self._terms[name] = torch.where(first, value, kept if kept is not None else torch.full_like(value, float("nan")))
+            kept = kept if kept is not None else torch.full_like(value, float("nan"))
+            self._terms[name] = torch.where(first, value, kept)
         if getattr(trainer._logger_connector, "should_update_logs", True):
             self._check(trainer, current_step=step)
 

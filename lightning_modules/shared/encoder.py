@@ -449,7 +449,8 @@ class TextEncoder(nn.Module):
         if implementation == "sdpa":
             return attention_mask.bool()[:, None, None, :]  # [B, 1, 1, T], True = attend
         if implementation == "eager":
-            dtype = inputs_embeds.dtype if inputs_embeds is not None else self.backbone.get_input_embeddings().weight.dtype
+            dtype = (inputs_embeds.dtype if inputs_embeds is not None
+                     else self.backbone.get_input_embeddings().weight.dtype)
             keep = attention_mask[:, None, None, :].to(dtype)  # [B, 1, 1, T]
             return (1.0 - keep) * torch.finfo(dtype).min  # added to the scores
         return attention_mask
