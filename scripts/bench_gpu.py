@@ -43,6 +43,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import torch  # noqa: E402
 
+from datamodules.download.catalogue import data_root  # noqa: E402
+
 START, END = "<!-- bench-gpu:start -->", "<!-- bench-gpu:end -->"
 # dense peak TFLOP/s (no sparsity) by card and precision: vendors' data sheets
 PEAK_TFLOPS = {
@@ -94,7 +96,8 @@ def backbone_folder(arch: str, tiny: bool, root: Path) -> Path:
     return folder
 
 
-# where the texts are: the shared data folders, or one flat folder (a GPU machine's .gpu/data: --data-dir)
+# where the texts are: the project's data folder (datamodules.download), or one flat folder (a GPU machine's
+# .gpu/data: --data-dir)
 DATA_FILES = {"wiki": ("wiki", "wiki_sample.txt"), "short": ("short_text", "stackoverflow.csv")}
 DATA_DIR: Path | None = None
 
@@ -103,7 +106,7 @@ def data_file(kind: str) -> Path:
     folder, name = DATA_FILES[kind]
     if DATA_DIR is not None and (DATA_DIR / name).is_file():
         return DATA_DIR / name
-    return ROOT.parent / "shared" / "data" / folder / name
+    return data_root() / folder / name
 
 
 def texts(kind: str, n: int) -> tuple[list[str], list[str]]:
@@ -470,7 +473,7 @@ def main(argv=None) -> list[dict]:
     parser.add_argument("--e2e-repeats", type=int, default=1, help="pairs of runs; the median difference counts")
     parser.add_argument("--e2e-chunk", type=int, default=None, help="encoder_chunk_tokens of the end-to-end rows "
                         "(default: the last --chunk-tokens value)")
-    parser.add_argument("--data-dir", type=Path, default=ROOT.parent / "shared" / "data" / "short_text",
+    parser.add_argument("--data-dir", type=Path, default=data_root() / "short_text",
                         help="folder with stackoverflow.csv (and wiki_sample.txt on a GPU machine: .gpu/data)")
     args = parser.parse_args(argv)
     args.methods = [m for m in args.methods.split(",") if m]

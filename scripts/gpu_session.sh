@@ -5,7 +5,7 @@
 # the first step, and the host syncs of a few steps counted by CUDA. Prints one Markdown block for BENCHMARKS.md;
 # files go to $OUT (the device tool returns them) or /tmp/gpu_session.
 #
-# On the CPU machine first: make install && bash ../shared/gpu/prepare.sh <sccl snapshot git dir>  (makes .gpu/)
+# On the CPU machine first: make install, then make .gpu/ (docs/gpu.md, "One GPU session": what the GPU machine lacks)
 # On the GPU machine:       bash scripts/gpu_session.sh
 # A check at tiny scale on a CPU (no authors' loop unless .gpu/official exists): bash scripts/gpu_session.sh --tiny
 set -uo pipefail
@@ -25,7 +25,7 @@ fi
 [ -d .gpu/site ] && export PYTHONPATH="$PWD/.gpu/site${PYTHONPATH:+:$PYTHONPATH}"
 export PROJECT_ROOT="$PWD" TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
 data="${DATA:-$PWD/.gpu/data}"  # a folder with stackoverflow.csv (and wiki_sample.txt)
-[ -f "$data/stackoverflow.csv" ] || data="$PWD/../shared/data/short_text"
+[ -f "$data/stackoverflow.csv" ] || data="${PROJECT_DATA_DIR:-$PWD/data}/short_text"  # the project's data folder
 log="$out/gpu_session.log"
 : > "$log"
 say() { echo "gpu_session: $*" | tee -a "$log"; }
@@ -39,7 +39,7 @@ backbone_folder; print(backbone_folder('distilbert-base', '${1:-}' == '--tiny', 
   BATCH=$authors_batch timeout 150 "$python" .gpu/authors_sccl.py "$bb" "$data" "${authors_steps[@]}" 2>&1 \
     | grep "authors_sccl:" | tee -a "$log"
 else
-  say "authors' loop skipped: run ../shared/gpu/prepare.sh with the sccl snapshot first"
+  say "authors' loop skipped: .gpu/official/sccl (the authors' files) and .gpu/authors_sccl.py are not there"
 fi
 
 # 2. the project end to end (bf16, fp32) beside its raw step, and the raw rows; start-up is in the end-to-end rows
