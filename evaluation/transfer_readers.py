@@ -111,25 +111,29 @@ def read_trec(folder: Path) -> dict[str, Split]:
     return out
 
 
+def _header_columns(path: Path, lines: list[str], needed: tuple[str, ...]) -> tuple[int, list[int]]:
+    """(number of columns, position of each ``needed`` column) of a tab-separated file's header line."""
+    header = lines[0].split("\t") if lines else []
+    if not set(needed) <= set(header):
+        raise TransferDataError(f"{path}: header has columns {header}; expected {list(needed)} among them.")
+    return len(header), [header.index(c) for c in needed]
+
+
 def read_mrpc(folder: Path) -> dict[str, Split]:
     """Tab-separated with a header (Quality, #1 ID, #2 ID, #1 String, #2 String); BOM allowed."""
     out = {}
     for split in ("train", "test"):
         path = folder / f"msr_paraphrase_{split}.txt"
         lines = _lines(path, "utf-8-sig")
-        header = lines[0].split("\t") if lines else []
-        needed = ("Quality", "#1 String", "#2 String")
-        if not set(needed) <= set(header):
-            raise TransferDataError(f"{path}: header has columns {header}; expected {list(needed)} among them.")
-        iq, ia, ib = (header.index(c) for c in needed)
+        width, (iq, ia, ib) = _header_columns(path, lines, ("Quality", "#1 String", "#2 String"))
         a, b, labels = [], [], []
         for line_no, line in enumerate(lines[1:], start=2):
             if not line.strip():
                 continue
             fields = line.split("\t")
-            if len(fields) < len(header) or fields[iq] not in ("0", "1"):
+            if len(fields) < width or fields[iq] not in ("0", "1"):
                 raise TransferDataError(
-                    f"{path} line {line_no}: expected {len(header)} tab-separated fields with Quality 0|1."
+                    f"{path} line {line_no}: expected {width} tab-separated fields with Quality 0|1."
                 )
             a.append(_clean(fields[ia]))
             b.append(_clean(fields[ib]))
@@ -146,19 +150,15 @@ def read_sick_entailment(folder: Path) -> dict[str, Split]:
     for split, name in (("train", "SICK_train.txt"), ("dev", "SICK_trial.txt"), ("test", "SICK_test_annotated.txt")):
         path = folder / name
         lines = _lines(path, "utf-8")
-        header = lines[0].split("\t") if lines else []
-        needed = ("sentence_A", "sentence_B", "entailment_judgment")
-        if not set(needed) <= set(header):
-            raise TransferDataError(f"{path}: header has columns {header}; expected {list(needed)} among them.")
-        ia, ib, il = (header.index(c) for c in needed)
+        width, (ia, ib, il) = _header_columns(path, lines, ("sentence_A", "sentence_B", "entailment_judgment"))
         a, b, labels = [], [], []
         for line_no, line in enumerate(lines[1:], start=2):
             if not line.strip():
                 continue
             fields = line.split("\t")
-            if len(fields) < len(header) or fields[il] not in SICK_LABELS:
+            if len(fields) < width or fields[il] not in SICK_LABELS:
                 raise TransferDataError(
-                    f"{path} line {line_no}: expected {len(header)} tab-separated fields with "
+                    f"{path} line {line_no}: expected {width} tab-separated fields with "
                     f"entailment_judgment in {SICK_LABELS}."
                 )
             a.append(_clean(fields[ia]))
