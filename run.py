@@ -24,8 +24,8 @@ import validation  # noqa: E402
 from callbacks.safety.run_control import RunControl  # noqa: E402
 from callbacks.sweeps.hydra_callbacks import record_sweep_failure  # noqa: E402
 from errors import USER_ERROR_EXIT_CODE, ConfigError, find_user_error, report_user_error, writing  # noqa: E402
-from evaluation import objective  # noqa: E402
-from evaluation.wandb_dashboard import has_wandb_credentials, log_results, wandb_group_settings  # noqa: E402
+from evaluation.across_runs import objective  # noqa: E402
+from evaluation.across_runs.wandb_dashboard import has_wandb_credentials, log_results, wandb_group_settings  # noqa: E402
 from lightning_modules.shared.precision import precision_trainer_kwargs, register_precision_resolver  # noqa: E402
 
 register_precision_resolver()  # ${gpu_precision:} in conf/trainer/gpu.yaml
@@ -81,12 +81,12 @@ def resolve_auto_clusters(cfg: DictConfig, datamodule, output_dir: Path) -> dict
     """``dataset.num_clusters=auto``: choose K from the training texts, without labels, before training.
 
     The texts are embedded by the untrained backbone with the method's pooling and the run's token
-    limit, and ``evaluation.choose_k`` scans ``choose_k.k`` under ``choose_k.rule``. The choice is kept in
+    limit, and ``evaluation.clustering.choose_k`` scans ``choose_k.k`` under ``choose_k.rule``. The choice is kept in
     ``<run>/choose_k/choose_k.json``, so a resumed run reuses it instead of choosing again.
     """
     if getattr(datamodule, "requested_clusters", None) != "auto":
         return None
-    from evaluation.choose_k import choose_k, write_outputs
+    from evaluation.clustering.choose_k import choose_k, write_outputs
     from lightning_modules.shared.encoder import TextEncoder
 
     folder = output_dir / "choose_k"
@@ -202,7 +202,7 @@ def train(cfg: DictConfig) -> dict:
         "checkpoint": str(output_dir / "checkpoints" / "last.ckpt"),
         **control.results_fields(),
     }
-    if sample is not None:  # evaluation.paper_table sets such runs aside
+    if sample is not None:  # evaluation.across_runs.paper_table sets such runs aside
         results["sample"] = sample
     if auto_k is not None:
         results["num_clusters_choice"] = auto_k
@@ -231,7 +231,7 @@ def print_summary(results: dict) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from evaluation.report import summary_rows
+    from evaluation.run_report.summary import summary_rows
 
     console = Console()
     rows = summary_rows(results)

@@ -420,8 +420,8 @@ class ShortTextDataModule(ResumableData, L.LightningDataModule):
     def num_clusters_for(self, corpus: ShortTextCorpus) -> int:
         if self.requested_clusters == "auto":
             raise DataConfigError("dataset.num_clusters=auto is resolved by run.py before training "
-                                  "(evaluation.choose_k); outside run.py, choose K with "
-                                  "`python -m evaluation.choose_k` "
+                                  "(evaluation.clustering.choose_k); outside run.py, choose K with "
+                                  "`python -m evaluation.clustering.choose_k` "
                                   "and set it.")
         if self.requested_clusters is not None:
             if int(self.requested_clusters) < 2:

@@ -173,7 +173,7 @@ class Authors:
 
 
 def run(side: str, seed: int, corpus: dict, work: Path) -> dict:
-    from evaluation.metrics import cluster_accuracy, clustering_scores
+    from evaluation.clustering.metrics import cluster_accuracy, clustering_scores
 
     v0_all, v1_all, truth = corpus["text0"], corpus["text1"], corpus["label"].numpy()
     n, dim = v0_all.shape

@@ -48,7 +48,8 @@ def authors_command(snapshot: Path, data: Path, seed: int, out: Path) -> list[st
 def ours_rows(run_dir: Path) -> list[dict] | None:
     """Per epoch end: stage, head/KMeans ACC, confident share, (last epoch) head cluster sizes."""
     results = run_dir / "results.json"
-    if not results.exists():
+    # A stopped run also writes results.json; only a run that reached its last epoch counts.
+    if not results.exists() or not (run_dir / "predictions.csv").exists():
         return None
     history = json.loads(results.read_text())["clustering"]["history"]
     by_step = {int(h["step"]): h for h in history}
@@ -65,6 +66,8 @@ def ours_rows(run_dir: Path) -> list[dict] | None:
         share = confident.get(epoch - 1)
         rows.append({"epoch": epoch, "head_acc": 100 * h["head_acc"], "kmeans_acc": 100 * h["kmeans_acc"],
                      "confident_share": 100 * statistics.mean(share) if share else None})
+    if len(rows) < EPOCHS:
+        return None
     with open(run_dir / "predictions.csv") as handle:
         clusters = [row["head_cluster"] for row in csv.DictReader(handle)]
     rows[-1]["head_sizes"] = sorted((clusters.count(c) for c in set(clusters)), reverse=True)

@@ -9,7 +9,7 @@ pseudo-labels, their evaluation in model.eval() on one fixed random permutation 
 first `--batches` batches of each freshly shuffled epoch of their DataLoader (shuffle=True).
 
 It prints, at the end of each epoch, their head's ACC/NMI and a KMeans ACC/NMI of the same evaluation's
-embeddings computed as this project's evaluation computes it (evaluation.metrics, the project's KMeans
+embeddings computed as this project's evaluation computes it (evaluation.clustering.metrics, the project's KMeans
 backend), the stage, the share of training rows whose max p⁰ >= 0.95, and the head's cluster sizes; and writes
 them as JSON (one object per epoch) to `--out`.
 
@@ -103,7 +103,7 @@ def main(argv=None) -> None:
     import pandas as pd
     from transformers import AutoModel, AutoTokenizer
 
-    from evaluation.metrics import cluster_accuracy, clustering_scores, kmeans_scores
+    from evaluation.clustering.metrics import cluster_accuracy, clustering_scores, kmeans_scores
 
     train_source = (work / "train.py").read_text()
     their_train = types.ModuleType("their_train")

@@ -1,9 +1,9 @@
 """Davies-Bouldin of one K = 30 partition of SearchSnippets three ways: torchmetrics, scikit-learn and the
-project's (evaluation/label_free.py), the check behind RESULTS.md "Without labels".
+project's (evaluation/clustering/label_free.py), the check behind RESULTS.md "Without labels".
 
     .venv/bin/python scripts/davies_bouldin_check.py [--data-dir ../shared/data/short_text]
 
-The partition is the one ``evaluation.choose_k`` fits at K = 30 (untrained minilm, the seeded 5000-text
+The partition is the one ``evaluation.clustering.choose_k`` fits at K = 30 (untrained minilm, the seeded 5000-text
 sample, the best of KMeans seeds 0-4).
 """
 from __future__ import annotations
@@ -18,8 +18,8 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from evaluation.choose_k import embed_texts, read_texts  # noqa: E402
-from evaluation.label_free import davies_bouldin  # noqa: E402
+from evaluation.clustering.choose_k import embed_texts, read_texts  # noqa: E402
+from evaluation.clustering.label_free import davies_bouldin  # noqa: E402
 from lightning_modules.shared.kmeans import kmeans_fit  # noqa: E402
 
 

@@ -4,7 +4,7 @@
     python scripts/fidelity_report.py logs/fidelity --out fidelity_report.md
     python scripts/fidelity_report.py logs/fidelity --versus logs/fidelity_gpu   # the same groups elsewhere
 
-``evaluation.aggregate`` gives each setting's mean ± std; this adds what the papers' claims are about:
+``evaluation.across_runs.aggregate`` gives each setting's mean ± std; this adds what the papers' claims are about:
 the difference to the baseline of the same seed (same data order and initialisation), its mean ±
 sample std over the seeds, and how many seeds it has the paper's sign on. For AECL it also reads the
 head's scores at every evaluation step and the share of confident pseudo-labels in stage 3 from
@@ -27,8 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from evaluation.aggregate import Run, cell_stats, fmt_cell, load_run  # noqa: E402
-from evaluation.objective import is_finite_number, lookup  # noqa: E402
+from evaluation.across_runs.aggregate import Run, cell_stats, fmt_cell, load_run  # noqa: E402
+from evaluation.across_runs.objective import is_finite_number, lookup  # noqa: E402
 from run_folder import find_runs  # noqa: E402
 
 
@@ -170,7 +170,7 @@ def _form(reference: bool) -> str:
 
 
 def _mean_std(values: list[float]) -> str:
-    """x100 mean ± sample std as evaluation.aggregate prints a cell."""
+    """x100 mean ± sample std as evaluation.across_runs.aggregate prints a cell."""
     stats = cell_stats(values, []) if values else None
     return fmt_cell(stats, stats["n"] if stats else None)
 

@@ -3,7 +3,7 @@
     python scripts/label_free_report.py --choose-k logs/label_free/choose_k --runs logs/label_free/selection \
         [--data-dir ../shared/data/short_text]
 
-- ``--choose-k``: folders ``<dataset>/choose_k.json`` written by ``python -m evaluation.choose_k`` on the
+- ``--choose-k``: folders ``<dataset>/choose_k.json`` written by ``python -m evaluation.clustering.choose_k`` on the
   benchmark files; the true K is counted here from the file's label column (the tool never read it).
 - ``--runs``: a multirun folder of clustering runs (``*/results.json``) that evaluated every N steps;
   for each, the KMeans ACC at the step each label-free criterion would pick, against the best ACC
@@ -21,8 +21,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import run_folder  # noqa: E402
-from evaluation.choose_k import RULES, recommend  # noqa: E402
-from evaluation.label_free import best_index, stable_step  # noqa: E402
+from evaluation.clustering.choose_k import RULES, recommend  # noqa: E402
+from evaluation.clustering.label_free import best_index, stable_step  # noqa: E402
 
 CRITERIA = (("silhouette", "max"), ("calinski_harabasz", "max"), ("davies_bouldin", "min"), ("dunn", "max"))
 STOP_RULE = (0.01, 3)  # the documented example (docs/clusters.md), not tuned here

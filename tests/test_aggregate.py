@@ -1,4 +1,4 @@
-"""evaluation.aggregate on hand-made run folders: grouping, mean ± sample std, failures listed."""
+"""evaluation.across_runs.aggregate on hand-made run folders: grouping, mean ± sample std, failures listed."""
 import csv
 import json
 import statistics
@@ -6,8 +6,8 @@ import statistics
 import pytest
 import yaml
 
-from evaluation.aggregate import aggregate, aggregate_folders, load_run, main
-from evaluation.sweep_trials import trials, write_trials
+from evaluation.across_runs.aggregate import aggregate, aggregate_folders, load_run, main
+from evaluation.across_runs.sweep_trials import trials, write_trials
 from run_folder import find_runs
 
 
@@ -143,7 +143,7 @@ def test_sts_runs_get_the_seven_columns_and_their_average(tmp_path):
     assert row["cells"]["STS12"]["mean"] == pytest.approx(65.0) and row["cells"]["SICKR"]["mean"] == pytest.approx(71.0)
     assert row["cells"]["avg"]["mean"] == pytest.approx(68.0) and row["cells"]["avg"]["n"] == 2
     assert row["cells"]["dev"]["mean"] == pytest.approx(75.0)
-    from evaluation.aggregate import markdown
+    from evaluation.across_runs.aggregate import markdown
 
     text = markdown(agg)
     assert "| method | trained on | STS12 |" in text and "| Avg. | STS-B dev |" in text

@@ -107,7 +107,8 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_the_checker_sees_a_circle_and_an_upward_import():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
-    assert layer("lightning_modules.shared.encoder") < layer("lightning_modules.sccl.module") < layer("evaluation.load")
+    assert layer("lightning_modules.shared.encoder") < layer("lightning_modules.sccl.module") \
+        < layer("evaluation.model_io.load")
 
 
 def test_the_import_graph_has_no_circle():

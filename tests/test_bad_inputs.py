@@ -310,7 +310,7 @@ def test_weights_only_checkpoint_cannot_be_resumed(tmp_path):
                 "hyper_parameters": {"backbone": "tiny", "num_clusters": 4}}, path)
     message = user_error(tiny_csv(tmp_path) + [f"ckpt_path={path}"], tmp_path / "run")
     assert "holds the weights only" in message and "checkpoints/last.ckpt" in message
-    assert f"python -m evaluation.evaluate_model --model {path}" in message
+    assert f"python -m evaluation.benchmarks.evaluate_model --model {path}" in message
 
 
 def test_checkpoint_method_inferred_from_hyper_parameters():
@@ -371,7 +371,7 @@ def test_run_py_console_for_an_unwritable_run_folder(tmp_path):
 
 
 def test_evaluate_model_with_a_path_that_does_not_exist(tmp_path):
-    proc = run_entry_point(["-m", "evaluation.evaluate_model", "--model", str(tmp_path / "nonexistent"),
+    proc = run_entry_point(["-m", "evaluation.benchmarks.evaluate_model", "--model", str(tmp_path / "nonexistent"),
                             "--out", str(tmp_path / "out")])
     line = assert_one_error_line(proc, f"model '{tmp_path / 'nonexistent'}' does not exist")
     assert "backbone=" not in line and "Hub" not in line.split("Give")[0]

@@ -66,7 +66,7 @@ def test_two_texts_with_two_clusters_train_and_report_undefined_scores_as_null(t
 
 
 def test_criteria_are_null_with_a_reason_where_undefined():
-    from evaluation.label_free import label_free_report
+    from evaluation.clustering.label_free import label_free_report
 
     points = np.array([[0.0, 1.0], [1.0, 0.0]])
     scores, reasons = label_free_report(points, np.array([0, 1]), 2)
@@ -118,7 +118,8 @@ def test_study_storage_checks(tmp_path):
 def test_choose_k_with_a_reversed_range_names_the_number_of_texts(tmp_path):
     texts = tmp_path / "five.txt"
     texts.write_text("a cat\na dog\na stock\na bond\na goal\n")
-    proc = subprocess.run([sys.executable, "-m", "evaluation.choose_k", "--input", str(texts), "--model", "tiny",
+    proc = subprocess.run([sys.executable, "-m", "evaluation.clustering.choose_k", "--input", str(texts),
+                           "--model", "tiny",
                            "--k", "20:2"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == USER_ERROR_EXIT_CODE, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr and "None" not in proc.stderr
@@ -127,7 +128,7 @@ def test_choose_k_with_a_reversed_range_names_the_number_of_texts(tmp_path):
 
 @pytest.mark.parametrize("max_length", ["0", "129"])
 def test_choose_k_max_length_beyond_the_backbone_is_one_line(tmp_path, capsys, max_length):
-    from evaluation.choose_k import main
+    from evaluation.clustering.choose_k import main
 
     texts = tmp_path / "five.txt"
     texts.write_text("a cat\na dog\na stock\na bond\na goal\n")

@@ -1,12 +1,12 @@
-"""The bag-of-words clustering baselines (evaluation/bow_baseline.py, --model tfidf / bow)."""
+"""The bag-of-words clustering baselines (evaluation/clustering/bow_baseline.py, --model tfidf / bow)."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from evaluation.bow_baseline import features
-from evaluation.evaluate_model import main as evaluate_main
-from evaluation.metrics import sparse_kmeans_scores
+from evaluation.benchmarks.evaluate_model import main as evaluate_main
+from evaluation.clustering.bow_baseline import features
+from evaluation.clustering.metrics import sparse_kmeans_scores
 
 TOPICS = {"sport": ["football goal match", "tennis match point", "football league goal", "match referee goal"],
           "food": ["pasta tomato sauce", "tomato soup recipe", "pasta recipe cheese", "cheese sauce recipe"],

@@ -6,12 +6,12 @@ import pandas as pd
 import pytest
 import torch
 
-from evaluation.confusion import matched_confusion
-from evaluation.ctfidf import class_term_counts, ctfidf_weights, top_words
-from evaluation.describe import describe_clusters, markdown, representative_rows
-from evaluation.metrics import cluster_accuracy
-from evaluation.plots import curve_panels, palette, project_2d, stage_boundaries, subsample
-from evaluation.predict import nearest_centroid, probabilities_to_assignment
+from evaluation.clustering.confusion import matched_confusion
+from evaluation.clustering.metrics import cluster_accuracy
+from evaluation.model_io.predict import nearest_centroid, probabilities_to_assignment
+from evaluation.run_report.ctfidf import class_term_counts, ctfidf_weights, top_words
+from evaluation.run_report.describe import describe_clusters, markdown, representative_rows
+from evaluation.run_report.plots import curve_panels, palette, project_2d, stage_boundaries, subsample
 
 
 # -- c-TF-IDF -------------------------------------------------------------------------------------------------

@@ -1,10 +1,10 @@
-"""Named clustering protocols of evaluation.evaluate_model (PairSupCon's default, ClusterNS Table 6)."""
+"""Named clustering protocols of evaluation.benchmarks.evaluate_model (PairSupCon's default, ClusterNS Table 6)."""
 from __future__ import annotations
 
 import pandas as pd
 import pytest
 
-from evaluation.evaluate_model import main as evaluate_main
+from evaluation.benchmarks.evaluate_model import main as evaluate_main
 
 
 def write_agnews(folder):

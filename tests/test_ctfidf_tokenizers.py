@@ -1,11 +1,11 @@
-"""What a c-TF-IDF term is (evaluation/ctfidf.py): words, character n-grams for scripts without spaces, or
+"""What a c-TF-IDF term is (evaluation/run_report/ctfidf.py): words, character n-grams for scripts without spaces, or
 backbone pieces."""
 from __future__ import annotations
 
 import pytest
 
 from errors import ConfigError
-from evaluation.ctfidf import class_term_counts, no_space_share, resolve_tokenizer, top_words
+from evaluation.run_report.ctfidf import class_term_counts, no_space_share, resolve_tokenizer, top_words
 
 CHINESE = ["今天的足球比赛很精彩", "足球队赢得了比赛", "他喜欢看足球比赛", "这场足球比赛有三个进球",
            "妈妈在厨房做饭", "我学会了做红烧肉", "厨房里的饭菜很香", "晚饭做了番茄炒蛋"]
@@ -54,7 +54,7 @@ def test_backbone_pieces_come_from_the_tokenizer_without_continuation_marks():
 
 
 def test_a_run_describes_chinese_clusters_with_character_ngrams(tmp_path):
-    from evaluation.describe import describe_run
+    from evaluation.run_report.describe import describe_run
 
     run = tmp_path / "run"
     run.mkdir()

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from evaluation.embedding_cache import EmbeddingCache, weights_fingerprint
+from evaluation.benchmarks.embedding_cache import EmbeddingCache, weights_fingerprint
 from lightning_modules.shared.encoder import TextEncoder
 
 TEXTS = ["a first text", "second one here", "a first text", "the third and longest text of all", "second one here"]

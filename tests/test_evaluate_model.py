@@ -1,13 +1,13 @@
-"""evaluation.evaluate_model: datasets from Hydra configs, the Table 1 clustering protocol, comparison."""
+"""evaluation.benchmarks.evaluate_model: datasets from Hydra configs, the Table 1 clustering protocol, comparison."""
 
 import json
 
 import numpy as np
 import pytest
 
-from evaluation.clustering_benchmarks import clustering_markdown, clustering_set, evaluate_clustering
-from evaluation.encoder_evaluation import compare, evaluate_encoder
-from evaluation.evaluate_model import main
+from evaluation.benchmarks.clustering_tasks import clustering_markdown, clustering_set, evaluate_clustering
+from evaluation.benchmarks.encoder_evaluation import compare, evaluate_encoder
+from evaluation.benchmarks.evaluate_model import main
 from tests.conftest import write_csv
 
 # 1-D positions per text: class a at 0,0,0 and one at 10; class b at 10,10,10 and one at 0.

@@ -38,8 +38,8 @@ def st_embeddings(folder):
 
 
 def test_pairsupcon_module_round_trip_mean_pooling(pairsupcon_module, tmp_path):
-    from evaluation.export import export_encoder
-    from evaluation.load import load_encoder
+    from evaluation.model_io.export import export_encoder
+    from evaluation.model_io.load import load_encoder
 
     encoder = pairsupcon_module.encoder
     info = export_encoder(encoder, pairsupcon_module.eval_pooling, tmp_path / "out")
@@ -59,8 +59,8 @@ def test_pairsupcon_module_round_trip_mean_pooling(pairsupcon_module, tmp_path):
     "pooling,modules", [("cls", ["Transformer", "Pooling", "Dense"]), ("cls_before_pooler", ["Transformer", "Pooling"])]
 )
 def test_cls_poolings_round_trip(pooling, modules, tmp_path):
-    from evaluation.export import export_encoder
-    from evaluation.load import load_encoder
+    from evaluation.model_io.export import export_encoder
+    from evaluation.model_io.load import load_encoder
     from lightning_modules.shared.encoder import TextEncoder
 
     torch.manual_seed(0)
@@ -77,7 +77,7 @@ def test_cls_poolings_round_trip(pooling, modules, tmp_path):
 
 def test_export_from_a_checkpoint_file(pairsupcon_module, tmp_path):
     """A checkpoint copied away from its run directory is rebuilt from its hyper-parameters."""
-    from evaluation.export import export
+    from evaluation.model_io.export import export
 
     ckpt = tmp_path / "model.ckpt"
     torch.save(
@@ -91,14 +91,14 @@ def test_export_from_a_checkpoint_file(pairsupcon_module, tmp_path):
 
 
 def test_cls_export_without_mlp_is_refused(pairsupcon_module, tmp_path):
-    from evaluation.export import export_encoder
+    from evaluation.model_io.export import export_encoder
 
     with pytest.raises(ValueError, match="MLP"):
         export_encoder(pairsupcon_module.encoder, "cls", tmp_path)
 
 
 def test_load_encoder_explains_unusable_references(tmp_path):
-    from evaluation.load import ModelLoadError, load_encoder
+    from evaluation.model_io.load import ModelLoadError, load_encoder
 
     (tmp_path / "empty").mkdir()
     with pytest.raises(ModelLoadError, match="neither a run directory"):

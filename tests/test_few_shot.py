@@ -1,10 +1,10 @@
-"""Few-shot transfer (evaluation/few_shot.py; PairSupCon Table 6): draws, scores, the table."""
+"""Few-shot transfer (evaluation/benchmarks/senteval/few_shot.py; PairSupCon Table 6): draws, scores, the table."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from evaluation.few_shot import draw, evaluate_few_shot, few_shot_task
+from evaluation.benchmarks.senteval.few_shot import draw, evaluate_few_shot, few_shot_task
 
 
 def write_mr(folder, n=30):
@@ -63,7 +63,7 @@ def test_missing_tasks_are_skipped_and_the_average_covers_the_rest(tmp_path):
 
 
 def test_cli_table(tmp_path):
-    from evaluation.evaluate_model import main
+    from evaluation.benchmarks.evaluate_model import main
 
     write_mr(tmp_path / "senteval" / "MR")
     result = main(["--model", "tiny", "--tasks", "few_shot", "--senteval-dir", str(tmp_path / "senteval"),

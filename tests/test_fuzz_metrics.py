@@ -52,7 +52,7 @@ def brute_force_accuracy(labels, predictions) -> float:
 @example((["a", "a", "b"], [0, 1, 2]))  # more predicted clusters than classes
 @example((["a", "b", "c", "d"], [3, 3, 3, 3]))
 def test_hungarian_accuracy_equals_brute_force(case):
-    from evaluation.metrics import cluster_accuracy, clustering_scores
+    from evaluation.clustering.metrics import cluster_accuracy, clustering_scores
 
     labels, predictions = case
     assert cluster_accuracy(labels, predictions) == pytest.approx(brute_force_accuracy(labels, predictions))
@@ -65,7 +65,7 @@ def test_hungarian_accuracy_equals_brute_force(case):
 @given(st.integers(1, 8).flatmap(lambda n: st.tuples(st.lists(st.integers(0, 4), min_size=n, max_size=n),
                                                      st.lists(st.integers(0, 4), min_size=n, max_size=n))))
 def test_changed_share_is_one_minus_the_best_matching(case):
-    from evaluation.label_free import changed_share
+    from evaluation.clustering.label_free import changed_share
 
     previous, current = case
     assert changed_share(np.array(previous), np.array(current)) == pytest.approx(
@@ -119,7 +119,7 @@ def naive_spread(x, ids):
 @example((np.zeros((3, 1)), np.array([0, 1, 1])), 2)  # zero vectors
 @example((np.array([[1.0], [1.0], [2.0]]), np.array([0, 0, 0])), 3)  # one cluster
 def test_label_free_criteria_are_right_or_null_with_a_reason(case, num_clusters):
-    from evaluation.label_free import GEOMETRIC, label_free_report
+    from evaluation.clustering.label_free import GEOMETRIC, label_free_report
 
     x, ids = case
     scores, reasons = label_free_report(x, ids, num_clusters, previous=ids[::-1].copy())
@@ -149,7 +149,7 @@ def test_label_free_criteria_are_right_or_null_with_a_reason(case, num_clusters)
 @given(partitions(max_n=6), st.integers(0, 6))
 def test_silhouette_on_a_sample_is_null_when_the_sample_is_degenerate(case, sample):
     """The silhouette runs on a sample of at most ``sample`` texts; a sample with K outside 2..n-1 gives null."""
-    from evaluation.label_free import label_free_report
+    from evaluation.clustering.label_free import label_free_report
 
     x, ids = case
     scores, reasons = label_free_report(x, ids, 2, sample=sample)
@@ -160,7 +160,7 @@ def test_silhouette_on_a_sample_is_null_when_the_sample_is_degenerate(case, samp
 
 
 def test_embeddings_with_nan_give_null_criteria_with_the_reason():
-    from evaluation.label_free import label_free_report
+    from evaluation.clustering.label_free import label_free_report
 
     x = np.array([[0.0, 1.0], [np.nan, 0.0], [1.0, 1.0], [2.0, 0.0]])
     scores, reasons = label_free_report(x, np.array([0, 0, 1, 1]), 2)
@@ -181,7 +181,7 @@ K_SPECS = st.one_of(
 @example("20:2", 5)  # issue 27: the message gave "None" for the number of texts
 @example("2:60", 2)
 def test_parse_k_gives_a_valid_range_or_one_line_naming_it(spec, n_texts):
-    from evaluation.choose_k import parse_k
+    from evaluation.clustering.choose_k import parse_k
 
     with user_error_or(f"'{spec}'") as outcome:
         ks = parse_k(spec, n_texts)
@@ -199,7 +199,7 @@ def test_parse_k_gives_a_valid_range_or_one_line_naming_it(spec, n_texts):
 @example((np.ones((6, 2)), np.zeros(6, dtype=int)), "2:4", "silhouette")  # identical texts
 @example((np.eye(3), np.zeros(3, dtype=int)), "2:5", "silhouette")  # K = N is left out
 def test_choose_k_recommends_a_scanned_k_or_says_why_not(case, spec, rule):
-    from evaluation.choose_k import RULES, choose_k, to_markdown
+    from evaluation.clustering.choose_k import RULES, choose_k, to_markdown
 
     x, _ = case
     with user_error_or(f"'{spec}'", "no K has a finite") as outcome:
@@ -222,7 +222,7 @@ def test_choose_k_recommends_a_scanned_k_or_says_why_not(case, spec, rule):
 @given(st.lists(st.one_of(st.none(), st.floats(allow_nan=True, allow_infinity=True, width=32)), max_size=6),
        st.sampled_from(["max", "min", None]))
 def test_best_index_ignores_undefined_values(values, direction):
-    from evaluation.label_free import best_index
+    from evaluation.clustering.label_free import best_index
 
     i = best_index(values, direction)
     finite = [v for v in values if v is not None and math.isfinite(v)]

@@ -81,9 +81,10 @@ def test_short_text_corpus_reads_what_was_written_or_names_the_problem(case):
 @example(([], None), "csv", "utf-8")
 @example(([" "], None), "txt", "utf-8")
 def test_cli_readers_of_choose_k_and_predict(table, fmt, encoding):
-    """``python -m evaluation.choose_k`` and ``python -m evaluation.predict`` read through the same reader."""
-    from evaluation.choose_k import read_texts as choose_k_texts
-    from evaluation.predict import read_texts as predict_texts
+    """``python -m evaluation.clustering.choose_k`` and ``python -m evaluation.model_io.predict`` read through the
+    same reader."""
+    from evaluation.clustering.choose_k import read_texts as choose_k_texts
+    from evaluation.model_io.predict import read_texts as predict_texts
 
     texts, labels = table
     with tempfile.TemporaryDirectory() as folder:

@@ -1,5 +1,6 @@
 """Fuzzing what needs a model: whole runs on generated tiny files (in this process, plus a few ``python run.py``
-processes), and ``evaluation.predict`` on generated texts, texts beyond the token limit among them. All on the tiny
+processes), and ``evaluation.model_io.predict`` on generated texts, texts beyond the token limit among them.
+All on the tiny
 backbone. A run either writes results.json and one prediction per text kept, or stops with one line naming the
 file or the key; prediction gives every text a cluster of the run (an empty cell for a row without text)."""
 from __future__ import annotations
@@ -119,7 +120,7 @@ long_texts = st.builds(lambda n, seed: " ".join(WORDS[(seed + i * 7) % len(WORDS
        st.sampled_from(("auto", "kmeans")))
 @example(["pasta " * 600], "csv", "auto")  # far beyond max_length and the tiny backbone's 128 positions
 def test_predict_assigns_every_text_to_a_cluster_of_the_run(trained_run, new_texts, fmt, assign):
-    from evaluation.predict import predict
+    from evaluation.model_io.predict import predict
 
     k = np.load(trained_run / "kmeans_centroids.npy").shape[0]
     with tempfile.TemporaryDirectory() as tmp:
@@ -144,7 +145,7 @@ def test_predict_assigns_every_text_to_a_cluster_of_the_run(trained_run, new_tex
 def test_words_beyond_the_token_limit_do_not_change_the_cluster(trained_run, text, extra):
     """The run cuts texts at max_length=16 tokens: a text and the same text with more words after its first 16
     tokens are one text to the model."""
-    from evaluation.predict import predict
+    from evaluation.model_io.predict import predict
 
     longer = text + " " + " ".join(WORDS[i % len(WORDS)] for i in range(extra))
     with tempfile.TemporaryDirectory() as tmp:

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from errors import UserError
-from evaluation.metrics import clustering_scores, kmeans_scores
+from evaluation.clustering.metrics import clustering_scores, kmeans_scores
 from lightning_modules.shared.kmeans import (
     DEFAULT_KMEANS_BACKEND,
     KMEANS_BACKENDS,
@@ -91,7 +91,7 @@ def test_backend_names_are_checked():
 
 @pytest.mark.parametrize("backend", KMEANS_BACKENDS)
 def test_evaluate_clustering_uses_and_records_the_backend(tmp_path, backend):
-    from evaluation.clustering_benchmarks import clustering_markdown, clustering_set, evaluate_clustering
+    from evaluation.benchmarks.clustering_tasks import clustering_markdown, clustering_set, evaluate_clustering
     from tests.conftest import write_csv
 
     (tmp_path / "toy.yaml").write_text(

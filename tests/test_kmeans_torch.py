@@ -7,7 +7,7 @@ import csv
 import numpy as np
 import pytest
 
-from evaluation.metrics import clustering_scores
+from evaluation.clustering.metrics import clustering_scores
 from lightning_modules.shared.kmeans import kmeans_fit
 
 SEEDS = (0, 1, 2)

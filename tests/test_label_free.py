@@ -1,4 +1,5 @@
-"""Clustering without labels: the criteria (evaluation/label_free.py), choose_k, num_clusters=auto, label-free
+"""Clustering without labels: the criteria (evaluation/clustering/label_free.py), choose_k, num_clusters=auto,
+label-free
 selection, objective and early stopping."""
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ import pytest
 from sklearn.metrics import calinski_harabasz_score, davies_bouldin_score
 
 from errors import ConfigError
-from evaluation.choose_k import choose_k, parse_k, recommend
-from evaluation.label_free import (
+from evaluation.clustering.choose_k import choose_k, parse_k, recommend
+from evaluation.clustering.label_free import (
     changed_share,
     label_free_scores,
     silhouette_cosine,
@@ -72,7 +73,7 @@ def naive_davies_bouldin(x, labels):
 
 def test_davies_bouldin_holds_beyond_25_clusters():
     """torchmetrics's score blows up from 26 clusters on (torch.cdist's matrix-product path); ours must not."""
-    from evaluation.label_free import davies_bouldin
+    from evaluation.clustering.label_free import davies_bouldin
 
     rng = np.random.default_rng(0)
     k = 40
@@ -130,7 +131,7 @@ def test_choose_k_finds_well_separated_blobs():
 
 
 def test_choose_k_cli_on_a_file_without_labels(tmp_path):
-    from evaluation.choose_k import main
+    from evaluation.clustering.choose_k import main
 
     texts = [f"{w} {i}" for i in range(10) for w in ("football match goal", "pasta tomato sauce", "stock market")]
     (tmp_path / "mine.txt").write_text("\n".join(texts) + "\n")

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from evaluation.metrics import cluster_accuracy, clustering_scores, kmeans_scores
+from evaluation.clustering.metrics import cluster_accuracy, clustering_scores, kmeans_scores
 from lightning_modules.shared.kmeans import kmeans_fit
 
 

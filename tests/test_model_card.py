@@ -1,4 +1,5 @@
-"""Model cards of exported runs (evaluation/model_card.py) and the Hub upload's checks (evaluation/export.py)."""
+"""Model cards of exported runs (evaluation/model_io/model_card.py) and the Hub upload's checks
+(evaluation/model_io/export.py)."""
 from __future__ import annotations
 
 import json
@@ -7,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from evaluation.export import main as export_main
-from evaluation.model_card import build_card
+from evaluation.model_io.export import main as export_main
+from evaluation.model_io.model_card import build_card
 from run import train
 from tests.helpers import compose_config, toy_overrides
 

@@ -1,4 +1,5 @@
-"""MTEB through our encoder (evaluation/mteb_eval.py): local tasks, the CLI, the run callback, the offline stop."""
+"""MTEB through our encoder (evaluation/benchmarks/mteb_eval.py): local tasks, the CLI, the run callback, the
+offline stop."""
 from __future__ import annotations
 
 import json
@@ -8,8 +9,8 @@ import pytest
 from scipy.stats import spearmanr
 
 from errors import ConfigError
-from evaluation.evaluate_model import main as evaluate_main
-from evaluation.mteb_eval import MtebUnavailableError, check_data_available, evaluate_mteb, resolve_tasks
+from evaluation.benchmarks.evaluate_model import main as evaluate_main
+from evaluation.benchmarks.mteb_eval import MtebUnavailableError, check_data_available, evaluate_mteb, resolve_tasks
 
 pytest.importorskip("mteb")
 

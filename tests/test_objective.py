@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from errors import UserError
-from evaluation.objective import (
+from evaluation.across_runs.objective import (
     ObjectiveError,
     check_sources,
     lookup,

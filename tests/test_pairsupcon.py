@@ -310,7 +310,7 @@ def tiny_nli(tmp_path):
     return write_csv(tmp_path / "nli.csv", ["sentence1", "sentence2", "gold_label"], [list(p) for p in NLI_PAIRS])
 
 
-@pytest.mark.filterwarnings("ignore::evaluation.sts.StsDataMissingWarning")
+@pytest.mark.filterwarnings("ignore::evaluation.benchmarks.sts.StsDataMissingWarning")
 def test_pairsupcon_trains_and_evaluates_at_the_end(tiny_nli, tmp_path):
     from run import train
     from tests.helpers import compose_config
@@ -347,7 +347,7 @@ def test_pairsupcon_trains_and_evaluates_at_the_end(tiny_nli, tmp_path):
     assert saved["hyper_parameters"]["temperature"] == 0.05
 
     # the evaluation loader restores the trained encoder from the run directory and from a bare copy
-    from evaluation.load import load_encoder
+    from evaluation.model_io.load import load_encoder
 
     texts = ["A man plays guitar.", "Two dogs run."]
     encoder, pooling = load_encoder(out)

@@ -148,7 +148,7 @@ def test_sample_on_a_dataset_without_one_is_one_message(toy_corpus):
 
 
 def test_paper_table_leaves_sample_runs_out(tmp_path):
-    from evaluation import paper_table
+    from evaluation.across_runs import paper_table
 
     for seed, sample in ((0, None), (1, {"file": "demo.csv", "instead_of": "tweet.csv"})):
         folder = tmp_path / f"seed_{seed}"

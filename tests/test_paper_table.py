@@ -1,4 +1,4 @@
-"""The papers' tables as data and beside hand-made runs (evaluation/paper_table.py)."""
+"""The papers' tables as data and beside hand-made runs (evaluation/across_runs/paper_table.py)."""
 from __future__ import annotations
 
 import json
@@ -6,7 +6,7 @@ import json
 import pytest
 
 from errors import ConfigError
-from evaluation.paper_table import available, compare, find_results, load_table, main
+from evaluation.across_runs.paper_table import available, compare, find_results, load_table, main
 
 
 def run(folder, method, dataset, acc, nmi, seed, head=None):

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from evaluation.load import load_encoder
+from evaluation.model_io.load import load_encoder
 from lightning_modules.shared.encoder import load_tokenizer
 
 TEXTS = ["a short sentence", "another, somewhat longer sentence about cats"]
@@ -25,7 +25,7 @@ def save_tiny_bert(folder, with_pooler: bool):
 
 def test_cls_pooling_of_a_hugging_face_folder_is_its_trained_pooler(tmp_path, caplog):
     model, tokenizer = save_tiny_bert(tmp_path / "hf", with_pooler=True)
-    with caplog.at_level("INFO", logger="evaluation.load"):
+    with caplog.at_level("INFO", logger="evaluation.model_io.load"):
         encoder, pooling = load_encoder(str(tmp_path / "hf"), "cls")
     assert pooling == "cls" and "trained pooler (BertPooler" in caplog.text
     batch = tokenizer(TEXTS, padding=True, return_tensors="pt")

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from callbacks.display.progress import PlainProgressLines, format_duration, progress_line
-from evaluation.plots import partial_batch_steps
+from evaluation.run_report.plots import partial_batch_steps
 from tests.helpers import toy_overrides
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -185,7 +185,7 @@ def test_prompt_rows_run_a_few_steps_on_the_tiny_backbone(tmp_path, row):
     saved = json.loads((out / "results.json").read_text())
     assert saved["sts"]["pooling"] == "prompt_text"
     # the checkpoint carries its templates: the command-line evaluation embeds as the run did
-    from evaluation.sts import main
+    from evaluation.benchmarks.sts import main
 
     cli = main(["--checkpoint", str(out / "checkpoints" / "best.ckpt"), "--data-dir", str(tmp_path / "sts"),
                 "--tasks", "STSB"])
@@ -193,7 +193,7 @@ def test_prompt_rows_run_a_few_steps_on_the_tiny_backbone(tmp_path, row):
 
 
 def test_export_of_a_prompt_model_is_refused_with_the_reason(tmp_path):
-    from evaluation.export import export_encoder
+    from evaluation.model_io.export import export_encoder
 
     with pytest.raises(ConfigError, match="MASK.*template"):
         export_encoder(tiny_encoder(), "prompt_before_pooler", tmp_path / "out")

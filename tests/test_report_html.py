@@ -8,11 +8,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from evaluation import describe
-from evaluation.html_report.curves import nice_ticks
-from evaluation.html_report.data import page_data
-from evaluation.html_report.page import render_page, script_json
-from evaluation.html_report.run_folder import write_run_page
+from evaluation.run_report import describe
+from evaluation.run_report.html.curves import nice_ticks
+from evaluation.run_report.html.data import page_data
+from evaluation.run_report.html.page import render_page, script_json
+from evaluation.run_report.html.run_folder import write_run_page
 from run import train
 from tests.conftest import toy_rows, write_csv
 from tests.helpers import compose_config, toy_overrides
@@ -198,13 +198,14 @@ def test_curve_ticks_are_round_and_inside_the_range(lo, hi):
 def test_page_without_descriptions_names_the_command_that_makes_them(tiny_run, tmp_path):
     import shutil
 
-    from evaluation.run_files import RunFolderError
+    from evaluation.run_report.run_files import RunFolderError
 
     out, _ = tiny_run
     bare = tmp_path / "bare"
     bare.mkdir()
     shutil.copy(out / "predictions.csv", bare / "predictions.csv")
-    with pytest.raises(RunFolderError, match=r"has no clusters.json: run python -m evaluation.describe .* --html"):
+    with pytest.raises(RunFolderError,
+                       match=r"has no clusters.json: run python -m evaluation.run_report.describe .* --html"):
         write_run_page(bare, projection="pca")
 
 

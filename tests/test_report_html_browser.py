@@ -9,8 +9,8 @@ from html import unescape
 
 import pytest
 
-from evaluation.html_report.data import page_data
-from evaluation.html_report.page import render_page
+from evaluation.run_report.html.data import page_data
+from evaluation.run_report.html.page import render_page
 from tests.test_report_html import PAYLOADS, page_json, synthetic_200k, tiny_run  # noqa: F401 - the fixture
 
 CHROMIUM = shutil.which("chromium")

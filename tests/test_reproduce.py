@@ -1,4 +1,5 @@
-"""python -m evaluation.reproduce: the dry-run listing, and a two-row x two-seed table end to end on the CPU."""
+"""python -m evaluation.across_runs.reproduce: the dry-run listing, and a two-row x two-seed table end to end on
+the CPU."""
 from __future__ import annotations
 
 import json
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from evaluation import reproduce
+from evaluation.across_runs import reproduce
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["trainer=cpu", "backbone=tiny", "batch_size=8", "max_length=16", "trainer.max_steps=2",
@@ -32,7 +33,8 @@ def test_dry_run_lists_the_eight_rows_three_seeds_and_their_files(tmp_path, caps
     assert text.count("  data: ") == 8
     assert text.count("  $ python run.py --multirun") == 8
     assert "estimate:" in text
-    assert "BoW, agnews: python -m evaluation.evaluate_model --model bow" in text  # the untrained rows' commands
+    # the untrained rows' commands
+    assert "BoW, agnews: python -m evaluation.benchmarks.evaluate_model --model bow" in text
 
 
 def test_sts_rows_list_the_senteval_folder_too(tmp_path):
@@ -99,7 +101,8 @@ def test_two_rows_two_seeds_launch_skip_resume_and_table(tmp_path):
         "    command: 'python run.py experiment=sccl_{dataset} seed=<seed>'\n"
         "    values: {tweet: [78.2, 89.2], searchsnippets: [85.2, 71.1]}\n")
     out = tmp_path / "out"
-    command = [sys.executable, "-m", "evaluation.reproduce", str(table), "--seeds", "0,1", "--out", str(out),
+    command = [sys.executable, "-m", "evaluation.across_runs.reproduce", str(table), "--seeds", "0,1",
+               "--out", str(out),
                f"data_dir={data}", *TINY]
     env = {**os.environ, "PROJECT_ROOT": str(ROOT)}
     first = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=800)

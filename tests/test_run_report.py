@@ -6,7 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from evaluation import describe, plots, predict
+from evaluation.model_io import predict
+from evaluation.run_report import describe, plots
 from run import train
 from tests.conftest import write_csv
 from tests.helpers import compose_config, toy_overrides
@@ -107,7 +108,7 @@ def test_predict_assigns_texts_of_a_training_cluster_back_to_it(demo_run, tmp_pa
 
 
 def test_predict_from_a_sentence_transformers_export(demo_run, tmp_path):
-    from evaluation.export import export
+    from evaluation.model_io.export import export
 
     out, _ = demo_run
     info = export(out, tmp_path / "exported")

@@ -1,4 +1,5 @@
-"""SentEval's PyTorch transfer protocol: evaluation/senteval_classifier.py and its use in evaluation/transfer.py."""
+"""SentEval's PyTorch transfer protocol: evaluation/benchmarks/senteval/classifier.py and its use in
+evaluation/benchmarks/transfer.py."""
 
 from __future__ import annotations
 
@@ -7,10 +8,10 @@ import pytest
 import torch
 from torch import nn
 
-from evaluation import senteval_classifier as sc
-from evaluation.transfer import check_transfer_options, evaluate_transfer, to_markdown
-from evaluation.transfer_protocols import TransferOptionsError
-from evaluation.transfer_readers import read_binary, read_sick_entailment, senteval_order
+from evaluation.benchmarks.senteval import classifier as sc
+from evaluation.benchmarks.senteval.protocols import TransferOptionsError
+from evaluation.benchmarks.senteval.readers import read_binary, read_sick_entailment, senteval_order
+from evaluation.benchmarks.transfer import check_transfer_options, evaluate_transfer, to_markdown
 from tests.test_transfer import keyword_encoder, make_senteval, write_lines
 
 
@@ -301,7 +302,7 @@ class KeywordTextEncoder(nn.Module):
 
 
 def test_evaluate_model_names_the_transfer_protocol_in_tables_and_headline_rows(tmp_path):
-    from evaluation.encoder_evaluation import compare, evaluate_encoder, to_markdown
+    from evaluation.benchmarks.encoder_evaluation import compare, evaluate_encoder, to_markdown
 
     root = make_senteval(tmp_path, n=20, tasks=("TREC",))
     results = {

@@ -1,4 +1,5 @@
-"""evaluation/senteval_toolkit.py: the message when SentEval is absent, and the adapter around a fake SentEval."""
+"""evaluation/benchmarks/senteval/toolkit.py: the message when SentEval is absent, and the adapter around a fake
+SentEval."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ import types
 import numpy as np
 import pytest
 
-from evaluation import senteval_toolkit as toolkit
-from evaluation.transfer import evaluate_transfer, main, to_markdown
+from evaluation.benchmarks.senteval import toolkit
+from evaluation.benchmarks.transfer import evaluate_transfer, main, to_markdown
 from tests.test_transfer import keyword_encoder, make_senteval
 
 
@@ -35,7 +36,7 @@ def test_cli_reports_absent_senteval_in_one_line_before_loading_a_model(no_sente
 
 
 def test_evaluate_model_reports_absent_senteval_before_loading_a_model(no_senteval, capsys):
-    from evaluation.evaluate_model import main as evaluate_main
+    from evaluation.benchmarks.evaluate_model import main as evaluate_main
 
     # 'no-such-model' would fail to load: the SentEval error shows the check runs first
     argv = ["--model", "no-such-model", "--tasks", "transfer", "--transfer-protocol", "senteval-toolkit"]

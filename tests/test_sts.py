@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from scipy.stats import spearmanr
 
-from evaluation.sts import (
+from evaluation.benchmarks.sts import (
     SEVEN,
     STS_YEARS,
     StsDataMissingWarning,

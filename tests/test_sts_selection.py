@@ -122,7 +122,7 @@ class RecordingEncoder:
 
 
 def test_encode_fn_uses_backbone_limit_and_restores_training_truncation():
-    from evaluation.sts import encoder_encode_fn
+    from evaluation.benchmarks.sts import encoder_encode_fn
 
     enc = RecordingEncoder()
     encoder_encode_fn(enc, "cls_before_pooler", 16)(["a", "b"])
@@ -132,7 +132,7 @@ def test_encode_fn_uses_backbone_limit_and_restores_training_truncation():
 
 
 def test_cli_evaluates_a_lightning_checkpoint_with_its_eval_pooling(tmp_path):
-    from evaluation.sts import main
+    from evaluation.benchmarks.sts import main
     from lightning_modules.simcse.module import SimCSE
 
     module = SimCSE(backbone="tiny")
@@ -158,7 +158,7 @@ def test_cli_evaluates_a_lightning_checkpoint_with_its_eval_pooling(tmp_path):
 
 
 def test_cli_rejects_a_checkpoint_without_hyper_parameters(tmp_path, capsys):
-    from evaluation.sts import main
+    from evaluation.benchmarks.sts import main
 
     path = tmp_path / "bad.ckpt"
     torch.save({"state_dict": {}}, path)

@@ -1,4 +1,4 @@
-"""SentEval transfer: readers, logistic-regression protocols and the CLI (evaluation/transfer*.py)."""
+"""SentEval transfer: readers, logistic-regression protocols and the CLI (evaluation/benchmarks/transfer*.py)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from evaluation.transfer import evaluate_transfer, main
-from evaluation.transfer_protocols import cv_select_and_fit, pair_features
-from evaluation.transfer_readers import TransferDataError, read_binary, read_mrpc, read_sst2, read_trec
+from evaluation.benchmarks.senteval.protocols import cv_select_and_fit, pair_features
+from evaluation.benchmarks.senteval.readers import TransferDataError, read_binary, read_mrpc, read_sst2, read_trec
+from evaluation.benchmarks.transfer import evaluate_transfer, main
 
 FAST = {"protocol": "sklearn", "kfold": 2, "inner_kfold": 2}  # SentEval uses 10; 2 keeps unit tests fast
 TREC_CLASSES = ("ABBR", "DESC", "ENTY", "HUM", "LOC", "NUM")
@@ -253,7 +253,7 @@ def test_cli_with_tiny_model(tmp_path):
 def test_unconverged_fits_are_counted(tmp_path, monkeypatch):
     from sklearn.linear_model import LogisticRegression
 
-    import evaluation.transfer_protocols as protocols
+    import evaluation.benchmarks.senteval.protocols as protocols
 
     monkeypatch.setattr(protocols, "_logreg", lambda C, seed: LogisticRegression(C=C, max_iter=1))
     root = make_senteval(tmp_path, n=10, tasks=("MR",))
@@ -262,7 +262,7 @@ def test_unconverged_fits_are_counted(tmp_path, monkeypatch):
 
 
 def test_cli_takes_a_checkpoint_like_every_evaluation_cli(tmp_path):
-    """--model goes through evaluation.load: a .ckpt of a run is evaluated with its own eval pooling."""
+    """--model goes through evaluation.model_io.load: a .ckpt of a run is evaluated with its own eval pooling."""
     from lightning_modules.simcse.module import SimCSE
 
     module = SimCSE(backbone="tiny")

@@ -1,7 +1,7 @@
 """W&B as a sweep dashboard, offline: shared group, job type, summary numbers, tables."""
 import json
 
-from evaluation.wandb_dashboard import aggregate_tables, summary_numbers, sweep_group
+from evaluation.across_runs.wandb_dashboard import aggregate_tables, summary_numbers, sweep_group
 from tests.sweep_helpers import lean_callbacks, run_cli
 from tests.wandb_records import offline_run
 
@@ -72,7 +72,7 @@ def test_sts_results_go_to_the_summary_and_a_table(tmp_path, monkeypatch):
     from lightning.pytorch.loggers import WandbLogger
 
     from callbacks.sweeps.hydra_callbacks import finish_wandb_run
-    from evaluation.wandb_dashboard import log_results
+    from evaluation.across_runs.wandb_dashboard import log_results
 
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")

@@ -11,9 +11,9 @@ import numpy as np
 from callbacks.evaluation.eval_outputs import cached_eval_outputs
 from callbacks.evaluation.periodic import PeriodicEvaluation
 from errors import ConfigError, writing
-from evaluation.label_free import DIRECTIONS as LABEL_FREE_DIRECTIONS
-from evaluation.label_free import best_index, label_free_report, stable_step
-from evaluation.metrics import clustering_scores
+from evaluation.clustering.label_free import DIRECTIONS as LABEL_FREE_DIRECTIONS
+from evaluation.clustering.label_free import best_index, label_free_report, stable_step
+from evaluation.clustering.metrics import clustering_scores
 from lightning_modules.shared.kmeans import kmeans_fit, resolve_kmeans_backend
 
 log = logging.getLogger(__name__)
@@ -31,7 +31,8 @@ def evaluate_outputs(
     are known (empty otherwise); predictions ``kmeans`` and ``head`` as integer arrays.
     ``kmeans``: a KMeans already fitted on these embeddings (its ``labels_`` are used), else one is
     fitted with ``kmeans_backend`` (``lightning_modules.shared.kmeans.kmeans_fit``; None: the default backend).
-    Label-free criteria (``evaluation.label_free``; ``kmeans_silhouette``, ``head_changed``, ...) are added for
+    Label-free criteria (``evaluation.clustering.label_free``; ``kmeans_silhouette``, ``head_changed``, ...) are
+    added for
     every prediction unless ``label_free_sample`` is None; ``previous`` ({name: assignments} of the last
     evaluation) gives ``<name>_changed``. A criterion undefined for a partition (two texts in two clusters,
     identical embeddings, ...) is None; ``undefined``, when given, receives ``{"<name>_<criterion>": reason}``.
@@ -88,7 +89,7 @@ class ClusteringEvaluator(PeriodicEvaluation):
 
     Logs ``val/kmeans_acc``, ``val/kmeans_nmi``, ``val/kmeans_ari``, ``val/kmeans_ami`` (with labels) and
     the label-free ``val/kmeans_silhouette``, ``_calinski_harabasz``, ``_davies_bouldin``, ``_dunn``,
-    ``_size_entropy``, ``_changed`` (``evaluation.label_free``), and the same for the cluster head
+    ``_size_entropy``, ``_changed`` (``evaluation.clustering.label_free``), and the same for the cluster head
     (``val/head_*``) when the module's ``eval_step`` returns ``head_pred``.
     Needs the datamodule's ``eval_dataloader()``, ``labels`` (or None) and ``num_clusters``.
 

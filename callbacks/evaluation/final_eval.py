@@ -1,8 +1,8 @@
 """End-of-training evaluation of the trained encoder on clustering benchmarks, STS or transfer.
 
 For methods trained on data that is not the evaluation data (PairSupCon on NLI): when training
-ends, the module's encoder is evaluated with ``evaluation.evaluate_model.evaluate_encoder``
-(the same code as ``python -m evaluation.evaluate_model``, so the numbers are the CLI's) and
+ends, the module's encoder is evaluated with ``evaluation.benchmarks.evaluate_model.evaluate_encoder``
+(the same code as ``python -m evaluation.benchmarks.evaluate_model``, so the numbers are the CLI's) and
 the results are written into the run directory as ``evaluation.md``/``evaluation.json``.
 ``summary()`` gives the headline numbers for results.json. (STS alone, with sts.md/sts.json, is
 ``callbacks.evaluation.sts_eval.FinalStsEvaluation``; PairSupCon's config uses both.)
@@ -17,8 +17,8 @@ from typing import Sequence
 
 from lightning.pytorch.callbacks import Callback
 
-from evaluation.clustering_benchmarks import BENCHMARKS
-from evaluation.encoder_evaluation import evaluate_encoder, headline_rows, write_outputs
+from evaluation.benchmarks.clustering_tasks import BENCHMARKS
+from evaluation.benchmarks.encoder_evaluation import evaluate_encoder, headline_rows, write_outputs
 
 
 class FinalEvaluation(Callback):
@@ -31,12 +31,12 @@ class FinalEvaluation(Callback):
         clustering_datasets: conf/dataset names to cluster (default: the eight benchmarks;
             absent files are skipped with a note).
         seeds: KMeans seeds 0..seeds-1 per clustering dataset (PairSupCon: 10).
-        transfer_options: keyword arguments for ``evaluation.transfer.evaluate_transfer``, e.g.
+        transfer_options: keyword arguments for ``evaluation.benchmarks.transfer.evaluate_transfer``, e.g.
             ``{protocol: senteval, setting: default}`` (SentEval's PyTorch logistic regression, the
             papers' protocol and the default) or ``{protocol: sklearn}``; checked here, before training.
         output_dir: run directory for the Markdown/JSON files (none written when null); MTEB's own
             result files go to its ``mteb/`` sub-folder.
-        mteb_tasks: with task ``mteb``: MTEB task names or local tables (``evaluation.mteb_eval``);
+        mteb_tasks: with task ``mteb``: MTEB task names or local tables (``evaluation.benchmarks.mteb_eval``);
             checked here, before training (an unknown name, or a Hub task offline, stops the run).
         mteb_max_length: MTEB's token limit (default: the run's ``encoder.max_length``).
         clustering_max_length: token limit of the clustering embeddings (32, the papers' training length;
@@ -80,13 +80,13 @@ class FinalEvaluation(Callback):
         self.seeds = seeds
         self.transfer_options = dict(transfer_options or {})
         if "transfer" in self.tasks:
-            from evaluation.transfer import check_transfer_options
+            from evaluation.benchmarks.transfer import check_transfer_options
 
             check_transfer_options(self.transfer_options)  # a bad option fails now, not after training
         self.mteb_tasks = list(mteb_tasks or ())
         self.mteb_max_length = mteb_max_length
         if "mteb" in self.tasks:
-            from evaluation.mteb_eval import check_data_available, resolve_tasks
+            from evaluation.benchmarks.mteb_eval import check_data_available, resolve_tasks
 
             check_data_available(resolve_tasks(self.mteb_tasks))
         self.output_dir = Path(output_dir) if output_dir else None

@@ -13,7 +13,7 @@ from lightning.pytorch.callbacks import Callback
 from callbacks.evaluation.clustering_eval import ClusteringEvaluator
 from callbacks.evaluation.eval_outputs import cached_eval_outputs
 from errors import ConfigError
-from evaluation import run_files
+from evaluation.run_report import run_files
 
 log = logging.getLogger(__name__)
 
@@ -27,14 +27,14 @@ class RunReport(Callback):
       (float16; the evaluation pass the evaluator makes anyway, shared through ``cached_eval_outputs``).
       A resumed run copies the file of the run it resumes from;
     - at the end, ``embeddings/after.npy``, ``embeddings/before_kmeans.npy``, ``kmeans_centroids.npy``
-      + ``kmeans_centroids.json`` (the final KMeans, for ``evaluation.predict``), ``clusters.md`` and
-      ``clusters.json`` (``evaluation.describe``).
+      + ``kmeans_centroids.json`` (the final KMeans, for ``evaluation.model_io.predict``), ``clusters.md`` and
+      ``clusters.json`` (``evaluation.run_report.describe``).
 
-    Every run, when ``html`` is true: ``report.html`` (``evaluation.html_report``: the map of at most
+    Every run, when ``html`` is true: ``report.html`` (``evaluation.run_report.html``: the map of at most
     ``html_max_points`` texts, default ``max_points``, the clusters, the summary and the curves in one
     offline page; the summary comes from the other callbacks' ``summary()``, what results.json will hold).
 
-    Every run, when ``plots`` is true: ``plots/*.png`` (``evaluation.plots``: embedding maps and the
+    Every run, when ``plots`` is true: ``plots/*.png`` (``evaluation.run_report.plots``: embedding maps and the
     matched confusion matrix for clustering runs, training curves from the CSV logger's
     ``metrics.csv``, a CSV logger being added beside W&B / TensorBoard when the run has none), also
     logged as images to the W&B and TensorBoard loggers.
@@ -53,8 +53,8 @@ class RunReport(Callback):
                  projection: str = "tsne", max_points: int = 3000, seed: int = 0, top_words: int = 10,
                  representatives: int = 3, tokenizer: str = "auto", html: bool = True,
                  html_max_points: int | None = None):
-        from evaluation.ctfidf import resolve_tokenizer
-        from evaluation.plots import PROJECTIONS
+        from evaluation.run_report.ctfidf import resolve_tokenizer
+        from evaluation.run_report.plots import PROJECTIONS
 
         if tokenizer != "backbone":
             resolve_tokenizer(tokenizer, [])  # a malformed setting fails before training
@@ -167,7 +167,7 @@ class RunReport(Callback):
         return run_files.load_array(out, run_files.EMBEDDINGS_AFTER)
 
     def _describe(self, embeddings: np.ndarray) -> None:
-        from evaluation.describe import describe_run
+        from evaluation.run_report.describe import describe_run
 
         self._report = describe_run(self.output_dir, self.top_words, self.representatives, embeddings=embeddings,
                                     tokenizer=self.tokenizer)
@@ -175,7 +175,7 @@ class RunReport(Callback):
         log.info("cluster descriptions: %s", self.output_dir / run_files.CLUSTERS_MD)
 
     def _plot(self, trainer, embeddings) -> None:
-        from evaluation.plots import make_plots
+        from evaluation.run_report.plots import make_plots
 
         try:
             paths = make_plots(self.output_dir, self.projection, self.max_points, self.seed, embeddings=embeddings)
@@ -187,8 +187,8 @@ class RunReport(Callback):
         log_images(trainer.loggers, paths, trainer.global_step)
 
     def _page(self, trainer, embeddings) -> None:
-        from evaluation.describe import cluster_report
-        from evaluation.html_report import write_run_page
+        from evaluation.run_report.describe import cluster_report
+        from evaluation.run_report.html import write_run_page
 
         clustered = embeddings is not None and (self.output_dir / run_files.PREDICTIONS).is_file()
         if not clustered and not (self.output_dir / run_files.METRICS_CSV).is_file():

@@ -14,7 +14,7 @@ from pathlib import Path
 from lightning.pytorch.callbacks import Callback
 
 from errors import ConfigError, MissingFileError
-from evaluation.sts import encoder_encode_fn, stsb_dev_spearman
+from evaluation.benchmarks.sts import encoder_encode_fn, stsb_dev_spearman
 
 log = logging.getLogger(__name__)
 

@@ -12,8 +12,8 @@ from lightning.pytorch.callbacks import Callback
 
 from callbacks.evaluation.sts_selection import StsSelection
 from errors import ConfigError, MissingFileError
-from evaluation.load import checkpoint_encoder_weights
-from evaluation.sts import SEVEN, encoder_encode_fn, evaluate_sts, markdown_table
+from evaluation.benchmarks.sts import SEVEN, encoder_encode_fn, evaluate_sts, markdown_table
+from evaluation.model_io.load import checkpoint_encoder_weights
 
 WEIGHTS = ("best", "final")
 log = logging.getLogger(__name__)
@@ -31,7 +31,7 @@ class FinalStsEvaluation(Callback):
 
     Args:
         data_dir: SentEval 'downstream' folder; tasks whose data is missing are skipped with a
-            warning (``evaluation.sts``).
+            warning (``evaluation.benchmarks.sts``).
         output_dir: where ``sts.md`` and ``sts.json`` are written (None: not written).
         weights: ``best`` — the weights ``StsSelection`` kept (``best.ckpt``; the final weights
             when there is no selection callback or no best yet); ``final`` — the last weights.

@@ -17,7 +17,7 @@ from lightning.pytorch.callbacks import Callback
 
 import run_folder
 from errors import ConfigError, MissingFileError
-from evaluation.sts import encoder_encode_fn, stsb_dev_spearman
+from evaluation.benchmarks.sts import encoder_encode_fn, stsb_dev_spearman
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ launcher (basic, joblib, submitit_local, submitit_slurm) or sweeper (basic grid,
 - **job end**: the job's W&B run is finished (the next job of the process gets its own); a job
   that raised writes ``failed.json`` (type and message) into its folder (run.py does the same
   for a user error, and lets the other jobs go on);
-- **multirun end** (in the launching process): ``evaluation.aggregate`` tables of every job
+- **multirun end** (in the launching process): ``evaluation.across_runs.aggregate`` tables of every job
   (``aggregate.md/.csv/.json``) and, for an Optuna sweep, ``trials.md/.csv`` (one row per trial:
   the searched parameters and the objective) in the sweep folder, the table printed, and the
   aggregate logged to W&B when the sweep logs there. If a job failed the multirun exits with
@@ -169,8 +169,8 @@ class SweepCallback(Callback):
 
     def write_tables(self, config: DictConfig) -> list[dict]:
         """Aggregate (and trials) tables into the sweep folder; returns the failed jobs."""
-        from evaluation.aggregate import aggregate_folders, markdown, write_outputs
-        from evaluation.sweep_trials import trials, write_trials
+        from evaluation.across_runs.aggregate import aggregate_folders, markdown, write_outputs
+        from evaluation.across_runs.sweep_trials import trials, write_trials
 
         sweep_dir = Path(str(config.hydra.sweep.dir))
         if not sweep_dir.is_dir():
@@ -187,7 +187,7 @@ class SweepCallback(Callback):
             paths += write_trials(trials(runs, params), params, sweep_dir, direction)
         log.info("multirun tables: %s", ", ".join(str(p) for p in paths))
         if "wandb" in (config.get("logger") or {}):
-            from evaluation.wandb_dashboard import log_aggregate
+            from evaluation.across_runs.wandb_dashboard import log_aggregate
 
             log_aggregate(agg, config, sweep_dir)
         return agg["failed"]

@@ -52,7 +52,7 @@ class TextRepresentationModule(L.LightningModule):
     - ``check_config``: its own checks of the composed configuration, before any work.
     - ``min_batch_size``: the smallest batch its loss learns from.
     - ``has_cluster_head`` / ``cluster_probabilities``: whether and how it assigns new texts to
-      clusters itself (``evaluation.predict``); ``cluster_context`` says whether the head needs other
+      clusters itself (``evaluation.model_io.predict``); ``cluster_context`` says whether the head needs other
       texts of a batch beside each new text (AECL's attention over samples).
 
     The encoder settings every method takes are :data:`ENCODER_SETTINGS` (config keys ``method.<name>``),
@@ -129,12 +129,12 @@ class TextRepresentationModule(L.LightningModule):
         return build_optimizer(self.optimizer_factory or torch.optim.Adam, groups, fused=on_gpu)
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
-        # lets tools (validation of ckpt_path, evaluation.sts --checkpoint) tell which module wrote the file
+        # lets tools (validation of ckpt_path, evaluation.benchmarks.sts --checkpoint) tell which module wrote the file
         checkpoint["module_class"] = class_path(type(self))
 
     def on_train_batch_end(self, outputs, batch, batch_idx: int) -> None:
         # the last batch of an epoch is often smaller, and an in-batch contrastive loss with fewer
-        # negatives is lower: the training-curves plot leaves such steps out (evaluation.plots)
+        # negatives is lower: the training-curves plot leaves such steps out (evaluation.run_report.plots)
         size = first_dimension(batch)
         if size is not None:
             self.log("train/batch_size", float(size), on_step=True, on_epoch=False, batch_size=size)

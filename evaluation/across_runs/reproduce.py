@@ -1,0 +1,344 @@
+"""One command per paper table: check the data, launch every row x seed, print the table beside the paper's.
+
+    python -m evaluation.across_runs.reproduce sccl_table1 [--seeds 0,1,2] [--rows sccl_agnews,...] \
+        [--launcher local|slurm]
+        [--out logs/reproduce/<table>] [--dry-run] [overrides ...]
+
+The rows are the experiments that the table's trained rows name (``evaluation/across_runs/paper_tables/<table>.yaml``:
+each row's ``command`` with its datasets filled in); rows of untrained baselines (``evaluate_model``) are
+listed with their commands. Every experiment x seed runs in ``<out>/<experiment>/seed_<seed>/`` through
+Hydra's multirun (``hydra/launcher=slurm`` with ``--launcher slurm``: one SLURM job per run). A run whose
+results.json says it finished is skipped; one that was interrupted (``checkpoints/last.ckpt`` there) is
+resumed from it. At the end ``evaluation.across_runs.paper_table`` compares the runs under ``<out>`` with the paper
+(mean ± std over seeds, difference) and writes ``<out>/paper_table.md``.
+
+Before anything runs, the data each experiment reads is checked; a missing file stops the command with one
+line per file naming its download. ``--dry-run`` lists the runs, their commands, their data files (present
+or missing) and the GPU hours that BENCHMARKS.md's GPU section implies ("unknown" where it has no figure).
+Paper rows train on their corpora: ``dataset.sample=true`` is refused here.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import shlex
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from omegaconf import DictConfig, OmegaConf
+
+from errors import USER_ERROR_EXIT_CODE, ConfigError, exit_on_user_error
+from evaluation.across_runs import paper_table
+
+ROOT = Path(__file__).resolve().parents[2]
+os.environ.setdefault("PROJECT_ROOT", str(ROOT))  # conf/paths/default.yaml reads it, as run.py sets it
+BENCHMARKS = ROOT / "BENCHMARKS.md"
+GPU_START, GPU_END = "<!-- bench-gpu:start -->", "<!-- bench-gpu:end -->"  # scripts/bench_gpu.py's markers
+# BENCHMARKS.md's GPU rows name the method (ClusterNS on BERT-large has a row of its own)
+BENCH_METHOD = {("clusterns", "bert-large"): "clusterns_large"}
+PRECISION = {"16-mixed": "fp16", "bf16-mixed": "bf16", "32-true": "fp32", "32": "fp32"}
+
+
+@dataclass
+class Run:
+    """One experiment of the table, with its seeds and what each needs."""
+
+    experiment: str
+    rows: list[str]
+    cfg: DictConfig
+    files: list[tuple[Path, str | None]] = field(default_factory=list)   # (path, download command or None)
+    done: list[int] = field(default_factory=list)
+    resume: dict[int, tuple[Path, bool]] = field(default_factory=dict)   # seed -> (checkpoint, training finished)
+    fresh: list[int] = field(default_factory=list)
+
+
+def experiments_of(table: dict) -> tuple[dict[str, list[str]], list[str]]:
+    """{experiment: the table rows it serves} of the trained rows, and the commands of the untrained ones."""
+    experiments: dict[str, list[str]] = {}
+    baselines: list[str] = []
+    for row in table["rows"]:
+        for dataset in row["values"]:
+            command = row["command"].format(dataset=dataset)
+            if row["source"] == "evaluate_model":
+                baselines.append(f"{row['name']}, {dataset}: {command}")
+                continue
+            found = re.search(r"experiment=(\S+)", command)
+            if not found:
+                raise ConfigError(f"paper table row {row['name']!r}: its command names no experiment=<name> "
+                                  f"({command}); evaluation.across_runs.reproduce launches experiments.")
+            experiments.setdefault(found.group(1), [])
+            label = f"{row['name']}, {dataset}"
+            if label not in experiments[found.group(1)]:
+                experiments[found.group(1)].append(label)
+    return experiments, baselines
+
+
+def compose(experiment: str, overrides: Sequence[str]) -> DictConfig:
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        return hydra_compose(config_name="config", overrides=[f"experiment={experiment}", *overrides])
+
+
+def data_files(cfg: DictConfig) -> list[tuple[Path, str | None]]:
+    """The corpus the run reads and, for methods evaluated on STS / SentEval, ``sts_data_dir``; each with the
+    download command of its catalogue item (None for a file of the user's own)."""
+    from datamodules.download import catalogue
+    from validation import corpus_path
+
+    files: list[tuple[Path, str | None]] = []
+    corpus, _ = corpus_path(cfg)
+    if corpus is not None:
+        item = catalogue.for_file(corpus)
+        files.append((corpus, catalogue.download_command(item, catalogue.dest_of(corpus, item)) if item else None))
+    sts = Path(str(cfg.sts_data_dir))
+    callbacks = OmegaConf.to_container(cfg.method.get("callbacks") or {}, resolve=False)
+    if "${sts_data_dir}" in json.dumps(callbacks):
+        item = catalogue.BY_NAME["senteval"]
+        files.append((sts, catalogue.download_command(item, catalogue.dest_of(sts, item))))
+    final = OmegaConf.select(cfg, "method.callbacks.final_eval")
+    if final is not None and "clustering" in (final.get("tasks") or []):  # PairSupCon's Table 1 is this evaluation
+        folder = Path(str(final.short_text_dir))
+        for name in final.get("clustering_datasets") or catalogue.SHORT_TEXT_SETS:
+            item = catalogue.BY_NAME.get(name)
+            path = folder / f"{name}.csv"
+            files.append((path, catalogue.download_command(item, catalogue.dest_of(path, item)) if item else None))
+    return files
+
+
+def run_state(folder: Path) -> tuple[str, Path | None, bool]:
+    """("done" | "resume" | "fresh", the checkpoint to resume from, whether training had finished)."""
+    results, checkpoint = folder / "results.json", folder / "checkpoints" / "last.ckpt"
+    info: dict = {}
+    if results.is_file():
+        try:
+            info = json.loads(results.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            info = {}
+        if info.get("status", "finished") == "finished" and "method" in info:
+            return "done", None, False
+    if checkpoint.is_file():
+        return "resume", checkpoint, bool(info.get("training_finished"))
+    return "fresh", None, False
+
+
+def launch_commands(run: Run, out: Path, launcher: str, overrides: Sequence[str]) -> list[list[str]]:
+    base = [sys.executable, "run.py", "--multirun", f"experiment={run.experiment}",
+            f"hydra.sweep.dir={shown(out / run.experiment)}", "hydra.sweep.subdir=seed_${seed}"]
+    if launcher == "slurm":
+        base.append("hydra/launcher=slurm")
+    commands = []
+    if run.fresh:
+        commands.append(base + [f"seed={','.join(map(str, run.fresh))}", *overrides])
+    for seed, (checkpoint, finished) in sorted(run.resume.items()):
+        extra = ["eval_only=true"] if finished else []
+        commands.append(base + [f"seed={seed}", f"ckpt_path={checkpoint}", *extra, *overrides])
+    return commands
+
+
+# -- GPU hours from BENCHMARKS.md ---------------------------------------------------------------------
+def gpu_rows(text: str) -> list[dict]:
+    """The rows of BENCHMARKS.md's GPU section (scripts/bench_gpu.py's tables, read by their headers): the
+    end-to-end table (``Trainer.fit``, loader included) and the step table's rows of the project's layout."""
+    if GPU_START not in text or GPU_END not in text:
+        return []
+    header: list[str] = []
+    rows = []
+    for line in text.split(GPU_START, 1)[1].split(GPU_END, 1)[0].splitlines():
+        if not line.startswith("|"):
+            header = [] if not line.strip() else header
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if cells[0] == "method":
+            header = cells
+            continue
+        if not header or set(cells[0]) <= {"-"} or len(cells) != len(header):
+            continue
+        row = dict(zip(header, cells))
+        end_to_end = "end-to-end steps/s" in row
+        if not end_to_end and row.get("layout") != "ours":
+            continue
+        arch, _, batch = row.get("backbone, batch", "").partition(",")
+        try:
+            rows.append({"method": row["method"], "arch": arch.strip(), "batch": int(batch),
+                         "precision": row.get("precision"), "chunk": row.get("chunk tokens", "-"),
+                         "cached": row.get("cached", "-"), "end_to_end": end_to_end,
+                         "steps_per_s": float(row["end-to-end steps/s" if end_to_end else "steps/s"])})
+        except (KeyError, ValueError):
+            continue
+    return rows
+
+
+def training_steps(cfg: DictConfig) -> int | None:
+    from datamodules.download import catalogue
+    from validation import corpus_path
+
+    max_steps = int(OmegaConf.select(cfg, "trainer.max_steps", default=-1) or -1)
+    if max_steps > 0:
+        return max_steps
+    epochs = int(OmegaConf.select(cfg, "trainer.max_epochs", default=-1) or -1)
+    corpus, _ = corpus_path(cfg)
+    item = catalogue.for_file(corpus) if corpus is not None else None
+    while item is not None and item.rows is None and item.inputs:
+        item = catalogue.BY_NAME[item.inputs[0]]
+    if epochs <= 0 or item is None or item.rows is None:
+        return None
+    return epochs * math.ceil(item.rows / int(cfg.batch_size))
+
+
+def gpu_hours(cfg: DictConfig, rows: list[dict]) -> tuple[float | None, str]:
+    """Training hours per run on the card BENCHMARKS.md measured (evaluation not counted), and why if unknown."""
+    backbone = str(cfg.backbone.name).split("/")[-1]
+    arch = next((a for a in ("distilbert-base", "bert-large", "bert-base") if backbone.startswith(a)), None)
+    method = BENCH_METHOD.get((str(cfg.method.name), arch), str(cfg.method.name))
+    precision = PRECISION.get(str(OmegaConf.select(cfg, "trainer.precision", default="",
+                                                   throw_on_resolution_failure=False)))  # ${gpu_precision:}: by card
+    chunk, cached = cfg.get("encoder_chunk_tokens"), int(cfg.get("encoder_grad_cache_tokens") or 0)
+    candidates = [r for r in rows if r["method"] == method and r["arch"] == arch
+                  and r["batch"] == int(cfg.batch_size) and r["precision"] == precision
+                  and r["cached"] == (str(cached) if cached else "-")
+                  and (chunk is None or r["chunk"] == (str(chunk) if chunk else "-"))]
+    # end to end (the loader and the loop included) first; a null chunk setting is chosen per device at run
+    # time, where a GPU without a memory limit runs unchunked
+    candidates.sort(key=lambda r: (not r["end_to_end"], r["chunk"] != "-"))
+    match = candidates[0] if candidates else None
+    steps = training_steps(cfg)
+    if match is None:
+        return None, (f"no GPU figure in BENCHMARKS.md for {method}, {backbone}, batch {cfg.batch_size}, "
+                      f"{precision or 'the GPU precision chosen at run time'}")
+    if steps is None:
+        return None, "the number of steps depends on a corpus of unknown size"
+    return steps / match["steps_per_s"] / 3600, f"{steps} steps at {match['steps_per_s']:.2f} steps/s"
+
+
+# -- the command ------------------------------------------------------------------------------------
+def shown(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(ROOT))
+    except ValueError:
+        return str(path)
+
+
+def plan(table_name: str, seeds: list[int], only: list[str] | None, out: Path,
+         overrides: Sequence[str]) -> tuple[dict, list[Run], list[str]]:
+    if any(re.match(r"^\+*dataset\.sample=(true|True|1)$", o) for o in overrides):
+        raise ConfigError("dataset.sample=true: a paper table compares runs on the papers' corpora, and "
+                          "evaluation.across_runs.paper_table leaves sample runs out; run a sample with `python run.py "
+                          "experiment=<row> dataset.sample=true` instead.")
+    table = paper_table.load_table(table_name)
+    experiments, baselines = experiments_of(table)
+    if only:
+        unknown = [name for name in only if name not in experiments]
+        if unknown:
+            raise ConfigError(f"--rows {','.join(unknown)}: not a row of {table_name}; its rows: "
+                              f"{', '.join(experiments)}")
+        experiments = {name: experiments[name] for name in only}
+    runs = []
+    for experiment, rows in experiments.items():
+        cfg = compose(experiment, overrides)
+        run = Run(experiment, rows, cfg, data_files(cfg))
+        for seed in seeds:
+            state, checkpoint, finished = run_state(out / experiment / f"seed_{seed}")
+            if state == "done":
+                run.done.append(seed)
+            elif state == "resume":
+                run.resume[seed] = (checkpoint, finished)
+            else:
+                run.fresh.append(seed)
+        runs.append(run)
+    return table, runs, baselines
+
+
+def describe(table_name: str, table: dict, runs: list[Run], baselines: list[str], seeds: list[int], out: Path,
+             launcher: str, overrides: Sequence[str]) -> str:
+    bench = gpu_rows(BENCHMARKS.read_text(encoding="utf-8")) if BENCHMARKS.is_file() else []
+    total = len(runs) * len(seeds)
+    lines = [f"{table_name}: {table['paper']}, {table['table']}: {len(runs)} rows x {len(seeds)} seeds = {total} runs "
+             f"into {shown(out)}", ""]
+    hours_known, unknown = 0.0, 0
+    for run in runs:
+        hours, why = gpu_hours(run.cfg, bench)
+        to_run = len(run.fresh) + len(run.resume)
+        if hours is None:
+            unknown += to_run
+        else:
+            hours_known += hours * to_run
+        lines.append(f"{run.experiment} ({'; '.join(run.rows)})")
+        lines.append(f"  seeds: {len(run.done)} finished, {len(run.resume)} to resume, {len(run.fresh)} to start")
+        for path, command in run.files:
+            state = "present" if path.exists() else "MISSING"
+            lines.append(f"  data: {state:<7} {shown(path)}" + (f"  ({command})" if command and state != "present"
+                                                                  else ""))
+        gpu = f"{hours:.2f} GPU hours per run ({why})" if hours is not None else f"unknown ({why})"
+        lines.append(f"  estimate: {gpu}")
+        for command in launch_commands(run, out, launcher, overrides):
+            lines.append("  $ " + " ".join(shlex.quote(part) for part in ["python", *command[1:]]))
+        lines.append("")
+    known = f"{hours_known:.1f} GPU hours for the runs with a figure" if unknown < total else "no GPU figure"
+    lines.append(f"estimate: {known}; {unknown} run(s) without one (BENCHMARKS.md's GPU section, "
+                 "`python scripts/bench_gpu.py` on the card)")
+    if baselines:  # their JSON under <out> is read with the runs' results
+        lines += ["", "untrained rows (not launched; run these, the table reads what they write):"]
+        lines += [f"  {line} --out {shown(out / 'baselines')}" for line in baselines]
+    return "\n".join(lines)
+
+
+@exit_on_user_error
+def main(argv: Sequence[str] | None = None) -> str:
+    parser = argparse.ArgumentParser(prog="python -m evaluation.across_runs.reproduce",
+                                     description=__doc__.split("\n")[0])
+    parser.add_argument("table", help=f"one of: {', '.join(paper_table.available())} (or a .yaml file)")
+    parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--rows", default=None, help="experiments of the table to run (default: all)")
+    parser.add_argument("--launcher", choices=("local", "slurm"), default="local")
+    parser.add_argument("--out", type=Path, default=None, help="default: logs/reproduce/<table>")
+    parser.add_argument("--dry-run", action="store_true", help="list runs, commands, data and GPU hours; run nothing")
+    parser.add_argument("overrides", nargs="*", help="Hydra overrides for every run, e.g. trainer.devices=4")
+    args = parser.parse_intermixed_args(argv)  # overrides may come before or after the options
+    try:
+        seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+    except ValueError:
+        raise ConfigError(f"--seeds {args.seeds}: give integers separated by commas, e.g. 0,1,2") from None
+    out = (args.out or ROOT / "logs" / "reproduce" / Path(args.table).stem).resolve()
+    only = [r.strip() for r in args.rows.split(",") if r.strip()] if args.rows else None
+    table, runs, baselines = plan(args.table, seeds, only, out, args.overrides)
+    text = describe(args.table, table, runs, baselines, seeds, out, args.launcher, args.overrides)
+    print(text, flush=True)
+    if args.dry_run:
+        return text
+    missing = [(path, command) for run in runs for path, command in run.files if not path.exists()]
+    for path, command in dict.fromkeys(missing):
+        how = f"get it with `{command}`" if command else "point the run at the file (data_dir=, dataset.file=)"
+        print(f"error: {path} is missing; {how}", file=sys.stderr, flush=True)
+    if missing:
+        sys.exit(USER_ERROR_EXIT_CODE)
+    failed = []
+    for run in runs:
+        for command in launch_commands(run, out, args.launcher, args.overrides):
+            print("$ " + " ".join(shlex.quote(part) for part in ["python", *command[1:]]), flush=True)
+            if subprocess.run(command, cwd=ROOT).returncode != 0:
+                failed.append(run.experiment)
+    runs_found, evaluations = paper_table.find_results(out)
+    result = paper_table.markdown(table, paper_table.compare(table, runs_found, evaluations))
+    (out / "paper_table.md").parent.mkdir(parents=True, exist_ok=True)
+    (out / "paper_table.md").write_text(result, encoding="utf-8")
+    print(result)
+    print(f"table: {shown(out / 'paper_table.md')}")
+    if failed:
+        print(f"error: runs of {', '.join(dict.fromkeys(failed))} failed (their folders hold failed.json / "
+              "results.json); run the same command again to retry them", file=sys.stderr)
+        sys.exit(1)
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,341 @@
+"""Choose the number of clusters K without labels (docs/clusters.md, "Without labels").
+
+    python -m evaluation.clustering.choose_k --input texts.csv [--text-column text] [--model minilm] --k 2:60
+    python -m evaluation.clustering.choose_k --input logs/train/runs/<run>/<time> --k 2:60:2 --out choose_k/
+
+The texts are embedded once (``--embedding-cache`` keeps them on disk; a run folder gives its
+end-of-run embeddings, ``embeddings/after.npy``, and embeds nothing). For each K, KMeans is fitted
+with ``--seeds`` seeds (one restart each); the fit with the lowest inertia is scored with the
+label-free criteria of ``evaluation.clustering.label_free`` (silhouette with cosine distance on a seeded
+sample, Calinski-Harabasz, Davies-Bouldin), and the agreement of the seeds' partitions (mean
+pairwise ARI, ``stability``) says how reproducible the partition is. HDBSCAN (scikit-learn), which
+needs no K, gives its own number of clusters as a reference.
+
+The recommendation follows one stated rule (``--rule``, default ``silhouette``: the K with the highest
+mean cosine silhouette; ties to the smaller K). Any criterion can be the rule; the table shows all
+of them, so a reader can see where they disagree. Writes ``choose_k.json``, ``choose_k.md`` and
+``choose_k.png`` (the criteria against K) into ``--out``. A label column, if the file has one, is
+never read.
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+from errors import ConfigError, MissingFileError, exit_on_user_error
+
+RULES = {  # name -> (criterion key, direction)
+    "silhouette": ("silhouette", "max"),
+    "calinski_harabasz": ("calinski_harabasz", "max"),
+    "davies_bouldin": ("davies_bouldin", "min"),
+    "stability": ("stability", "max"),
+}
+DEFAULT_K = "2:60"
+
+
+def parse_k(spec: str | Sequence[int], n_texts: int | None = None) -> list[int]:
+    """``"2:60"`` (every K), ``"2:60:2"`` (a step), ``"4,8,20"`` (a list) -> sorted Ks >= 2 (and < n_texts)."""
+    if isinstance(spec, (list, tuple)):
+        ks = [int(k) for k in spec]
+    else:
+        text = str(spec).strip()
+        try:
+            if ":" in text:
+                parts = [int(p) for p in text.split(":")]
+                if len(parts) not in (2, 3):
+                    raise ValueError
+                lo, hi, step = parts[0], parts[1], parts[2] if len(parts) == 3 else 1
+                if step < 1:
+                    raise ValueError
+                ks = list(range(lo, hi + 1, step))
+            else:
+                ks = [int(p) for p in text.split(",") if p.strip()]
+        except ValueError:
+            raise ConfigError(f"K range '{spec}': use lo:hi, lo:hi:step or a list such as 4,8,20") from None
+    ks = sorted({k for k in ks if k >= 2 and (n_texts is None or k < n_texts)})
+    if not ks:
+        raise ConfigError(f"K range '{spec}' holds no K " + _k_bounds(spec, n_texts))
+    return ks
+
+
+def _k_bounds(spec, n_texts: int | None) -> str:
+    """What a K range must hold, with the numbers that bound it, and a range that would work."""
+    parts = str(spec).strip().split(":")
+    reversed_range = (len(parts) in (2, 3) and all(p.strip().lstrip("-").isdigit() for p in parts)
+                      and int(parts[0]) > int(parts[1]))
+    hint = f"; {parts[0]} > {parts[1]}: the smaller bound comes first" if reversed_range else ""
+    if n_texts is None:
+        return f"of at least 2{hint}. Use e.g. 2:20."
+    if n_texts < 3:
+        return f"between 2 and N - 1 = {n_texts - 1} (N = {n_texts} texts): choosing K needs at least 3 texts."
+    return (f"between 2 and N - 1 = {n_texts - 1} (N = {n_texts} texts; K = N would put each text alone){hint}. "
+            f"Use e.g. 2:{min(n_texts - 1, 20)}.")
+
+
+def hdbscan_reference(embeddings: np.ndarray, min_cluster_size: int = 10, sample: int = 5000, seed: int = 0) -> dict:
+    """HDBSCAN's number of clusters on (a seeded sample of) the L2-normalised embeddings, and its noise share."""
+    from sklearn.cluster import HDBSCAN
+
+    n = len(embeddings)
+    rows = np.arange(n) if n <= sample else np.random.default_rng(seed).choice(n, sample, replace=False)
+    data = np.asarray(embeddings, dtype=np.float64)[rows]
+    data /= np.linalg.norm(data, axis=1, keepdims=True).clip(min=1e-12)  # Euclidean on the sphere ~ cosine
+    labels = HDBSCAN(min_cluster_size=min(min_cluster_size, max(2, len(rows) // 2)), copy=True).fit(data).labels_
+    return {
+        "clusters": int(len(set(labels.tolist()) - {-1})),
+        "noise_share": float(np.mean(labels == -1)),
+        "min_cluster_size": int(min_cluster_size),
+        "texts": int(len(rows)),
+    }
+
+
+def scan_k(
+    embeddings: np.ndarray,
+    ks: Sequence[int],
+    seeds: int = 5,
+    silhouette_sample: int = 3000,
+    kmeans_backend: str | None = None,
+    log: Callable[[str], None] | None = None,
+) -> list[dict]:
+    """One row per K: silhouette, calinski_harabasz, davies_bouldin, stability, inertia, seconds."""
+    from sklearn.metrics import adjusted_rand_score
+
+    from evaluation.clustering.label_free import label_free_scores
+    from lightning_modules.shared.kmeans import kmeans_fit
+
+    if seeds < 2:
+        raise ConfigError(f"--seeds {seeds}: stability compares partitions, so at least 2 seeds")
+    data = np.asarray(embeddings, dtype=np.float32)
+    rows = []
+    for k in ks:
+        start = time.perf_counter()
+        fits = [kmeans_fit(data, k, seed, 1, kmeans_backend) for seed in range(seeds)]
+        best = min(fits, key=lambda f: f.inertia_)
+        scores = label_free_scores(data, best.labels_, k, sample=silhouette_sample)
+        stability = float(np.mean([adjusted_rand_score(a.labels_, b.labels_)
+                                   for a, b in itertools.combinations(fits, 2)]))
+        row = {"k": int(k), "silhouette": scores["silhouette"], "calinski_harabasz": scores["calinski_harabasz"],
+               "davies_bouldin": scores["davies_bouldin"], "stability": stability,
+               "size_entropy": scores["size_entropy"], "inertia": float(best.inertia_),
+               "seconds": round(time.perf_counter() - start, 2)}
+        rows.append(row)
+        if log:
+            log(f"choose_k: K={k:>4}  silhouette {_number(row['silhouette'], 4)}  "
+                f"CH {_number(row['calinski_harabasz'], 1)}  DB {_number(row['davies_bouldin'], 3)}  "
+                f"stability {stability:.3f}  ({row['seconds']} s)")
+    return rows
+
+
+def recommend(rows: Sequence[dict], rule: str = "silhouette") -> dict:
+    """The recommended K under ``rule`` and the rule in words."""
+    from evaluation.clustering.label_free import best_index
+
+    if rule not in RULES:
+        raise ConfigError(f"rule '{rule}': choose from {', '.join(RULES)}")
+    key, direction = RULES[rule]
+    i = best_index([r[key] for r in rows], direction)
+    if i is None:
+        raise ConfigError(f"no K has a finite {key}; widen the K range or check the texts")
+    words = f"the K with the {'highest' if direction == 'max' else 'lowest'} {key.replace('_', '-')}"
+    return {"k": int(rows[i]["k"]), "rule": rule, "rule_text": words + " (ties: the smaller K)",
+            "value": rows[i][key]}
+
+
+def choose_k(
+    embeddings: np.ndarray,
+    k: str | Sequence[int] = DEFAULT_K,
+    seeds: int = 5,
+    rule: str = "silhouette",
+    silhouette_sample: int = 3000,
+    hdbscan_min_cluster_size: int = 10,
+    kmeans_backend: str | None = None,
+    log: Callable[[str], None] | None = None,
+    max_texts: int = 5000,
+) -> dict:
+    """Scan K over ``embeddings`` [n, d]; ``{"ks", "rows", "recommended", "hdbscan", ...}``.
+
+    ``max_texts``: KMeans and the criteria run on a seeded sample of this many texts (0: all); the
+    cost of a scan grows with N x K, and K is a property of the corpus that a sample shows.
+    """
+    if rule not in RULES:
+        raise ConfigError(f"rule '{rule}': choose from {', '.join(RULES)}")
+    total = len(embeddings)
+    if max_texts and total > max_texts:
+        keep = np.sort(np.random.default_rng(0).choice(total, max_texts, replace=False))
+        embeddings = np.asarray(embeddings)[keep]
+    ks = parse_k(k, len(embeddings))
+    start = time.perf_counter()
+    rows = scan_k(embeddings, ks, seeds, silhouette_sample, kmeans_backend, log)
+    try:
+        reference = hdbscan_reference(embeddings, hdbscan_min_cluster_size)
+    except ValueError as err:  # too few texts for HDBSCAN
+        reference = {"clusters": None, "note": str(err)}
+    return {"texts": int(total), "texts_scanned": int(len(embeddings)), "ks": ks, "seeds": seeds,
+            "silhouette_sample": silhouette_sample, "rows": rows, "recommended": recommend(rows, rule),
+            "hdbscan": reference, "seconds": round(time.perf_counter() - start, 1)}
+
+
+# -- outputs -----------------------------------------------------------------------------------------------
+def _number(value, digits: int) -> str:
+    """A criterion for the table and the log; "-" where it is undefined for that K (None)."""
+    return "-" if value is None or not np.isfinite(value) else f"{value:.{digits}f}"
+
+
+def to_markdown(result: dict, title: str) -> str:
+    rec, ref = result["recommended"], result["hdbscan"]
+    lines = [f"# Choosing K: {title}", "",
+             f"{result['texts']} texts ({result.get('texts_scanned', result['texts'])} of them scanned); "
+             f"KMeans with {result['seeds']} seeds per K (one restart each; the lowest "
+             "inertia scored); silhouette with cosine distance on at most "
+             f"{result['silhouette_sample']} texts; stability = mean ARI between the seeds' partitions.", "",
+             f"**Recommended K = {rec['k']}** ({rec['rule_text']}).", "",
+             f"HDBSCAN (no K; min cluster size {ref.get('min_cluster_size', '-')}): "
+             + (f"{ref['clusters']} clusters, {100 * ref['noise_share']:.0f} % of the texts as noise."
+                if ref.get("clusters") is not None else ref.get("note", "not computed")), "",
+             "| K | silhouette (max) | Calinski-Harabasz (max) | Davies-Bouldin (min) | stability (max) "
+             "| size entropy |", "|---|---|---|---|---|---|"]
+    for r in result["rows"]:
+        mark = " **<-**" if r["k"] == rec["k"] else ""
+        lines.append(f"| {r['k']}{mark} | {_number(r['silhouette'], 4)} | {_number(r['calinski_harabasz'], 1)} | "
+                     f"{_number(r['davies_bouldin'], 3)} | {_number(r['stability'], 3)} | "
+                     f"{_number(r['size_entropy'], 3)} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(result: dict, path: Path, title: str) -> Path:
+    from evaluation.run_report.plots import _figure, _save
+
+    ks = [r["k"] for r in result["rows"]]
+    panels = [("silhouette", "silhouette (cosine), higher is better"),
+              ("calinski_harabasz", "Calinski-Harabasz, higher is better"),
+              ("davies_bouldin", "Davies-Bouldin, lower is better"),
+              ("stability", "stability (ARI between seeds), higher is better")]
+    fig = _figure(10, 6.5)
+    axes = fig.subplots(2, 2, sharex=True)
+    rec = result["recommended"]["k"]
+    for ax, (key, label) in zip(axes.flat, panels):
+        values = [np.nan if r[key] is None else r[key] for r in result["rows"]]  # undefined: a gap in the line
+        ax.plot(ks, values, marker="o", markersize=3, color="tab:blue")
+        ax.axvline(rec, color="tab:red", linestyle="--", linewidth=1,
+                   label=f"recommended K={rec} ({result['recommended']['rule']})")
+        hdb = result["hdbscan"].get("clusters")
+        if hdb:
+            ax.axvline(hdb, color="tab:green", linestyle=":", linewidth=1, label=f"HDBSCAN: {hdb} clusters")
+        ax.set_title(label, fontsize=9)
+        ax.grid(alpha=0.3)
+    for ax in axes[1]:
+        ax.set_xlabel("K (number of clusters)")
+    axes.flat[0].legend(fontsize=8, loc="best")
+    fig.suptitle(f"Choosing K without labels: {title}", fontsize=11)
+    return _save(fig, path)
+
+
+def write_outputs(result: dict, out: Path, title: str) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "choose_k.json").write_text(json.dumps(result, indent=2), encoding="utf-8")
+    (out / "choose_k.md").write_text(to_markdown(result, title), encoding="utf-8")
+    return [out / "choose_k.json", out / "choose_k.md", plot(result, out / "choose_k.png", title)]
+
+
+# -- inputs ------------------------------------------------------------------------------------------------
+def read_texts(path: Path, text_column: str, encoding: str | None = None) -> list[str]:
+    """The non-empty texts of ``text_column`` of a file in any format the project reads."""
+    from datamodules.text_io import read_table
+
+    table = read_table(path, encoding)
+    if text_column not in table.columns:
+        raise ConfigError(f"'{path}' has no column '{text_column}' (columns: {list(table.columns)}); "
+                          "set --text-column.")
+    texts = [t for t in table[text_column].dropna().astype(str) if t.strip()]
+    if len(texts) < 3:
+        raise ConfigError(f"'{path}': {len(texts)} non-empty texts in column '{text_column}'; K needs at least 3.")
+    return texts
+
+
+def run_embeddings(run_dir: Path) -> np.ndarray:
+    path = run_dir / "embeddings" / "after.npy"
+    if not path.is_file():
+        raise MissingFileError(f"'{run_dir}' has no embeddings/after.npy (written by the end-of-run report); "
+                               "give the data file with --input and the run with --model instead.")
+    return np.load(path)
+
+
+def embed_texts(texts: list[str], model: str, pooling: str | None, max_length: int | None, batch_size: int,
+                cache_dir: Path | None) -> np.ndarray:
+    from evaluation.benchmarks.embedding_cache import EmbeddingCache
+    from evaluation.model_io.load import load_encoder
+
+    encoder, pool = load_encoder(model, pooling)
+    if max_length is not None:
+        limit = min(int(encoder.tokenizer.model_max_length), int(encoder.backbone.config.max_position_embeddings))
+        if not 1 <= max_length <= limit:  # beyond the position embeddings the first long text stops the scan
+            raise ConfigError(f"--max-length {max_length}: model '{model}' reads 1 to {limit} tokens; "
+                              f"use e.g. --max-length 32 (the papers' clustering length).")
+        encoder.max_length = max_length
+    return EmbeddingCache(encoder, cache_dir, batch_size).encode(texts, pool)
+
+
+@exit_on_user_error
+def main(argv: Sequence[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(prog="python -m evaluation.clustering.choose_k",
+                                     description=__doc__.split("\n")[0])
+    parser.add_argument("--input", required=True, type=Path,
+                        help="a text file (CSV/TSV, JSON Lines, Parquet, one text per line) or a run folder")
+    parser.add_argument("--text-column", default="text", help="column of the texts (plain text files: text)")
+    parser.add_argument("--encoding", default=None)
+    parser.add_argument("--model", default="minilm", help="encoder for a file: run folder, checkpoint, model folder, "
+                        "Hub name, minilm (default) or tiny")
+    parser.add_argument("--pooling", default=None, choices=("mean", "cls", "cls_before_pooler"))
+    parser.add_argument("--max-length", type=int, default=32, help="token limit (the papers' clustering length: 32)")
+    parser.add_argument("--k", default=DEFAULT_K, help="lo:hi, lo:hi:step or a list (default 2:60)")
+    parser.add_argument("--seeds", type=int, default=5, help="KMeans seeds per K (stability compares them)")
+    parser.add_argument("--rule", default="silhouette", choices=tuple(RULES))
+    parser.add_argument("--silhouette-sample", type=int, default=3000)
+    parser.add_argument("--max-texts", type=int, default=5000,
+                        help="scan a seeded sample of this many texts (0: all; the cost grows with N x K)")
+    parser.add_argument("--hdbscan-min-cluster-size", type=int, default=10)
+    parser.add_argument("--kmeans-backend", default=None)
+    parser.add_argument("--batch-size", type=int, default=128)
+    parser.add_argument("--embedding-cache", type=Path, default=None)
+    parser.add_argument("--out", type=Path, default=None, help="folder for choose_k.json/.md/.png "
+                        "(default: <run>/choose_k or outputs/choose_k/<file stem>)")
+    args = parser.parse_args(argv)
+
+    def log(message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    if args.input.is_dir():
+        embeddings, title = run_embeddings(args.input), args.input.name
+        parse_k(args.k, min(len(embeddings), args.max_texts or len(embeddings)))
+        out = args.out or args.input / "choose_k"
+    elif args.input.is_file():
+        texts = read_texts(args.input, args.text_column, args.encoding)
+        parse_k(args.k, min(len(texts), args.max_texts or len(texts)))  # before the (slow) embedding
+        log(f"choose_k: embedding {len(texts)} texts of {args.input} with {args.model}")
+        embeddings = embed_texts(texts, args.model, args.pooling, args.max_length, args.batch_size,
+                                 args.embedding_cache)
+        title = f"{args.input.name} ({args.model})"
+        out = args.out or Path("outputs") / "choose_k" / args.input.stem
+    else:
+        raise MissingFileError(f"--input '{args.input}' does not exist.")
+    result = choose_k(embeddings, args.k, args.seeds, args.rule, args.silhouette_sample,
+                      args.hdbscan_min_cluster_size, args.kmeans_backend, log, args.max_texts)
+    paths = write_outputs(result, out, title)
+    rec = result["recommended"]
+    print(f"recommended K = {rec['k']} ({rec['rule_text']}); HDBSCAN: {result['hdbscan'].get('clusters')} clusters")
+    print("wrote " + ", ".join(str(p) for p in paths))
+    return result
+
+
+if __name__ == "__main__":
+    import console
+
+    console.configure()
+    main()

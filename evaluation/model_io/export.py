@@ -1,0 +1,197 @@
+"""Export a trained encoder for use outside this project.
+
+    python -m evaluation.model_io.export --run <run dir | .ckpt | any model reference> --out DIR
+
+writes
+- ``DIR/hf``: the backbone and tokenizer (``save_pretrained``), loadable with
+  ``AutoModel.from_pretrained`` / ``AutoTokenizer.from_pretrained``; the pooling is not part of
+  a Hugging Face model, it is recorded in ``DIR/export.json``;
+- ``DIR/sentence-transformers``: a folder ``SentenceTransformer(path)`` loads with the model's
+  evaluation pooling: ``mean`` -> Pooling(mean); ``cls_before_pooler`` -> Pooling(cls);
+  ``cls`` -> Pooling(cls) + Dense(d, d, Tanh) holding the trained MLP (SimCSE's training pooler).
+  The sequence limit is the encoder's ``max_length`` (32 for the papers' training) unless
+  ``--max-seq-length`` says otherwise. No Normalize module is added: embeddings are the same
+  vectors the project evaluates.
+- from a clustering run (and without ``--pooling``): the run's ``kmeans_centroids.npy``, its ``.json``
+  and ``clusters.json`` inside ``DIR/sentence-transformers``, for ``python -m evaluation.model_io.predict``.
+- from a run folder: a model card, ``README.md`` in both folders (``evaluation.model_io.model_card``).
+
+``--push-to-hub <repo id>`` then uploads the sentence-transformers folder to the Hugging Face Hub; without
+credentials or network it stops before uploading, with one message, the folder written. ``--dry-run``
+writes the folders and the card only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Sequence
+
+from torch import nn
+
+import run_folder
+from errors import ConfigError, UserError, exit_on_user_error
+
+ST_POOLING = {"mean": "mean", "cls_before_pooler": "cls", "cls": "cls"}
+
+
+class HubUploadError(UserError):
+    """The Hub cannot be reached or the user is not logged in; the exported folder stays on disk."""
+
+
+def write_cards(run_ref: str | Path, info: dict, repo_id: str | None) -> list[str]:
+    """The model card of a run folder (or of a checkpoint inside one) in both exported folders."""
+    from evaluation.model_io.model_card import build_card
+
+    ref = Path(run_ref)
+    run_dir = ref.parent.parent if ref.suffix == ".ckpt" else ref
+    if not (run_dir / run_folder.RESULTS).is_file() or not (run_dir / run_folder.CONFIG).is_file():
+        return []
+    card = build_card(run_dir, repo_id)
+    written = []
+    for folder in (info["sentence_transformers"], info["hf"]):
+        (Path(folder) / "README.md").write_text(card)
+        written.append(str(Path(folder) / "README.md"))
+    return written
+
+
+def push_to_hub(folder: str | Path, repo_id: str) -> str:
+    """Upload ``folder`` to the model repository ``repo_id`` (created if needed); the checks come first."""
+    import os
+
+    from huggingface_hub import HfApi, get_token
+
+    later = f"`hf upload {repo_id} {folder}` uploads it later."
+    if os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false", "False"):
+        raise HubUploadError(f"--push-to-hub {repo_id}: HF_HUB_OFFLINE is set, so nothing was uploaded; the model "
+                             f"and its card are in {folder}. {later}")
+    token = get_token()
+    if not token:
+        raise HubUploadError(f"--push-to-hub {repo_id}: no Hugging Face credentials (run `hf auth login` or "
+                             f"set HF_TOKEN), so nothing was uploaded; the model and its card are in {folder}. {later}")
+    api = HfApi(token=token)
+    try:
+        api.whoami()
+    except Exception as err:  # noqa: BLE001 - no network, a revoked token: one message, the folder kept
+        raise HubUploadError(f"--push-to-hub {repo_id}: the Hub cannot be reached ({type(err).__name__}), so "
+                             f"nothing was uploaded; the model and its card are in {folder}. {later}") from None
+    api.create_repo(repo_id, exist_ok=True)
+    return api.upload_folder(repo_id=repo_id, folder_path=str(folder)).commit_url
+
+
+def export_encoder(
+    encoder, pooling: str, out_dir: str | Path, max_seq_length: int | None = None, source: str = ""
+) -> dict:
+    """Write ``out_dir/hf`` and ``out_dir/sentence-transformers`` for a ``TextEncoder``."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Dense, Pooling, Transformer
+
+    if getattr(encoder, "prompt", None) is not None and pooling.startswith("prompt"):
+        raise ConfigError(
+            f"this model embeds a text by the [MASK] state of a template (pooling '{pooling}', PromptBERT), which a "
+            "sentence-transformers folder cannot express; evaluate it from its run folder or checkpoint "
+            "(python -m evaluation.benchmarks.evaluate_model --model <run>), or export another pooling with "
+             "--pooling mean"
+        )
+    if pooling not in ST_POOLING:
+        raise ConfigError(f"--pooling must be one of {sorted(ST_POOLING)}, got '{pooling}'")
+    if pooling == "cls" and encoder.mlp is None:
+        raise ConfigError("--pooling cls needs the encoder's MLP, but this encoder was not trained with cls pooling")
+    out_dir = Path(out_dir)
+    hf_dir, st_dir = out_dir / "hf", out_dir / "sentence-transformers"
+    hf_dir.mkdir(parents=True, exist_ok=True)
+    encoder.backbone.save_pretrained(hf_dir)
+    encoder.tokenizer.save_pretrained(hf_dir)
+
+    length = max_seq_length or encoder.max_length
+    modules: list[nn.Module] = [
+        Transformer(str(hf_dir), max_seq_length=length),
+        Pooling(encoder.dim, pooling_mode=ST_POOLING[pooling]),
+    ]
+    if pooling == "cls":
+        linear = encoder.mlp[0]
+        modules.append(
+            Dense(
+                encoder.dim,
+                encoder.dim,
+                bias=True,
+                activation_function=nn.Tanh(),
+                init_weight=linear.weight.detach().clone(),
+                init_bias=linear.bias.detach().clone(),
+            )
+        )
+    SentenceTransformer(modules=modules, device="cpu").save(str(st_dir))
+    info = {
+        "source": source,
+        "pooling": pooling,
+        "sentence_transformers_modules": [type(m).__name__ for m in modules],
+        "max_seq_length": length,
+        "dim": encoder.dim,
+        "hf": str(hf_dir),
+        "sentence_transformers": str(st_dir),
+    }
+    (out_dir / "export.json").write_text(json.dumps(info, indent=2))
+    return info
+
+
+def export(
+    model_ref: str | Path, out_dir: str | Path, pooling: str | None = None, max_seq_length: int | None = None
+) -> dict:
+    """Load ``model_ref`` with ``evaluation.model_io.load.load_encoder`` and export it."""
+    from evaluation.model_io.load import load_encoder
+
+    encoder, eval_pooling = load_encoder(model_ref, pooling)
+    info = export_encoder(encoder, eval_pooling, out_dir, max_seq_length, source=str(model_ref))
+    if pooling is None:  # the centroids live in the space of the run's own evaluation pooling
+        copied = copy_cluster_files(model_ref, Path(info["sentence_transformers"]))
+        if copied:
+            info["cluster_files"] = copied
+            (Path(out_dir) / "export.json").write_text(json.dumps(info, indent=2))
+    return info
+
+
+def copy_cluster_files(model_ref: str | Path, st_dir: Path) -> list[str]:
+    """A run's final KMeans centroids and cluster descriptions (``callbacks.evaluation.run_report``), copied into the
+    sentence-transformers folder so that ``evaluation.model_io.predict --run <that folder>`` can assign new texts."""
+    import shutil
+
+    from evaluation.run_report import run_files
+
+    ref = Path(model_ref)
+    run_dir = ref.parent.parent if ref.suffix == ".ckpt" else ref
+    names = [run_files.CENTROIDS, run_files.CENTROIDS_META, run_files.CLUSTERS_JSON]
+    copied = []
+    for name in names if (run_dir / run_files.CENTROIDS).is_file() else []:
+        if (run_dir / name).is_file():
+            shutil.copyfile(run_dir / name, st_dir / name)
+            copied.append(str(st_dir / name))
+    return copied
+
+
+@exit_on_user_error
+def main(argv: Sequence[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(prog="python -m evaluation.model_io.export", description=__doc__.split("\n")[0])
+    parser.add_argument("--run", required=True, help="run dir, .ckpt, or any model reference load_encoder accepts")
+    parser.add_argument("--out", required=True, type=Path, help="output folder (hf/ and sentence-transformers/)")
+    parser.add_argument("--pooling", default=None, choices=sorted(ST_POOLING), help="default: the model's eval pooling")
+    parser.add_argument("--max-seq-length", type=int, default=None, help="default: the encoder's max_length")
+    parser.add_argument("--push-to-hub", metavar="REPO_ID", default=None,
+                        help="upload the sentence-transformers folder (with its model card) to this Hub repository")
+    parser.add_argument("--dry-run", action="store_true", help="write the folders and the card, upload nothing")
+    args = parser.parse_args(argv)
+    info = export(args.run, args.out, args.pooling, args.max_seq_length)
+    cards = write_cards(args.run, info, args.push_to_hub)
+    if cards:
+        info["model_card"] = cards
+    (Path(args.out) / "export.json").write_text(json.dumps(info, indent=2))
+    if args.push_to_hub and not args.dry_run:
+        info["hub_commit"] = push_to_hub(info["sentence_transformers"], args.push_to_hub)
+    print(json.dumps(info, indent=2))
+    return info
+
+
+if __name__ == "__main__":
+    import console
+
+    console.run_cli(main)

@@ -1,0 +1,276 @@
+"""Assign new texts to the clusters of a trained run.
+
+    python -m evaluation.model_io.predict --run <run folder | .ckpt | sentence-transformers export> \\
+        --input new.csv --text-column text --output assigned.csv
+
+The texts are embedded with the run's trained encoder (its evaluation pooling and max_length), then
+
+- methods with a cluster head (``--assign head``, the default when there is one): SCCL's Student-t
+  assignment to its centroids, AECL's clustering network. ``confidence`` is the head's probability of
+  the chosen cluster, ``margin`` its lead over the second most probable one;
+- otherwise (``--assign kmeans``; SimCSE, ClusterNS, PairSupCon, Instance-CL-only runs, and
+  sentence-transformers exports): the nearest of the KMeans centroids fitted at the end of training
+  (``kmeans_centroids.npy`` in the run folder, copied beside an export by ``evaluation.model_io.export``), by
+  Euclidean distance as KMeans assigns. ``confidence`` is the cosine similarity to that centroid,
+  ``margin`` = 1 - d1/d2 (d1, d2: distances to the nearest and second-nearest centroid; 0 = halfway
+  between two clusters, near 1 = deep inside one).
+
+AECL's clustering network reads H, the output of a sample-level attention over the samples of a
+BATCH, so a text's cluster depends on which texts share its batch. Here every new text is placed in
+a batch of its own with the same fixed context: ``--context-size`` texts of the run's training set
+(default: the run's training batch size - 1), drawn with ``--seed``. The new texts never see each
+other, so a text gets the same cluster whatever else is in the file and whatever the file's order.
+
+Output: the input's row number (0-based data row), the text, ``cluster``, ``confidence``, ``margin``,
+``assigned_by`` (head | kmeans) and ``top_words`` (the cluster's c-TF-IDF words from the run's
+``clusters.json``). Rows without text are kept with empty cluster cells and reported in one warning.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import logging
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import torch
+
+import run_folder
+from errors import MissingFileError, UserError, exit_on_user_error, writing
+from evaluation.run_report import run_files
+
+log = logging.getLogger(__name__)
+
+ASSIGNERS = ("auto", "head", "kmeans")
+
+
+class PredictInputError(UserError, ValueError):
+    """A prediction input, model reference or option that cannot be used; the message says how to fix it."""
+
+
+# -- assignment maths (pure functions on tensors) -------------------------------------------------------------
+def nearest_centroid(embeddings: np.ndarray, centroids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(cluster [N], cosine to its centroid [N], margin 1 - d1/d2 [N]) for [N, d] embeddings and [K, d]
+    centroids; the cluster is the Euclidean-nearest centroid (KMeans's rule)."""
+    x = np.asarray(embeddings, dtype=np.float64)
+    c = np.asarray(centroids, dtype=np.float64)
+    sq = (x**2).sum(1, keepdims=True) - 2 * x @ c.T + (c**2).sum(1)  # [N, K]
+    distances = np.sqrt(np.maximum(sq, 0.0))  # [N, K]
+    cluster = distances.argmin(axis=1)  # [N]
+    if c.shape[0] > 1:
+        two = np.sort(distances, axis=1)[:, :2]  # [N, 2]
+        margin = np.where(two[:, 1] > 0, 1.0 - two[:, 0] / np.maximum(two[:, 1], 1e-12), 0.0)
+    else:
+        margin = np.ones(len(x))
+    chosen = c[cluster]  # [N, d]
+    cosine = (x * chosen).sum(1) / np.maximum(np.linalg.norm(x, axis=1) * np.linalg.norm(chosen, axis=1), 1e-12)
+    return cluster, cosine, margin
+
+
+def probabilities_to_assignment(p: torch.Tensor) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(argmax [N], its probability [N], lead over the runner-up [N]) of row-stochastic [N, K] probabilities."""
+    p = p.detach().float().cpu()
+    top = p.topk(min(2, p.shape[1]), dim=1).values  # [N, 2]
+    lead = top[:, 0] - top[:, 1] if p.shape[1] > 1 else top[:, 0]
+    return p.argmax(dim=1).numpy(), top[:, 0].numpy(), lead.numpy()
+
+
+# -- loading a model reference ------------------------------------------------------------------------------------
+@dataclass
+class ClusterModel:
+    """What assigning new texts needs: an encoder, its pooling, and a head and/or centroids."""
+
+    encoder: object
+    pooling: str
+    folder: Path  # where clusters.json / kmeans_centroids.npy are looked for
+    module: object | None = None  # the LightningModule (head methods)
+    centroids: np.ndarray | None = None
+    batch_size: int | None = None  # the run's training batch size (AECL context)
+    run_dir: Path | None = None
+
+    @property
+    def has_head(self) -> bool:
+        """Whether the method assigns new texts with its own cluster head (the module says so)."""
+        return self.module is not None and self.module.has_cluster_head()
+
+
+def load_cluster_model(reference: str | Path) -> ClusterModel:
+    """A run folder, one of its checkpoints, or a sentence-transformers folder written by
+    ``evaluation.model_io.export``."""
+    from evaluation.model_io.load import (
+        ModelLoadError,
+        load_run_module,
+        load_sentence_transformers_folder,
+        run_checkpoint,
+    )
+
+    path = Path(reference)
+    if not path.exists():
+        raise MissingFileError(f"--run '{path}' does not exist.")
+    if path.is_dir() and (path / "modules.json").is_file():
+        encoder, pooling = load_sentence_transformers_folder(path)
+        folder = path if (path / run_files.CENTROIDS).is_file() else path.parent
+        return ClusterModel(encoder, pooling, folder, centroids=_centroids(folder, path))
+    if path.suffix == ".ckpt":
+        ckpt = path
+    elif path.is_dir():
+        ckpt = run_checkpoint(path)
+    else:
+        raise PredictInputError(
+            f"--run '{path}' is neither a run folder, a .ckpt nor a sentence-transformers folder (modules.json)."
+        )
+    module, cfg, run_dir = load_run_module(ckpt, key="--run")
+    if module is None:
+        raise ModelLoadError(
+            f"'{ckpt}' is not inside its run folder (no {run_folder.CONFIG} beside {run_folder.CHECKPOINTS}/), so its "
+            "clusters are unknown: pass the run folder it was written to."
+        )
+    centroids = _centroids(run_dir) if (run_dir / run_files.CENTROIDS).is_file() else None
+    return ClusterModel(module.encoder, module.eval_pooling, run_dir, module, centroids,
+                        int(cfg.get("batch_size") or 64), run_dir)
+
+
+def _centroids(folder: Path, reference: Path | None = None) -> np.ndarray:
+    path = folder / run_files.CENTROIDS
+    if not path.is_file():
+        raise PredictInputError(
+            f"No {run_files.CENTROIDS} in '{reference or folder}' or beside it: export the model from a run that "
+            "has them (`python -m evaluation.model_io.export --run <run folder>` copies them), or pass the run folder."
+        )
+    return np.load(path).astype(np.float32)
+
+
+# -- reading and writing ----------------------------------------------------------------------------------------
+def read_texts(path: Path, text_column: str, encoding: str | None = None) -> tuple[list[str], np.ndarray, list[int]]:
+    """(texts, blank mask, file line of each row) of a CSV/TSV (``datamodules.text_io``'s reader)."""
+    from datamodules.text_io import read_table, row_start_lines
+
+    path = Path(path)
+    if not path.is_file():
+        raise MissingFileError(f"--input '{path}' does not exist" + (" (it is a folder)." if path.is_dir() else "."))
+    frame = read_table(path, encoding, option="--encoding")
+    if len(frame) == 0:
+        raise PredictInputError(f"--input '{path}' has a header but no rows: add texts to it.")
+    if text_column not in frame.columns:
+        raise PredictInputError(
+            f"Column '{text_column}' (--text-column) is not in '{path}'; the file has columns "
+            f"{list(frame.columns)}. Pass `--text-column <one of them>`."
+        )
+    values = frame[text_column]
+    blank = (values.isna() | (values.fillna("").str.strip() == "")).to_numpy()
+    if blank.all():
+        raise PredictInputError(f"--input '{path}': every row of column '{text_column}' is empty.")
+    lines = row_start_lines(path, encoding)
+    lines = lines if lines is not None and len(lines) == len(frame) else [i + 2 for i in range(len(frame))]
+    return values.fillna("").tolist(), blank, lines
+
+
+def cluster_words(folder: Path, partition: str, top_n: int) -> dict[int, str]:
+    """Cluster id -> its top words, comma-separated, from ``clusters.json`` (empty when there is none)."""
+    path = folder / run_files.CLUSTERS_JSON
+    if not path.is_file():
+        warnings.warn(f"no {run_files.CLUSTERS_JSON} in '{folder}': the top_words column stays empty "
+                      f"(write it with `python -m evaluation.run_report.describe <run folder>`).", stacklevel=2)
+        return {}
+    clusters = json.loads(path.read_text(encoding="utf-8")).get("partitions", {}).get(partition, [])
+    return {c["cluster"]: ", ".join(w for w, _ in c["top_words"][:top_n]) for c in clusters}
+
+
+# -- the command ----------------------------------------------------------------------------------------------------
+def predict(reference, input_path, text_column: str = "text", output=None, assign: str = "auto",
+            encoding: str | None = None, batch_size: int = 128, context_size: int | None = None, seed: int = 0,
+            top_n: int = 5) -> list[dict]:
+    """Assign the texts of ``input_path`` to the clusters of ``reference``; write ``output`` (CSV) when given."""
+    if assign not in ASSIGNERS:
+        raise PredictInputError(f"--assign must be one of {ASSIGNERS}, got '{assign}'")
+    if batch_size < 1 or top_n < 0 or (context_size is not None and context_size < 1):
+        raise PredictInputError("--batch-size and --context-size must be >= 1, --top-words >= 0")
+    texts, blank, lines = read_texts(Path(input_path), text_column, encoding)
+    model = load_cluster_model(reference)
+    has_head = model.has_head
+    if assign == "head" and not has_head:
+        raise PredictInputError(
+            f"--assign head: '{reference}' has no cluster head (SCCL or AECL); use --assign kmeans."
+        )
+    use_head = has_head and assign != "kmeans"
+    if not use_head and model.centroids is None:
+        raise PredictInputError(
+            f"'{reference}' has no cluster head and no {run_files.CENTROIDS}: it was trained without the end-of-run "
+            "report (callbacks.report) or is not a clustering run."
+        )
+    keep = np.flatnonzero(~blank)
+    embeddings = model.encoder.encode([texts[i] for i in keep], batch_size=batch_size, pooling=model.pooling)
+    if use_head:
+        context = _context_embeddings(model, context_size, seed, batch_size) if model.module.cluster_context else None
+        with torch.no_grad():
+            p = model.module.cluster_probabilities(embeddings, context)  # [N, K]
+        cluster, confidence, margin = probabilities_to_assignment(p)
+    else:
+        cluster, confidence, margin = nearest_centroid(embeddings.numpy(), model.centroids)
+    partition = "head" if use_head else "kmeans"
+    words = cluster_words(model.folder, partition, top_n) if top_n else {}
+    rows = [{"row": i, text_column: texts[i], "cluster": "", "confidence": "", "margin": "",
+             "assigned_by": partition, "top_words": ""} for i in range(len(texts))]
+    for j, i in enumerate(keep):
+        rows[i].update(cluster=int(cluster[j]), confidence=round(float(confidence[j]), 6),
+                       margin=round(float(margin[j]), 6), top_words=words.get(int(cluster[j]), ""))
+    if blank.any():
+        shown = [lines[i] for i in np.flatnonzero(blank)][:10]
+        warnings.warn(f"{input_path}: {int(blank.sum())} row(s) without text (file lines {shown}"
+                      f"{', ...' if blank.sum() > 10 else ''}) are written without a cluster.", stacklevel=2)
+    if output is not None:
+        write_rows(Path(output), rows)
+    return rows
+
+
+def _context_embeddings(model: ClusterModel, context_size, seed: int, batch_size: int) -> torch.Tensor:
+    if model.run_dir is None:
+        raise PredictInputError("AECL's head needs the run folder (its training texts form the attention context).")
+    training = run_files.load_predictions(model.run_dir).texts
+    size = min(context_size or max(model.batch_size - 1, 1), len(training))
+    rows = np.sort(np.random.default_rng(seed).choice(len(training), size=size, replace=False))
+    log.info("AECL head: each text attends to %d training texts (seed %d) and itself", size, seed)
+    return model.encoder.encode([training[i] for i in rows], batch_size=batch_size, pooling=model.pooling)
+
+
+def write_rows(path: Path, rows: list[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with writing(path), open(path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+@exit_on_user_error
+def main(argv: Sequence[str] | None = None) -> list[dict]:
+    parser = argparse.ArgumentParser(prog="python -m evaluation.model_io.predict", description=__doc__.split("\n")[0])
+    parser.add_argument("--run", required=True, help="run folder, its .ckpt, or a sentence-transformers export")
+    parser.add_argument("--input", required=True, type=Path, help="CSV/TSV of new texts (.tsv: tab-separated)")
+    parser.add_argument("--text-column", default="text", help="column holding the texts (default: text)")
+    parser.add_argument("--output", required=True, type=Path, help="CSV to write")
+    parser.add_argument("--assign", default="auto", choices=ASSIGNERS,
+                        help="head (SCCL/AECL), kmeans (saved centroids), auto: the head when there is one")
+    parser.add_argument("--encoding", default=None, help="encoding of --input (default utf-8)")
+    parser.add_argument("--batch-size", type=int, default=128, help="texts per encoder batch (default 128)")
+    parser.add_argument("--context-size", type=int, default=None,
+                        help="AECL: training texts each new text attends to (default: training batch size - 1)")
+    parser.add_argument("--seed", type=int, default=0, help="AECL: draw of the context texts (default 0)")
+    parser.add_argument("--top-words", type=int, default=5, help="top words per cluster in the output (default 5)")
+    args = parser.parse_args(argv)
+    rows = predict(args.run, args.input, args.text_column, args.output, args.assign, args.encoding,
+                   args.batch_size, args.context_size, args.seed, args.top_words)
+    assigned = [r for r in rows if r["cluster"] != ""]
+    counts = np.bincount([r["cluster"] for r in assigned]) if assigned else []
+    print(f"wrote {args.output}: {len(assigned)} texts assigned by {rows[0]['assigned_by']}; "
+          f"per cluster {dict((i, int(n)) for i, n in enumerate(counts) if n)}")
+    return rows
+
+
+if __name__ == "__main__":
+    import console
+
+    console.run_cli(main, info_logs=True)

@@ -1,0 +1,2 @@
+"""What one run's folder shows: cluster descriptions (c-TF-IDF, representative texts), plots, the summary of
+results.json and report.html."""

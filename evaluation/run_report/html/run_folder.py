@@ -1,0 +1,62 @@
+"""report.html of a run folder, from the files the run wrote (or the same values handed over in memory)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from errors import writing
+from evaluation.run_report import run_files
+from evaluation.run_report.html.curves import curves_svg
+from evaluation.run_report.html.data import page_data, summary_table
+from evaluation.run_report.html.page import render_page
+
+
+def write_run_page(run_dir: str | Path, report: dict | None = None, embeddings: np.ndarray | None = None,
+                   results: dict | None = None, projection: str = "tsne", max_points: int = 3000,
+                   seed: int = 0) -> Path:
+    """Write ``<run>/report.html`` and return its path.
+
+    ``report``: the cluster descriptions (``evaluation.run_report.describe``; default: the run's clusters.json);
+    ``embeddings``: the final evaluation embeddings (default: ``embeddings/after.npy``, else the run's
+    encoder); ``results``: the run's results (default: its results.json). A run without predictions.csv
+    (STS) gets the summary and the curves only.
+    """
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise run_files.RunFolderError(f"Run folder '{run_dir}' does not exist.")
+    if results is None and (run_dir / run_files.RESULTS_JSON).is_file():
+        results = json.loads((run_dir / run_files.RESULTS_JSON).read_text())
+    title = run_files.run_title(run_dir)
+    if (run_dir / run_files.PREDICTIONS).is_file():
+        predictions = run_files.load_predictions(run_dir)
+        report = report if report is not None else _saved_report(run_dir, len(predictions.texts))
+        if embeddings is None:
+            embeddings = run_files.run_embeddings(run_dir, predictions.texts)
+        partition = report["primary"]
+        data = page_data(predictions.texts, predictions.partitions[partition], embeddings, report,
+                         labels=predictions.labels, partition=partition, projection=projection,
+                         max_points=max_points, seed=seed, results=results, title=title)
+    else:
+        data = {"title": title, "points": None, "clusters": [], "summary": summary_table(results)}
+    metrics = run_dir / run_files.METRICS_CSV
+    curves = curves_svg(metrics) if metrics.is_file() else []
+    path = run_dir / run_files.REPORT_HTML
+    with writing(path):
+        path.write_text(render_page(data, curves), encoding="utf-8")
+    return path
+
+
+def _saved_report(run_dir: Path, num_texts: int) -> dict:
+    path = run_dir / run_files.CLUSTERS_JSON
+    if not path.is_file():
+        raise run_files.RunFolderError(
+            f"'{run_dir}' has no {run_files.CLUSTERS_JSON}: run "
+            f"python -m evaluation.run_report.describe {run_dir} --html")
+    report = json.loads(path.read_text(encoding="utf-8"))
+    if report.get("num_texts") != num_texts:
+        raise run_files.RunFolderError(
+            f"'{path}' describes {report.get('num_texts')} texts but predictions.csv has {num_texts}: "
+            f"run python -m evaluation.run_report.describe {run_dir} --html")
+    return report

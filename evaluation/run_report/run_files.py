@@ -1,0 +1,154 @@
+"""The files a run folder holds for looking at its clusters, and how to read them.
+
+Written at the end of a clustering run by ``callbacks.evaluation.run_report.RunReport`` (beside
+``predictions.csv`` from the clustering evaluator):
+
+- ``embeddings/before.npy``, ``embeddings/after.npy``: evaluation embeddings of every text, row
+  order of ``predictions.csv``, float16 ([N, d], N·d·2 bytes each), before the first step and at the end;
+- ``embeddings/before_kmeans.npy``: KMeans clusters of the "before" embeddings (int32 [N]);
+- ``kmeans_centroids.npy`` (float32 [K, d]) + ``kmeans_centroids.json``: the final KMeans of the
+  evaluation embeddings, for ``evaluation.model_io.predict``;
+- ``clusters.md``, ``clusters.json``: cluster descriptions (``evaluation.run_report.describe``);
+- ``plots/*.png``: ``evaluation.run_report.plots``;
+- ``report.html``: one self-contained page with the map, the clusters, the summary and the curves
+  (``evaluation.run_report.html``).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+import run_folder
+from errors import UserError
+
+EMBEDDINGS_BEFORE = "embeddings/before.npy"
+EMBEDDINGS_AFTER = "embeddings/after.npy"
+BEFORE_KMEANS = "embeddings/before_kmeans.npy"
+CENTROIDS = "kmeans_centroids.npy"
+CENTROIDS_META = "kmeans_centroids.json"
+CLUSTERS_MD = "clusters.md"
+CLUSTERS_JSON = "clusters.json"
+PLOTS_DIR = "plots"
+PREDICTIONS = "predictions.csv"
+METRICS_CSV = "csv/metrics.csv"
+REPORT_HTML = "report.html"
+RESULTS_JSON = run_folder.RESULTS
+
+
+class RunFolderError(UserError, ValueError):
+    """A folder that is not (or not yet) what a command needs from a run; the message says what is missing."""
+
+
+@dataclass
+class RunPredictions:
+    """``predictions.csv`` of a clustering run: texts, labels (or None) and each partition's clusters."""
+
+    texts: list[str]
+    labels: np.ndarray | None
+    partitions: dict[str, np.ndarray] = field(default_factory=dict)  # "head", "kmeans" -> int [N]
+
+    @property
+    def primary(self) -> str:
+        """The partition the run stands for: the method's cluster head when it has one, else KMeans."""
+        return "head" if "head" in self.partitions else "kmeans"
+
+
+def save_embeddings(path: Path, embeddings) -> Path:
+    """Store [N, d] embeddings as float16 (float32 when float16 would overflow)."""
+    array = np.asarray(embeddings, dtype=np.float32)
+    half = array.astype(np.float16)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.save(path, half if np.isfinite(half).all() or not np.isfinite(array).all() else array)
+    return path
+
+
+def load_array(run_dir: Path, name: str) -> np.ndarray | None:
+    path = Path(run_dir) / name
+    return np.load(path).astype(np.float32) if path.is_file() and name.endswith(".npy") else None
+
+
+def run_embeddings(run_dir: Path, texts) -> np.ndarray:
+    """The run's final evaluation embeddings: ``embeddings/after.npy``, or the run's encoder embeds ``texts``."""
+    import logging
+
+    saved = load_array(run_dir, EMBEDDINGS_AFTER)
+    if saved is not None:
+        if len(saved) != len(texts):
+            raise RunFolderError(
+                f"'{Path(run_dir) / EMBEDDINGS_AFTER}' has {len(saved)} rows but predictions.csv {len(texts)}: "
+                "they come from different runs; delete the .npy to re-embed."
+            )
+        return saved
+    from evaluation.model_io.load import load_encoder
+
+    logging.getLogger(__name__).info("%s has no %s: embedding %d texts with the run's encoder", run_dir,
+                                     EMBEDDINGS_AFTER, len(texts))
+    encoder, pooling = load_encoder(run_dir)
+    return encoder.encode(list(texts), pooling=pooling).numpy()
+
+
+def load_predictions(run_dir: str | Path) -> RunPredictions:
+    """Read ``<run>/predictions.csv`` (written by the clustering evaluator at the end of training)."""
+    import pandas as pd
+
+    run_dir = Path(run_dir)
+    path = run_dir / PREDICTIONS
+    if not run_dir.is_dir():
+        raise RunFolderError(f"Run folder '{run_dir}' does not exist.")
+    if not path.is_file():
+        raise RunFolderError(
+            f"'{run_dir}' has no {PREDICTIONS}: pass the folder of a finished clustering run "
+            "(logs/train/runs/<method>_<dataset>/<time>); STS runs (wiki, nli) have no clusters."
+        )
+    frame = pd.read_csv(path, dtype={"text": str, "label": str}, keep_default_na=False)
+    partitions = {name: frame[f"{name}_cluster"].to_numpy(dtype=np.int64)
+                  for name in ("head", "kmeans") if f"{name}_cluster" in frame.columns}
+    labels = frame["label"].to_numpy(dtype=object) if "label" in frame.columns else None
+    return RunPredictions(frame["text"].tolist(), labels, partitions)
+
+
+def load_config(run_dir: str | Path):
+    """The run's ``config_resolved.yaml`` (an OmegaConf object), or None."""
+    from omegaconf import OmegaConf
+
+    path = Path(run_dir) / run_folder.CONFIG
+    return OmegaConf.load(path) if path.is_file() else None
+
+
+def num_clusters(run_dir: str | Path, predictions: RunPredictions) -> int:
+    """K of the run (so that empty clusters are reported too): the method's, else the dataset's,
+    else the KMeans centroids', else the largest cluster id + 1."""
+    cfg = load_config(run_dir)
+    for key in ("method.num_clusters", "dataset.num_clusters"):
+        value = _select(cfg, key)
+        if isinstance(value, int) and value > 0:
+            return max(value, _largest_id(predictions) + 1)
+    meta = Path(run_dir) / CENTROIDS_META
+    if meta.is_file():
+        return max(int(json.loads(meta.read_text())["num_clusters"]), _largest_id(predictions) + 1)
+    return _largest_id(predictions) + 1
+
+
+def run_title(run_dir: str | Path) -> str:
+    """'sccl on demo (minilm)' from the run's config, or the folder name."""
+    cfg = load_config(run_dir)
+    method, dataset, backbone = (_select(cfg, f"{k}.name") for k in ("method", "dataset", "backbone"))
+    if method and dataset:
+        return f"{method} on {dataset}" + (f" ({backbone})" if backbone else "")
+    return Path(run_dir).name
+
+
+def _largest_id(predictions: RunPredictions) -> int:
+    return max((int(p.max()) for p in predictions.partitions.values() if len(p)), default=-1)
+
+
+def _select(cfg, key: str):
+    """``key`` (dotted) of a run config, or None."""
+    if cfg is None:
+        return None
+    from omegaconf import OmegaConf
+
+    return OmegaConf.select(cfg, key, default=None)

@@ -1,0 +1,46 @@
+"""Human-readable summaries of a run's results.json."""
+from __future__ import annotations
+
+import math
+
+LABEL_FREE_COLUMNS = (("silhouette", "silhouette"), ("davies_bouldin", "Davies-Bouldin"),
+                      ("size_entropy", "size entropy"), ("changed", "changed %"))
+
+
+def _fmt(value) -> str:
+    return "-" if value is None else f"{100 * value:.2f}"
+
+
+def _fmt_free(key: str, value) -> str:
+    if value is None or not math.isfinite(value):
+        return "-"
+    return f"{100 * value:.1f}" if key == "changed" else f"{value:.3f}"
+
+
+def summary_rows(results: dict) -> list[dict]:
+    """Rows of the before/after table: KMeans before, KMeans after, the cluster head after, the best step.
+
+    With labels: ACC, NMI, ARI, AMI. Without: the label-free criteria (``evaluation.clustering.label_free``).
+    """
+    clustering = results.get("clustering") or {}
+    monitor = clustering.get("best_monitor") or "kmeans_acc"
+    how = "chosen with labels" if clustering.get("best_selected_with_labels") else "chosen without labels"
+    entries = [
+        ("KMeans on embeddings, before training", clustering.get("before"), "kmeans"),
+        ("KMeans on embeddings, after training", clustering.get("final"), "kmeans"),
+        ("cluster head, after training", clustering.get("final"), "head"),
+        (f"KMeans, best step ({clustering.get('best_step')}, {how}: {monitor})", clustering.get("best"), "kmeans"),
+    ]
+    labelled = any(entry and "kmeans_acc" in entry for _, entry, _ in entries)
+    rows = []
+    for what, entry, prefix in entries:
+        if labelled:
+            if not entry or f"{prefix}_acc" not in entry:
+                continue
+            scores = {m.upper(): _fmt(entry.get(f"{prefix}_{m}")) for m in ("acc", "nmi", "ari", "ami")}
+        else:
+            if not entry or f"{prefix}_silhouette" not in entry:
+                continue
+            scores = {title: _fmt_free(key, entry.get(f"{prefix}_{key}")) for key, title in LABEL_FREE_COLUMNS}
+        rows.append({"what": what, **scores})
+    return rows
