@@ -51,3 +51,18 @@ def find_runs(paths: Iterable[str | Path]) -> list[Path]:
                 (found if is_run(child) else stack).append(child)
     unique = dict.fromkeys(p.resolve() for p in found)
     return sorted(unique, key=lambda p: [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", str(p))])
+
+
+def _first_existing(path: Path) -> Path:
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def folder_problem(folder: str | Path) -> str | None:
+    """Why ``folder`` (which may not exist yet) could not be created and written, or None."""
+    folder = Path(folder)
+    base = _first_existing(folder)
+    if not base.is_dir():
+        return f"'{base}' is a file, not a folder"
+

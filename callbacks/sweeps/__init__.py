@@ -1,1 +1,2 @@
-"""Hydra callbacks of sweeps (multirun): the summary table and W&B groups across runs."""
+"""Hydra callbacks: the run folder check before Hydra creates it, and sweeps' (multirun) summary table and
+W&B groups across runs."""

@@ -1,5 +1,8 @@
 """Hydra callbacks (``hydra.callbacks`` in conf/hydra/default.yaml), not Lightning ones.
 
+``OutputFolderCheck`` (every run and multirun): the run or sweep folder can be created, checked just before
+Hydra creates it (Hydra's own failure there is a traceback); otherwise one line and exit 2.
+
 ``SweepCallback`` does the bookkeeping of a multirun (``python run.py -m ...``) whatever the
 launcher (basic, joblib, submitit_local, submitit_slurm) or sweeper (basic grid, Optuna):
 
@@ -31,9 +34,35 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 import run_folder
-from errors import ConfigError
+from errors import USER_ERROR_EXIT_CODE, ConfigError
+from run_folder import folder_problem
 
 log = logging.getLogger(__name__)
+
+
+class OutputFolderCheck(Callback):
+    """Hydra callback: stops with one line (exit 2) when the run or sweep folder cannot be created.
+
+    Hydra creates ``hydra.run.dir`` before it calls ``run.py``'s main, and a failure there ends in
+    Hydra's own traceback; this check runs just before.
+    """
+
+    def _check(self, folder: str, key: str) -> None:
+        problem = folder_problem(folder)
+        if problem:
+            print(
+                f"error: cannot create the run folder '{folder}': {problem}. Write elsewhere with `{key}=<folder>` "
+                "or `paths.log_dir=<folder>`.",
+                file=sys.stderr,
+                flush=True,
+            )
+            sys.exit(USER_ERROR_EXIT_CODE)
+
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        self._check(str(config.hydra.run.dir), "hydra.run.dir")
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        self._check(str(config.hydra.sweep.dir), "hydra.sweep.dir")
 
 
 def usable_cores() -> int:

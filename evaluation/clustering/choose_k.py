@@ -210,14 +210,14 @@ def to_markdown(result: dict, title: str) -> str:
 
 
 def plot(result: dict, path: Path, title: str) -> Path:
-    from evaluation.run_report.plots import _figure, _save
+    from evaluation.run_report.plots import new_figure, save_figure
 
     ks = [r["k"] for r in result["rows"]]
     panels = [("silhouette", "silhouette (cosine), higher is better"),
               ("calinski_harabasz", "Calinski-Harabasz, higher is better"),
               ("davies_bouldin", "Davies-Bouldin, lower is better"),
               ("stability", "stability (ARI between seeds), higher is better")]
-    fig = _figure(10, 6.5)
+    fig = new_figure(10, 6.5)
     axes = fig.subplots(2, 2, sharex=True)
     rec = result["recommended"]["k"]
     for ax, (key, label) in zip(axes.flat, panels):
@@ -234,7 +234,7 @@ def plot(result: dict, path: Path, title: str) -> Path:
         ax.set_xlabel("K (number of clusters)")
     axes.flat[0].legend(fontsize=8, loc="best")
     fig.suptitle(f"Choosing K without labels: {title}", fontsize=11)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def write_outputs(result: dict, out: Path, title: str) -> list[Path]:

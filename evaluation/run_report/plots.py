@@ -136,13 +136,13 @@ def cluster_colour_index(labels, clusters, num_clusters: int) -> dict[int, int]:
 
 
 # -- figures ---------------------------------------------------------------------------------------------
-def _figure(width: float, height: float):
+def new_figure(width: float, height: float):
     from matplotlib.figure import Figure
 
     return Figure(figsize=(width, height), dpi=DPI, layout="constrained")
 
 
-def _save(fig, path: Path) -> Path:
+def save_figure(fig, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=DPI)
     return path
@@ -195,7 +195,7 @@ def plot_embedding_maps(
     colours = palette(max(len(classes), 1) + k)
     rows = (["label"] if has_labels else []) + ["cluster"]
     legend_width = 2.2 if len(classes) <= MAX_LEGEND else 0.0
-    fig = _figure(4.2 * len(stages) + legend_width, 3.9 * len(rows))
+    fig = new_figure(4.2 * len(stages) + legend_width, 3.9 * len(rows))
     axes = np.array(fig.subplots(len(rows), len(stages), squeeze=False))
     for col, ((when, _, clusters, source), xy) in enumerate(zip(stages, coords)):
         for row, kind in enumerate(rows):
@@ -220,7 +220,7 @@ def plot_embedding_maps(
     if has_labels and len(classes) > MAX_LEGEND:
         heading += f" ({len(classes)} classes: continuous colour scale, no legend)"
     fig.suptitle(heading, fontsize=11)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_confusion(path: Path, labels, clusters, num_clusters: int | None = None, title: str = "") -> Path:
@@ -232,7 +232,7 @@ def plot_confusion(path: Path, labels, clusters, num_clusters: int | None = None
     share = matrix / np.maximum(matrix.sum(axis=1, keepdims=True), 1)
     annotate = n_classes <= 20 and n_clusters <= 20
     cell = 0.45 if annotate else max(0.06, min(0.3, 9.0 / max(n_classes, n_clusters)))
-    fig = _figure(min(16, 2.5 + cell * n_clusters + 1.2), min(16, 1.8 + cell * n_classes))
+    fig = new_figure(min(16, 2.5 + cell * n_clusters + 1.2), min(16, 1.8 + cell * n_classes))
     ax = fig.subplots()
     image = ax.imshow(share, cmap="Blues", vmin=0, vmax=1, aspect="auto", interpolation="nearest")
     fig.colorbar(image, ax=ax, label="share of the class", shrink=0.8)
@@ -252,7 +252,7 @@ def plot_confusion(path: Path, labels, clusters, num_clusters: int | None = None
                             color="white" if share[i, j] > 0.55 else "black")
     ax.set_title(f"{title}\nmatched accuracy {100 * confusion.accuracy:.1f}%" if title else
                  f"matched accuracy {100 * confusion.accuracy:.1f}%", fontsize=10)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def curve_panels(columns: Sequence[str]) -> list[tuple[str, list[str]]]:
@@ -319,7 +319,7 @@ def plot_training_curves(path: Path, metrics_csv: Path, title: str = "") -> Path
     partial = partial_batch_steps(frame)
     ncols = 1 if len(panels) == 1 else 2
     nrows = -(-len(panels) // ncols)
-    fig = _figure(6.2 * ncols, 3.1 * nrows)
+    fig = new_figure(6.2 * ncols, 3.1 * nrows)
     axes = np.array(fig.subplots(nrows, ncols, squeeze=False)).reshape(-1)
     for ax, (name, keys) in zip(axes, panels):
         for key in keys:
@@ -345,7 +345,7 @@ def plot_training_curves(path: Path, metrics_csv: Path, title: str = "") -> Path
         ax.set_axis_off()
     if title:
         fig.suptitle(title, fontsize=11)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 # -- a run folder -------------------------------------------------------------------------------------------

@@ -1,0 +1,52 @@
+"""3. Checks that need the data (after ``datamodule.setup``), before the model and its backbone are built."""
+from __future__ import annotations
+
+from omegaconf import DictConfig
+
+from errors import ConfigError
+from lightning_modules.shared.base import SENTENCES, SHORT_TEXT
+from validation.checkpoint import CheckpointError
+from validation.lookup import chosen_name, data_kind_of, select, target_of
+
+
+def check_data(cfg: DictConfig, datamodule, checkpoint_hparams: dict | None = None) -> None:
+    """Checks that need the data (after ``datamodule.setup``), before the model is built."""
+    texts = getattr(datamodule, "texts", None) if data_kind_of(target_of(cfg, "dataset")) == SHORT_TEXT else None
+    path = getattr(datamodule, "path", None)
+    if texts is not None:
+        batch = getattr(datamodule, "batch_size", None)
+        if len(texts) < 2:
+            raise ConfigError(f"'{path}' has {len(texts)} usable text(s); contrastive training needs at least 2. "
+                              "Use a larger file.")
+        if batch and getattr(datamodule, "drop_last", False) and len(texts) < batch:
+            raise ConfigError(
+                f"'{path}' has {len(texts)} texts, fewer than batch_size={batch}, and dataset.drop_last=true drops "
+                f"the only, incomplete batch: no training step would run. Set batch_size <= {len(texts)} or "
+                "dataset.drop_last=false."
+            )
+    dataset = getattr(datamodule, "dataset", None)
+    if data_kind_of(target_of(cfg, "dataset")) == SENTENCES and dataset is not None and hasattr(dataset, "count_texts"):
+        # one pass over the file now (cached for the loader's length): an undecodable byte anywhere in it
+        # stops the run here, before the backbone is loaded, instead of in the middle of an epoch
+        if dataset.count_texts() < 2:
+            raise ConfigError(f"'{path}' has fewer than 2 sentences; contrastive training needs at least 2. "
+                              "Point dataset.path at a larger file.")
+    train_set = getattr(datamodule, "train_set", None)
+    if train_set is not None and hasattr(train_set, "__len__") and getattr(datamodule, "drop_last", False):
+        batch = getattr(datamodule, "batch_size", None)
+        if batch and len(train_set) < batch:
+            raise ConfigError(
+                f"'{path}' has {len(train_set)} usable pairs, fewer than batch_size={batch}, and "
+                "dataset.drop_last=true: no training step would run. Lower batch_size or set dataset.drop_last=false."
+            )
+    if checkpoint_hparams and "num_clusters" in checkpoint_hparams:
+        theirs = checkpoint_hparams["num_clusters"]
+        ours = select(cfg, "method.num_clusters")
+        if ours is None or ours == "auto":
+            ours = getattr(datamodule, "num_clusters", None)
+        if ours is not None and theirs is not None and int(theirs) != int(ours):
+            raise CheckpointError(
+                f"ckpt_path={select(cfg, 'ckpt_path')} has K={theirs} clusters, but this run has K={ours} "
+                f"(method.num_clusters / dataset.num_clusters of dataset={chosen_name(cfg, 'dataset')}). Resume with "
+                f"the dataset and K it was trained with (e.g. `dataset.num_clusters={theirs}`), or drop ckpt_path."
+            )
