@@ -63,7 +63,7 @@ def quiet_warnings() -> None:
     """Warnings that are noise in this project's runs (each with the reason it is safe to hide)."""
     # our loaders are sized for the 2-core default; Lightning suggests more workers on every run
     warnings.filterwarnings("ignore", message=".*does not have many workers.*")
-    # the streaming loaders compute their exact length per worker (EpochAwareDataLoader.__len__), which is
+    # the streaming loaders compute their exact length per worker (EpochAwareLoader.__len__), which is
     # the case this Lightning warning is about
     warnings.filterwarnings("ignore", message=r".*Your `IterableDataset` has `__len__` defined.*")
     # torch deprecates LeafSpec; Lightning's own pytree helper still uses it (not our code)

@@ -43,9 +43,10 @@ from datamodules import text_io
 from datamodules.loader_options import loader_options
 from datamodules.resume import ResumableData, ResumableSampler, StreamSkip
 from datamodules.short_text import DataConfigError
-from datamodules.streaming import distributed_rank_world, shuffle_buffer
+from datamodules.streaming import EpochAwareLoader, distributed_rank_world, shuffle_buffer
+from datamodules.tokenizer import LazyTokenizer
 from lightning_modules.shared.base import NLI
-from lightning_modules.shared.encoder import load_tokenizer, with_token_counts
+from lightning_modules.shared.encoder import with_token_counts
 
 ENTAILMENT, CONTRADICTION = 1, 0
 NLIPair = tuple[str, str, int]
@@ -368,35 +369,6 @@ class StreamingNLIDataset(IterableDataset):
         return skip.apply(pairs, self.epoch, source, workers) if skip is not None else pairs
 
 
-class EpochAwareLoader(DataLoader):
-    """DataLoader that tells a streaming dataset the epoch and DDP rank before workers start.
-
-    Lightning calls ``set_epoch`` only on samplers, which an IterableDataset does not have, so the
-    epoch is read from ``epoch_source`` (the trainer's current epoch) at each ``iter()``. The
-    workers are created afterwards (never persistent), so they copy the updated dataset.
-    """
-
-    def __init__(
-        self,
-        dataset,
-        *args,
-        epoch_source: Callable[[], int] | None = None,
-        rank_source: Callable[[], tuple[int, int]] | None = None,
-        **kwargs,
-    ):
-        super().__init__(dataset, *args, **kwargs)
-        self.epoch_source = epoch_source
-        self.rank_source = rank_source
-
-    def __iter__(self):
-        if isinstance(self.dataset, StreamingNLIDataset):
-            if self.epoch_source is not None:
-                self.dataset.set_epoch(self.epoch_source())
-            if self.rank_source is not None:
-                self.dataset.set_distributed(*self.rank_source())
-        return super().__iter__()
-
-
 class NLICollator:
     """Tokenises sentence1 and sentence2 separately, each padded to the longest in the batch."""
 
@@ -422,7 +394,7 @@ class NLICollator:
         }
 
 
-class NLIDataModule(ResumableData, L.LightningDataModule):
+class NLIDataModule(LazyTokenizer, ResumableData, L.LightningDataModule):
     """NLI pairs for PairSupCon training (docs/methods/pairsupcon.md).
 
     Args:
@@ -475,15 +447,7 @@ class NLIDataModule(ResumableData, L.LightningDataModule):
         self.equalize_ranks = equalize_ranks
         self.encoding = text_io.check_encoding(encoding)
         self.train_set: Dataset | IterableDataset | None = None
-        self._tokenizer = None
         self._first_epoch: int | None = None
-
-    @property
-    def tokenizer(self):
-        if self._tokenizer is None:
-            spec = self.tokenizer_spec
-            self._tokenizer = load_tokenizer(spec) if isinstance(spec, str) else spec
-        return self._tokenizer
 
     def _rank_world(self) -> tuple[int, int]:
         trainer = getattr(self, "trainer", None)

@@ -24,9 +24,10 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 from datamodules import text_io
 from datamodules.loader_options import loader_options
 from datamodules.resume import ResumableData, ResumableSampler
+from datamodules.tokenizer import LazyTokenizer
 from errors import UserError
 from lightning_modules.shared.base import SHORT_TEXT
-from lightning_modules.shared.encoder import load_tokenizer, token_lengths, with_token_counts
+from lightning_modules.shared.encoder import token_lengths, with_token_counts
 
 AUGMENTATIONS = ("explicit", "virtual")
 
@@ -304,7 +305,7 @@ def length_sorted_batches(lengths: Sequence[int], batch_size: int) -> list[list[
     return [order[s : s + batch_size] for s in range(0, len(order), batch_size)]
 
 
-class ShortTextDataModule(ResumableData, L.LightningDataModule):
+class ShortTextDataModule(LazyTokenizer, ResumableData, L.LightningDataModule):
     """Short-text clustering corpus for SCCL/AECL and the KMeans baselines.
 
     Args:
@@ -369,7 +370,7 @@ class ShortTextDataModule(ResumableData, L.LightningDataModule):
         self.aug_columns = list(aug_columns) if augmentation == "explicit" else []
         self.augmentation = augmentation
         self.requested_clusters = num_clusters
-        self.tokenizer_name = tokenizer
+        self.tokenizer_spec = tokenizer
         self.max_length = max_length
         self.batch_size = batch_size
         self.eval_batch_size = eval_batch_size
@@ -386,19 +387,12 @@ class ShortTextDataModule(ResumableData, L.LightningDataModule):
         self.seed = seed
         self.encoding = text_io.check_encoding(encoding)
         self.corpus: ShortTextCorpus | None = None
-        self._tokenizer = None
         if length_grouping < 0:
             raise DataConfigError(f"dataset.length_grouping must be >= 0 (0 = off), got {length_grouping}")
         self.length_grouping = int(length_grouping)
         self._eval_lengths: list[int] | None = None  # token counts, for length-sorted evaluation batches
 
     # -- set-up ---------------------------------------------------------------
-    @property
-    def tokenizer(self):
-        if self._tokenizer is None:
-            self._tokenizer = load_tokenizer(self.tokenizer_name)
-        return self._tokenizer
-
     def setup(self, stage: str | None = None) -> None:
         if self.corpus is not None:
             return

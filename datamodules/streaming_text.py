@@ -28,12 +28,13 @@ from typing import Iterator
 import lightning as L
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, IterableDataset, Sampler, get_worker_info
+from torch.utils.data import IterableDataset, get_worker_info
 
 from datamodules import text_io
 from datamodules.loader_options import loader_options
 from datamodules.resume import ResumableData, StreamSkip
-from datamodules.streaming import distributed_rank_world, shuffle_buffer
+from datamodules.streaming import EpochAwareLoader, distributed_rank_world, shuffle_buffer
+from datamodules.tokenizer import LazyTokenizer
 from errors import MissingFileError, UserError
 from lightning_modules.shared.base import SENTENCES
 from lightning_modules.shared.encoder import with_token_counts
@@ -167,48 +168,6 @@ class StreamingTextDataset(IterableDataset):
         return self.iter_shard(info.id, info.num_workers) if info is not None else self.iter_shard(0, 1)
 
 
-class _EpochRelay(Sampler):
-    """Takes the place of the dummy sampler a DataLoader keeps for an IterableDataset.
-
-    Lightning calls ``dataloader.sampler.set_epoch(epoch)`` at the start of every epoch (also
-    after resuming from a checkpoint); this forwards the call to the dataset. Iteration yields
-    ``None`` forever, as the dummy sampler does.
-    """
-
-    def __init__(self, dataset: StreamingTextDataset):
-        self.dataset = dataset
-
-    def set_epoch(self, epoch: int) -> None:
-        self.dataset.set_epoch(epoch)
-
-    def __iter__(self):
-        while True:
-            yield None
-
-
-class EpochAwareDataLoader(DataLoader):
-    """DataLoader over a StreamingTextDataset that passes Lightning's epoch to the dataset."""
-
-    def __init__(self, dataset: StreamingTextDataset, **kwargs):
-        super().__init__(dataset, **kwargs)
-        # DataLoader forbids re-assigning `sampler` after construction; for an IterableDataset
-        # batches are drawn through `batch_sampler`, so `sampler` only serves set_epoch.
-        object.__setattr__(self, "sampler", _EpochRelay(dataset))
-
-    def __len__(self) -> int:
-        """Exact number of batches: every worker collates its own batches, its last one partial.
-
-        DataLoader's own estimate, ceil(len(dataset) / batch_size), undercounts with several
-        workers, and Lightning ends the epoch after len(dataloader) batches.
-        """
-        counts = self.dataset.worker_counts(max(1, self.num_workers))
-        if self.batch_size is None:
-            return sum(counts)
-        if self.drop_last:
-            return sum(c // self.batch_size for c in counts)
-        return sum(-(-c // self.batch_size) for c in counts)
-
-
 class TextCollator:
     """Tokenise a list of texts, padding to the longest of the batch, truncating at max_length."""
 
@@ -227,7 +186,7 @@ class TextCollator:
         return batch
 
 
-class StreamingTextDataModule(ResumableData, L.LightningDataModule):
+class StreamingTextDataModule(LazyTokenizer, ResumableData, L.LightningDataModule):
     """Training batches of sentences streamed from ``path`` (one sentence per line).
 
     Batch: ``{"input_ids", "attention_mask", ["token_type_ids"], "texts"}``. ``tokenizer`` (an
@@ -265,8 +224,7 @@ class StreamingTextDataModule(ResumableData, L.LightningDataModule):
         self.buffer_size = buffer_size
         self.num_workers = int(num_workers or 0)
         self.seed = seed
-        self.tokenizer_name = tokenizer_name
-        self._tokenizer = tokenizer
+        self.tokenizer_spec = tokenizer if tokenizer is not None else tokenizer_name
         self.rank = rank
         self.world_size = world_size
         self.even_shards = even_shards
@@ -274,14 +232,6 @@ class StreamingTextDataModule(ResumableData, L.LightningDataModule):
         self.persistent_workers = persistent_workers
         self.pin_memory, self.prefetch_factor = False, None  # run.py sets them for the run's device
         self.dataset: StreamingTextDataset | None = None
-
-    @property
-    def tokenizer(self):
-        if self._tokenizer is None:
-            from lightning_modules.shared.encoder import load_tokenizer
-
-            self._tokenizer = load_tokenizer(self.tokenizer_name)
-        return self._tokenizer
 
     def setup(self, stage: str | None = None) -> None:
         # Built here, not in __init__: under DDP the process group exists only by now. A dataset
@@ -294,7 +244,7 @@ class StreamingTextDataModule(ResumableData, L.LightningDataModule):
                 self.path, self.buffer_size, self.seed, self.rank, self.world_size, self.even_shards, self.encoding
             )
 
-    def train_dataloader(self) -> EpochAwareDataLoader:
+    def train_dataloader(self) -> EpochAwareLoader:
         self.setup("fit")
         if self.num_workers > 0:
             # Tokenizer threads plus forked workers can deadlock; the library warns and we agree.
@@ -304,7 +254,7 @@ class StreamingTextDataModule(ResumableData, L.LightningDataModule):
             # before the iterator exists: it draws the epoch's shuffle when it is created
             self.dataset.set_epoch(position[0])
             self.dataset.resume_skip = StreamSkip(position[0], position[1], self.batch_size)
-        return EpochAwareDataLoader(
+        return EpochAwareLoader(
             self.dataset,
             generator=torch.Generator().manual_seed(self.seed),  # its iterators must not draw from the global RNG
             batch_size=self.batch_size,

@@ -1,4 +1,4 @@
-"""Fuzzing the settings a user types (validation.py and the evaluator's own arguments): each value at, just inside
+"""Fuzzing the settings a user types (validation/settings.py, the evaluator's arguments): each value at, just inside
 and beyond its bound, in every type the command line can give (``key=nan``, ``key=true``, ``key='5'``, ...), parsed
 by Hydra's own override parser. A setting either passes, and then lies inside its documented bounds, or stops the
 run with one line that names the key."""

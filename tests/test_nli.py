@@ -12,7 +12,6 @@ import torch
 
 import datamodules.nli as nli
 from datamodules.nli import (
-    EpochAwareLoader,
     NLIDataModule,
     NLIFormatError,
     StreamingNLIDataset,
@@ -20,6 +19,7 @@ from datamodules.nli import (
     detect_format,
     read_pairs,
 )
+from datamodules.streaming import EpochAwareLoader
 
 # gold labels as in the SNLI release: '-' marks pairs without annotator consensus
 ROWS = [

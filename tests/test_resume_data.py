@@ -40,14 +40,15 @@ def test_sampler_resume_skips_the_trained_part_of_its_epoch_only():
 
 @pytest.mark.parametrize("workers", [0, 2])
 def test_stream_skip_resumes_a_multi_worker_stream_at_the_next_batch(workers, tmp_path):
-    from datamodules.streaming_text import EpochAwareDataLoader, StreamingTextDataset
+    from datamodules.streaming import EpochAwareLoader
+    from datamodules.streaming_text import StreamingTextDataset
 
     def loader(path, skip=None):
         dataset = StreamingTextDataset(path, buffer_size=8, seed=5)
         dataset.set_epoch(1)
         if skip is not None:
             dataset.resume_skip = skip
-        return EpochAwareDataLoader(dataset, batch_size=4, num_workers=workers, collate_fn=list)
+        return EpochAwareLoader(dataset, batch_size=4, num_workers=workers, collate_fn=list)
 
     path = tmp_path / "lines.txt"
     path.write_text("\n".join(f"sentence {i}" for i in range(37)) + "\n")

@@ -9,11 +9,8 @@ from pathlib import Path
 import pytest
 from torch.utils.data import DataLoader
 
-from datamodules.streaming_text import (
-    EpochAwareDataLoader,
-    StreamingTextDataModule,
-    StreamingTextDataset,
-)
+from datamodules.streaming import EpochAwareLoader
+from datamodules.streaming_text import StreamingTextDataModule, StreamingTextDataset
 from errors import UserError
 
 
@@ -78,7 +75,7 @@ def test_real_dataloader_two_workers_each_rank_len_matches(hundred):
     seen = []
     for rank in range(2):
         ds = StreamingTextDataset(path, buffer_size=10, rank=rank, world_size=2)
-        loader = EpochAwareDataLoader(ds, batch_size=10, num_workers=2, collate_fn=list)
+        loader = EpochAwareLoader(ds, batch_size=10, num_workers=2, collate_fn=list)
         batches = list(loader)
         # 50 texts per rank, 25 per worker: 3 batches from each worker (10+10+5), 6 in all,
         # where DataLoader's own estimate ceil(50 / 10) = 5 would make Lightning stop early.
@@ -109,7 +106,7 @@ def test_lightning_set_epoch_reaches_persistent_workers(hundred):
 
     path, _ = hundred
     ds = StreamingTextDataset(path, buffer_size=20, seed=1)
-    loader = EpochAwareDataLoader(ds, batch_size=10, num_workers=2, collate_fn=list, persistent_workers=True)
+    loader = EpochAwareLoader(ds, batch_size=10, num_workers=2, collate_fn=list, persistent_workers=True)
     _set_sampler_epoch(loader, 0)  # the call Lightning's fit loop makes at each epoch start
     epoch0 = list(loader)
     _set_sampler_epoch(loader, 1)
