@@ -74,6 +74,10 @@ class ConfigError(UserError, ValueError):
     """A configuration value that cannot work; the message names the key, the value and the fix."""
 
 
+class DataConfigError(UserError, ValueError):
+    """A data file or its configuration cannot be used; the message says how to fix it."""
+
+
 class OutputWriteError(UserError, OSError):
     """An output file could not be written (folder not writable, disk full, ...)."""
 

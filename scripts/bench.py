@@ -59,7 +59,7 @@ CHUNK = 1024  # the default encoder_chunk_tokens (conf/config.yaml)
 
 # ----------------------------------------------------------------------------- data
 def stackoverflow(data_dir: str):
-    from datamodules.short_text import load_corpus
+    from datamodules.short_text_corpus import load_corpus
 
     return load_corpus(Path(data_dir) / "stackoverflow.csv", "text0", "label", aug_columns=["text1"])
 
@@ -318,7 +318,7 @@ def part_train(args) -> dict:
 
 
 def part_eval(args) -> dict:
-    from datamodules.short_text import load_corpus
+    from datamodules.short_text_corpus import load_corpus
     from evaluation.benchmarks.clustering_tasks import BENCHMARKS, clustering_sets
     from evaluation.benchmarks.embedding_cache import EmbeddingCache
     from evaluation.clustering.metrics import clustering_scores

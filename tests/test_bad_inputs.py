@@ -80,7 +80,7 @@ def test_csv_not_utf8_names_file_and_line(tmp_path):
 
 
 def test_csv_in_another_encoding_reads_with_dataset_encoding(tmp_path):
-    from datamodules.short_text import load_corpus
+    from datamodules.short_text_corpus import load_corpus
 
     path = tmp_path / "latin.csv"
     path.write_bytes("label,text\na,café crème\nb,naïve idea\n".encode("latin-1"))
@@ -107,7 +107,7 @@ def test_unknown_encoding_name(tmp_path):
 
 @pytest.mark.parametrize("name,layout", [("pairs.csv", "pair_csv"), ("pairs.jsonl", "jsonl")])
 def test_nli_file_not_utf8_names_file_and_line(tmp_path, name, layout):
-    from datamodules.nli import read_pairs
+    from datamodules.nli_files import read_pairs
 
     path = tmp_path / name
     if layout == "jsonl":

@@ -135,7 +135,7 @@ def test_any_bytes_read_as_a_table_or_name_the_file(data, suffix, encoding):
 @example(b'{"sentence1": "a", "sentence2": "b", "gold_label": "entailment"}\n{"x": 1', "jsonl", "utf-8", "nli")
 def test_nli_and_sentence_files_of_any_bytes(data, suffix, encoding, kind):
     """The NLI readers (JSON Lines, TSV, CSV) and the sentence file of SimCSE/ClusterNS on arbitrary bytes."""
-    from datamodules.nli import read_pairs
+    from datamodules.nli_files import read_pairs
     from datamodules.streaming_text import StreamingTextDataset
 
     with tempfile.TemporaryDirectory() as folder:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from datamodules.short_text import load_corpus
+from datamodules.short_text_corpus import load_corpus
 from datamodules.text_io import TableError, read_hub_dataset, read_table, row_start_lines
 from errors import UserError
 

@@ -11,14 +11,8 @@ import pytest
 import torch
 
 import datamodules.nli as nli
-from datamodules.nli import (
-    NLIDataModule,
-    NLIFormatError,
-    StreamingNLIDataset,
-    count_pairs,
-    detect_format,
-    read_pairs,
-)
+from datamodules.nli import NLIDataModule, StreamingNLIDataset
+from datamodules.nli_files import NLIFormatError, count_pairs, detect_format, read_pairs
 from datamodules.streaming import EpochAwareLoader
 
 # gold labels as in the SNLI release: '-' marks pairs without annotator consensus

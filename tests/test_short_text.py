@@ -3,7 +3,9 @@ import warnings
 
 import pytest
 
-from datamodules.short_text import DataConfigError, ShortTextDataModule, load_corpus
+from datamodules.short_text import ShortTextDataModule
+from datamodules.short_text_corpus import load_corpus
+from errors import DataConfigError
 from tests.conftest import write_csv
 
 

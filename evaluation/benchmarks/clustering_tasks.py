@@ -122,7 +122,7 @@ def evaluate_clustering(
     Returns ``{"datasets": {name: {acc, acc_std, nmi, nmi_std, ari, ..., n, k, seconds}},
     "avg": {acc, nmi}, "avg_over": [...], "skipped": {name: reason}, "seeds": [...]}``.
     """
-    from datamodules.short_text import load_corpus
+    from datamodules.short_text_corpus import load_corpus
     from evaluation.clustering.metrics import kmeans_scores
     from lightning_modules.shared.kmeans import resolve_kmeans_backend
 
