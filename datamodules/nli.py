@@ -30,7 +30,7 @@ from datamodules.streaming import EpochAwareLoader, distributed_rank_world, shuf
 from datamodules.tokenizer import LazyTokenizer
 from errors import DataConfigError
 from lightning_modules.shared.base import NLI
-from lightning_modules.shared.encoder import with_token_counts
+from lightning_modules.shared.token_batches import with_token_counts
 
 
 # -- datasets ------------------------------------------------------------------------------------

@@ -50,7 +50,7 @@ def load_masked_lm(name: str):
     if name == "tiny":
         from transformers import BertConfig, BertForMaskedLM
 
-        from lightning_modules.shared.encoder import load_tokenizer
+        from lightning_modules.shared.backbone import load_tokenizer
 
         tokenizer = load_tokenizer("tiny")
         import torch

@@ -25,7 +25,7 @@ from datamodules.short_text_corpus import ShortTextCorpus, load_corpus
 from datamodules.tokenizer import LazyTokenizer
 from errors import DataConfigError
 from lightning_modules.shared.base import SHORT_TEXT
-from lightning_modules.shared.encoder import token_lengths, with_token_counts
+from lightning_modules.shared.token_batches import token_lengths, with_token_counts
 
 AUGMENTATIONS = ("explicit", "virtual")
 

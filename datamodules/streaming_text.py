@@ -37,7 +37,7 @@ from datamodules.streaming import EpochAwareLoader, distributed_rank_world, shuf
 from datamodules.tokenizer import LazyTokenizer
 from errors import MissingFileError, UserError
 from lightning_modules.shared.base import SENTENCES
-from lightning_modules.shared.encoder import with_token_counts
+from lightning_modules.shared.token_batches import with_token_counts
 
 
 class TextFileError(UserError, ValueError):
@@ -190,7 +190,7 @@ class StreamingTextDataModule(LazyTokenizer, ResumableData, L.LightningDataModul
     """Training batches of sentences streamed from ``path`` (one sentence per line).
 
     Batch: ``{"input_ids", "attention_mask", ["token_type_ids"], "texts"}``. ``tokenizer`` (an
-    object) wins over ``tokenizer_name`` (loaded with ``lightning_modules.shared.encoder.load_tokenizer``:
+    object) wins over ``tokenizer_name`` (loaded with ``lightning_modules.shared.backbone.load_tokenizer``:
     "minilm", "tiny", a Hub name or a folder). ``rank``/``world_size`` override the values read
     from torch.distributed (for tests). Memory: about ``buffer_size`` lines per worker.
     ``encoding``: the file's text encoding (``dataset.encoding``, UTF-8 by default).

@@ -57,7 +57,7 @@ def export_snapshot(snapshot: Path, dest: Path, device: str) -> None:
 
 def backbone_folder(name: str) -> str:
     if name == "minilm":
-        from lightning_modules.shared.encoder import minilm_folder
+        from lightning_modules.shared.backbone import minilm_folder
 
         return str(minilm_folder())
     return name

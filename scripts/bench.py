@@ -48,7 +48,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from lightning_modules.shared.encoder import CHUNK_IF_BELOW, length_chunks  # noqa: E402
+from lightning_modules.shared.encoder import CHUNK_IF_BELOW  # noqa: E402
+from lightning_modules.shared.token_batches import length_chunks  # noqa: E402
 from scripts.bench_reference_step import AuthorsSCCLStep  # noqa: E402
 from scripts.bench_report import EVAL_VARIANTS, PARTS, kept_sections, machine, render  # noqa: E402
 

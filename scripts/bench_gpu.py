@@ -83,7 +83,7 @@ def backbone_folder(arch: str, tiny: bool, root: Path) -> Path:
     """A randomly initialised backbone of ``arch`` saved with the MiniLM tokenizer (``backbone=<folder>``)."""
     import transformers
 
-    from lightning_modules.shared.encoder import load_tokenizer
+    from lightning_modules.shared.backbone import load_tokenizer
 
     folder = root / (arch + ("-tiny" if tiny else ""))
     if not (folder / "config.json").is_file():
@@ -146,7 +146,7 @@ def build(method: str, folder: Path, batch: int, kind: str, device: torch.device
         from lightning_modules.pairsupcon.module import PairSupCon
 
         module = PairSupCon(**settings)
-    from lightning_modules.shared.encoder import with_token_counts
+    from lightning_modules.shared.token_batches import with_token_counts
 
     # token counts made on the host, as the collators make them (the encoder then reads nothing back)
     tok = lambda xs: with_token_counts(module.encoder.tokenize(xs, pad_to_max=authors))  # noqa: E731

@@ -7,7 +7,8 @@ import itertools
 import pytest
 import torch
 
-from lightning_modules.shared.encoder import TextEncoder, length_chunks
+from lightning_modules.shared.encoder import TextEncoder
+from lightning_modules.shared.token_batches import length_chunks
 
 TEXTS = [
     "short",

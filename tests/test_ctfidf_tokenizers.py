@@ -42,7 +42,7 @@ def test_character_ngrams_never_span_spaces_and_stop_words_only_apply_to_words()
 
 
 def test_backbone_pieces_come_from_the_tokenizer_without_continuation_marks():
-    from lightning_modules.shared.encoder import load_tokenizer
+    from lightning_modules.shared.backbone import load_tokenizer
 
     docs = ["unbelievably good football", "cooking pasta tonight"]
     counts, vocabulary = class_term_counts(docs, [0, 1], 2, tokenizer="backbone", backbone="minilm")

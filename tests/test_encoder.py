@@ -1,7 +1,8 @@
 import pytest
 import torch
 
-from lightning_modules.shared.encoder import BackboneUnavailableError, TextEncoder, load_backbone, mean_pool
+from lightning_modules.shared.backbone import BackboneUnavailableError, load_backbone
+from lightning_modules.shared.encoder import TextEncoder, mean_pool
 
 
 def test_mean_pool_ignores_padding():

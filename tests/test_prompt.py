@@ -16,7 +16,7 @@ TEXTS = ["a cat sat on the mat", "dogs bark", "the quick brown fox jumps over it
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    from lightning_modules.shared.encoder import load_tokenizer
+    from lightning_modules.shared.backbone import load_tokenizer
 
     return load_tokenizer("tiny")
 

@@ -162,7 +162,7 @@ def test_crlf_and_surrounding_whitespace_are_stripped(tmp_path):
 
 
 def test_datamodule_batches_pad_to_longest_and_keep_texts(tmp_path):
-    from lightning_modules.shared.encoder import load_tokenizer
+    from lightning_modules.shared.backbone import load_tokenizer
 
     tokenizer = load_tokenizer("minilm")
     texts = ["a cat", "a much longer sentence about cats and dogs and birds and more", "dogs bark", "hi"]

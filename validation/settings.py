@@ -123,7 +123,7 @@ def backbone_token_limit(name: str) -> int | None:
     import json
 
     try:
-        from lightning_modules.shared.encoder import resolve_backbone_path
+        from lightning_modules.shared.backbone import resolve_backbone_path
 
         folder = Path(resolve_backbone_path(name))
     except UserError:

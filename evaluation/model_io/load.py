@@ -26,7 +26,8 @@ import torch
 
 import run_folder
 from errors import UserError
-from lightning_modules.shared.encoder import POOLINGS, BackboneUnavailableError, TextEncoder
+from lightning_modules.shared.backbone import BackboneUnavailableError
+from lightning_modules.shared.encoder import POOLINGS, TextEncoder
 
 log = logging.getLogger(__name__)
 

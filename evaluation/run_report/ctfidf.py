@@ -52,7 +52,7 @@ def resolve_tokenizer(tokenizer: str, docs: Sequence[str]) -> str:
 
 
 def _backbone_analyzer(name: str):
-    from lightning_modules.shared.encoder import load_tokenizer
+    from lightning_modules.shared.backbone import load_tokenizer
 
     tok = load_tokenizer(name)
 

