@@ -33,10 +33,10 @@ test-all: install
 run: install
 	$(PYTHON) run.py
 
-# the fuzzing campaign's long profile (tests/test_fuzz_*.py, docs/reliability.md): tens of thousands of generated
+# the fuzzing campaign's long profile (tests/fuzz/, docs/reliability.md): tens of thousands of generated
 # inputs, about 20 minutes on 2 cores; the default tier runs the same properties on a few dozen inputs each
 fuzz: install
-	HYPOTHESIS_PROFILE=long $(PYTHON) -m pytest tests/test_fuzz_*.py -p no:warnings --hypothesis-show-statistics $(FUZZ_ARGS)
+	HYPOTHESIS_PROFILE=long $(PYTHON) -m pytest tests/fuzz/ -p no:warnings --hypothesis-show-statistics $(FUZZ_ARGS)
 
 # all parts, or some: make bench BENCH_ARGS="--only train" (parts: train, eval, e2e, inrun, memory)
 bench: install
@@ -52,7 +52,7 @@ bench-gpu: install
 
 # on a GPU machine: bf16 and fp16 against fp32 for every method (skipped without a GPU)
 precision-gpu: install
-	$(PYTHON) -m pytest -m "slow or not slow" tests/test_precision_gpu.py -v
+	$(PYTHON) -m pytest -m "slow or not slow" tests/lightning_modules/shared/test_precision_gpu.py -v
 
 lint: install
 	$(BIN)/ruff check .

@@ -112,7 +112,7 @@ def check_max_length(cfg: DictConfig) -> None:
             )
 
 
-TINY_POSITIONS = 128  # build_tiny_bert's max_position_embeddings (tests/test_fuzz_config.py checks they agree)
+TINY_POSITIONS = 128  # build_tiny_bert's max_position_embeddings (tests/fuzz/test_fuzz_config.py checks they agree)
 
 
 def backbone_token_limit(name: str) -> int | None:

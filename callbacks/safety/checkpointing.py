@@ -109,7 +109,7 @@ def normalize_loop_state(checkpoint: dict) -> str | None:
     what was changed (None: nothing).
 
     Lightning resumes exactly from a checkpoint written in ``on_train_batch_end`` in the middle of
-    an epoch. Three other moments go wrong, all reproduced in tests/test_resume.py:
+    an epoch. Three other moments go wrong, all reproduced in tests/run/test_resume.py:
 
     - after the last batch of an epoch, in ``on_train_batch_end`` (ModelCheckpoint with
       ``every_n_train_steps``): the resumed run starts the next epoch without calling the

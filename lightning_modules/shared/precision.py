@@ -44,7 +44,8 @@ class CachedCastMixedPrecision(MixedPrecision):
     weight is cast to bf16/fp16 once a step instead of once per use (every encoder chunk, every view).
     The project's code never runs a weight without gradients inside the step and then with them: the one
     place that runs the encoder without a graph (cached gradients, ``grad_cache.py``) turns the cache off
-    for that part, and its replays run in a region of their own (tests/test_compiled_and_fused_steps.py: the
+    for that part, and its replays run in a region of their own
+    (tests/lightning_modules/shared/test_compiled_and_fused_steps.py: the
     weights after training equal those with Lightning's plugin)."""
 
     def autocast_context_manager(self) -> torch.autocast:

@@ -1,0 +1,61 @@
+"""Progress a person can read when the output goes to a file (SLURM, nohup, CI), and a loss-curve plot
+that does not draw the smaller last batch of an epoch as a dip."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from callbacks.display.progress import PlainProgressLines, format_duration, progress_line
+from evaluation.run_report.plots import partial_batch_steps
+from tests.helpers import toy_overrides
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_progress_line_and_durations_by_hand():
+    assert format_duration(7) == "7s" and format_duration(245) == "4m05s" and format_duration(3725) == "1h02m"
+    # 120 of 3000 steps at 2 steps/s: 2880 steps left = 1440 s
+    expected = "step 120/3000 (4%) · epoch 2 · loss 1.2346 · 2.00 steps/s · ETA 24m00s"
+    assert progress_line(120, 3000, 2, 1.23456, 2.0) == expected
+    assert progress_line(5, None, 0, None, None) == "step 5 · epoch 0"
+
+
+def test_bad_arguments_are_refused():
+    with pytest.raises(ValueError, match="every_seconds"):
+        PlainProgressLines(every_seconds=0)
+    with pytest.raises(ValueError, match="when"):
+        PlainProgressLines(when="sometimes")
+
+
+def test_a_run_writing_to_a_file_shows_progress_during_training(toy_corpus, tmp_path):
+    """stdout and stderr redirected to one file, as a scheduler does: the file holds a progress line for
+    each step (interval shortened for the test) before the end-of-training evaluation, and so does the
+    run's own log file."""
+    out, log = tmp_path / "run", tmp_path / "job.log"
+    overrides = toy_overrides(toy_corpus, steps=6)  # no Rich bar: it would draw nothing in a file anyway
+    env = dict(os.environ, PROJECT_ROOT=str(ROOT), TOKENIZERS_PARALLELISM="false")
+    with log.open("w") as handle:
+        done = subprocess.run([sys.executable, "run.py", *overrides, "callbacks.progress_lines.every_seconds=0.001",
+                               f"hydra.run.dir={out}"], cwd=ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT,
+                              timeout=600)
+    text = log.read_text()
+    assert done.returncode == 0, text[-2000:]
+    steps = [int(m) for m in re.findall(r"step (\d+)/6 \(\d+%\) · epoch \d+ · loss [\d.]+", text)]
+    assert steps == [1, 2, 3, 4, 5, 6]
+    assert "steps/s · ETA" in text
+    assert text.index("step 6/6") < text.index("`Trainer.fit` stopped")  # during training, not after
+    run_log = next(out.glob("*.log")).read_text()
+    assert "step 3/6 (50%)" in run_log
+
+
+def test_steps_with_a_smaller_batch_are_found():
+    frame = pd.DataFrame({"step": [1, 2, 3, 4, 5, 6], "train/batch_size": [8, 8, 4, 8, 8, 4],
+                          "train/loss": [2.0, 1.9, 1.2, 1.8, 1.7, 1.1]})
+    assert partial_batch_steps(frame) == [3, 6]
+    assert partial_batch_steps(frame.drop(columns="train/batch_size")) == []
