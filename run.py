@@ -20,6 +20,7 @@ import hydra  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
 import console  # noqa: E402
+import run_folder  # noqa: E402
 import validation  # noqa: E402
 from callbacks.safety.run_control import RunControl  # noqa: E402
 from callbacks.sweeps.hydra_callbacks import record_sweep_failure  # noqa: E402
@@ -162,8 +163,8 @@ def train(cfg: DictConfig) -> dict:
         torch.set_float32_matmul_precision(cfg.float32_matmul_precision)
         console.hide_matmul_precision_hint()  # the choice is the configuration's, not an oversight
     resolve_speed_settings(cfg)  # before config_resolved.yaml, which records the chosen values
-    with writing(output_dir / "config_resolved.yaml"):
-        (output_dir / "config_resolved.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    with writing(output_dir / run_folder.CONFIG):
+        (output_dir / run_folder.CONFIG).write_text(OmegaConf.to_yaml(cfg, resolve=True))
 
     datamodule = instantiate_datamodule(cfg)
     loader_settings(cfg, datamodule)
@@ -199,7 +200,7 @@ def train(cfg: DictConfig) -> dict:
         "train_wall_seconds": round(wall, 1),
         "torch_threads": torch.get_num_threads(),
         "output_dir": str(output_dir),
-        "checkpoint": str(output_dir / "checkpoints" / "last.ckpt"),
+        "checkpoint": str(output_dir / run_folder.LAST_CHECKPOINT),
         **control.results_fields(),
     }
     if sample is not None:  # evaluation.across_runs.paper_table sets such runs aside
@@ -217,8 +218,8 @@ def train(cfg: DictConfig) -> dict:
     results["objective"] = objective.objective_entry(cfg.get("objective"), default, results,
                                                     trainer.is_global_zero)
     if trainer.is_global_zero:
-        with writing(output_dir / "results.json"):
-            (output_dir / "results.json").write_text(json.dumps(results, indent=2, default=float))
+        with writing(output_dir / run_folder.RESULTS):
+            (output_dir / run_folder.RESULTS).write_text(json.dumps(results, indent=2, default=float))
         log_results(loggers, results)  # W&B: run summary and tables
         if cfg.get("print_table", True):
             print_summary(results)
@@ -243,7 +244,7 @@ def print_summary(results: dict) -> None:
         for row in rows:
             table.add_row(*[str(v) for v in row.values()])
         console.print(table)
-    console.print(f"results: {Path(results['output_dir']) / 'results.json'}")
+    console.print(f"results: {Path(results['output_dir']) / run_folder.RESULTS}")
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")

@@ -18,6 +18,7 @@ RESULTS = "results.json"              # final metrics, timings and the run's met
 CHECKPOINTS = "checkpoints"           # Lightning checkpoints of the run
 LAST_CHECKPOINT = f"{CHECKPOINTS}/last.ckpt"   # what a resume and the evaluation CLIs read
 BEST_CHECKPOINT = f"{CHECKPOINTS}/best.ckpt"   # the weights an STS selection kept
+EVALUATION = "evaluation.json"        # the end-of-training evaluation (callbacks.evaluation.final_eval)
 FAILED = "failed.json"                # a multirun job that raised: type and message (callbacks.sweeps)
 HYDRA = ".hydra"                      # Hydra's own copy of the config and overrides
 MULTIRUN = "multirun.yaml"            # marks a multirun's top folder

@@ -27,6 +27,11 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import run_folder  # noqa: E402
+from evaluation.run_report import run_files  # noqa: E402
+
 EPOCHS, BATCHES, E1, E2 = 7, 100, 1, 3
 
 
@@ -47,9 +52,9 @@ def authors_command(snapshot: Path, data: Path, seed: int, out: Path) -> list[st
 
 def ours_rows(run_dir: Path) -> list[dict] | None:
     """Per epoch end: stage, head/KMeans ACC, confident share, (last epoch) head cluster sizes."""
-    results = run_dir / "results.json"
+    results = run_dir / run_folder.RESULTS
     # A stopped run also writes results.json; only a run that reached its last epoch counts.
-    if not results.exists() or not (run_dir / "predictions.csv").exists():
+    if not results.exists() or not (run_dir / run_files.PREDICTIONS).exists():
         return None
     history = json.loads(results.read_text())["clustering"]["history"]
     by_step = {int(h["step"]): h for h in history}
@@ -68,7 +73,7 @@ def ours_rows(run_dir: Path) -> list[dict] | None:
                      "confident_share": 100 * statistics.mean(share) if share else None})
     if len(rows) < EPOCHS:
         return None
-    with open(run_dir / "predictions.csv") as handle:
+    with open(run_dir / run_files.PREDICTIONS) as handle:
         clusters = [row["head_cluster"] for row in csv.DictReader(handle)]
     rows[-1]["head_sizes"] = sorted((clusters.count(c) for c in set(clusters)), reverse=True)
     return rows

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+import run_folder
 from errors import MissingFileError, UserError
 from lightning_modules.shared.base import ENCODER_SETTINGS
 from lightning_modules.shared.registry import same_class
@@ -45,7 +46,7 @@ def checkpoint_class(ckpt: dict, path: Path) -> str | None:
     if isinstance(ckpt.get("module_class"), str):
         return ckpt["module_class"]
     for folder in (path.parent.parent, path.parent):
-        config = folder / "config_resolved.yaml"
+        config = folder / run_folder.CONFIG
         if config.is_file():
             try:
                 target = OmegaConf.select(OmegaConf.load(config), "method._target_")
@@ -86,7 +87,7 @@ def check_checkpoint(cfg: DictConfig) -> dict | None:
             "<run folder>/checkpoints/last.ckpt, or drop ckpt_path to start from scratch."
         )
     if path.is_dir():
-        hint = path / "checkpoints" / "last.ckpt"
+        hint = path / run_folder.LAST_CHECKPOINT
         raise CheckpointError(
             f"ckpt_path={path} is a folder; give the checkpoint file itself"
             + (f", e.g. ckpt_path={hint}." if hint.is_file() else ", e.g. <run folder>/checkpoints/last.ckpt.")

@@ -17,6 +17,7 @@ from typing import Sequence
 
 from lightning.pytorch.callbacks import Callback
 
+import run_folder
 from evaluation.benchmarks.clustering_tasks import BENCHMARKS
 from evaluation.benchmarks.encoder_evaluation import evaluate_encoder, headline_rows, write_outputs
 
@@ -123,7 +124,7 @@ class FinalEvaluation(Callback):
         self.result.update(step=trainer.global_step, date=dt.date.today().isoformat(),
                            wall_seconds=round(time.perf_counter() - start, 1))
         if self.output_dir is not None:
-            stem = "evaluation" if self.results_key == "final_evaluation" else self.results_key
+            stem = Path(run_folder.EVALUATION).stem if self.results_key == "final_evaluation" else self.results_key
             md_path, _ = write_outputs(self.result, self.output_dir, stem, label)
             if self.print_table:
                 print(md_path.read_text())

@@ -120,8 +120,8 @@ def load_run(path: Path) -> Run:
             run.failure = "failed (failed.json unreadable)"
     if run.results is None and run.failure is None:
         run.failure = "no results.json (still running, killed, or crashed before the end; see its log)"
-    if (run.path / "evaluation.json").is_file():
-        run.evaluation = json.loads((run.path / "evaluation.json").read_text(encoding="utf-8"))
+    if (run.path / run_folder.EVALUATION).is_file():
+        run.evaluation = json.loads((run.path / run_folder.EVALUATION).read_text(encoding="utf-8"))
     return run
 
 

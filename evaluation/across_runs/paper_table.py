@@ -22,6 +22,7 @@ from typing import Sequence
 
 import numpy as np
 
+import run_folder
 from errors import ConfigError, MissingFileError, exit_on_user_error
 
 TABLES = Path(__file__).resolve().parent / "paper_tables"
@@ -61,28 +62,32 @@ def _lookup(results: dict, path: str):
     return node if isinstance(node, (int, float)) and not isinstance(node, bool) else None
 
 
+def _json(path: Path):
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
 def find_results(folder: Path) -> tuple[list[dict], list[dict]]:
-    """(run.py results, evaluate_model results) under ``folder``."""
-    runs, evaluations = [], []
+    """(run.py results, evaluate_model results) under ``folder``: the runs as ``run_folder.find_runs`` finds them,
+    and any other JSON file that holds an ``evaluate_model`` result."""
+    runs = []
+    for run in run_folder.find_runs([folder]):
+        data = _json(run / run_folder.RESULTS)
+        if not isinstance(data, dict) or "method" not in data or "dataset" not in data:
+            continue
+        if data.get("sample") or data.get("status", "finished") != "finished":
+            continue  # a sample (run.py's dataset.sample) or a run that did not finish is no reproduction
+        final = _json(run / run_folder.EVALUATION) if (run / run_folder.EVALUATION).is_file() else None
+        runs.append({"path": run / run_folder.RESULTS, **data, "final_evaluation_file": final})
+    evaluations = []
     for path in sorted(folder.rglob("*.json")):
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+        if path.name == run_folder.RESULTS:
             continue
-        if not isinstance(data, dict):
-            continue
-        if path.name == "results.json" and "method" in data and "dataset" in data:
-            if data.get("sample") or data.get("status", "finished") != "finished":
-                continue  # a sample (run.py's dataset.sample) or a run that did not finish is no reproduction
-            evaluation = path.parent / "evaluation.json"
-            final = None
-            if evaluation.is_file():
-                try:
-                    final = json.loads(evaluation.read_text(encoding="utf-8"))
-                except (OSError, ValueError):
-                    final = None
-            runs.append({"path": path, **data, "final_evaluation_file": final})
-        elif "model" in data and isinstance(data.get("clustering"), dict) and "datasets" in data["clustering"]:
+        data = _json(path)
+        if isinstance(data, dict) and "model" in data and isinstance(data.get("clustering"), dict) \
+                and "datasets" in data["clustering"]:
             evaluations.append({"path": path, **data})
     return runs, evaluations
 

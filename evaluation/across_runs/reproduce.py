@@ -33,6 +33,7 @@ from typing import Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
+import run_folder
 from errors import USER_ERROR_EXIT_CODE, ConfigError, exit_on_user_error
 from evaluation.across_runs import paper_table
 
@@ -117,7 +118,7 @@ def data_files(cfg: DictConfig) -> list[tuple[Path, str | None]]:
 
 def run_state(folder: Path) -> tuple[str, Path | None, bool]:
     """("done" | "resume" | "fresh", the checkpoint to resume from, whether training had finished)."""
-    results, checkpoint = folder / "results.json", folder / "checkpoints" / "last.ckpt"
+    results, checkpoint = folder / run_folder.RESULTS, folder / run_folder.LAST_CHECKPOINT
     info: dict = {}
     if results.is_file():
         try:
