@@ -479,4 +479,6 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import console
+
+    console.run_cli(main)

@@ -342,4 +342,6 @@ def main(argv: Sequence[str] | None = None) -> str:
 
 
 if __name__ == "__main__":
-    main()
+    import console
+
+    console.run_cli(main)

@@ -337,5 +337,4 @@ def main(argv: Sequence[str] | None = None) -> dict:
 if __name__ == "__main__":
     import console
 
-    console.configure()
-    main()
+    console.run_cli(main)
