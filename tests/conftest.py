@@ -61,3 +61,15 @@ def toy_corpus(tmp_path) -> Path:
     rows = toy_rows(rng)
     rng.shuffle(rows)
     return write_csv(tmp_path / "toy.csv", ["label", "text0", "text1"], rows)
+
+
+@pytest.fixture(autouse=True)
+def _no_wandb_run_left_open():
+    """A test that ends with a W&B run still open would hand it to the next test's WandbLogger (which reuses a run
+    in progress); the test tree's order decides which test that is, so every test closes what it left."""
+    yield
+    import sys
+
+    wandb = sys.modules.get("wandb")
+    if wandb is not None and getattr(wandb, "run", None) is not None:
+        wandb.finish()
