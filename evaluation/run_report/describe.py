@@ -116,7 +116,7 @@ def cluster_report(run_dir: str | Path, top_n: int = 10, representatives: int = 
     run_dir = Path(run_dir)
     predictions = run_files.load_predictions(run_dir)
     cfg = run_files.load_config(run_dir)
-    backbone = run_files._select(cfg, "dataset.tokenizer") or run_files._select(cfg, "backbone.name")
+    backbone = run_files.config_value(cfg, "dataset.tokenizer") or run_files.config_value(cfg, "backbone.name")
     terms = resolve_tokenizer(tokenizer, predictions.texts)
     if embeddings is None:
         embeddings = run_embeddings(run_dir, predictions.texts)
@@ -230,11 +230,11 @@ def main(argv: Sequence[str] | None = None) -> dict:
         from evaluation.run_report.html import write_run_page
 
         cfg = run_files.load_config(args.run)
-        setting = run_files._select(cfg, "callbacks.report.html_max_points")
-        setting = setting if setting is not None else run_files._select(cfg, "callbacks.report.max_points")
+        setting = run_files.config_value(cfg, "callbacks.report.html_max_points")
+        setting = setting if setting is not None else run_files.config_value(cfg, "callbacks.report.max_points")
         max_points = args.max_points if args.max_points is not None else (3000 if setting is None else int(setting))
-        projection = args.projection or run_files._select(cfg, "callbacks.report.projection") or "tsne"
-        seed = run_files._select(cfg, "callbacks.report.seed")
+        projection = args.projection or run_files.config_value(cfg, "callbacks.report.projection") or "tsne"
+        seed = run_files.config_value(cfg, "callbacks.report.seed")
         path = write_run_page(args.run, report, embeddings, projection=projection, max_points=max_points,
                               seed=int(seed) if isinstance(seed, int) else 0)
         print(f"wrote {path}")

@@ -123,7 +123,7 @@ def num_clusters(run_dir: str | Path, predictions: RunPredictions) -> int:
     else the KMeans centroids', else the largest cluster id + 1."""
     cfg = load_config(run_dir)
     for key in ("method.num_clusters", "dataset.num_clusters"):
-        value = _select(cfg, key)
+        value = config_value(cfg, key)
         if isinstance(value, int) and value > 0:
             return max(value, _largest_id(predictions) + 1)
     meta = Path(run_dir) / CENTROIDS_META
@@ -135,7 +135,7 @@ def num_clusters(run_dir: str | Path, predictions: RunPredictions) -> int:
 def run_title(run_dir: str | Path) -> str:
     """'sccl on demo (minilm)' from the run's config, or the folder name."""
     cfg = load_config(run_dir)
-    method, dataset, backbone = (_select(cfg, f"{k}.name") for k in ("method", "dataset", "backbone"))
+    method, dataset, backbone = (config_value(cfg, f"{k}.name") for k in ("method", "dataset", "backbone"))
     if method and dataset:
         return f"{method} on {dataset}" + (f" ({backbone})" if backbone else "")
     return Path(run_dir).name
@@ -145,7 +145,7 @@ def _largest_id(predictions: RunPredictions) -> int:
     return max((int(p.max()) for p in predictions.partitions.values() if len(p)), default=-1)
 
 
-def _select(cfg, key: str):
+def config_value(cfg, key: str):
     """``key`` (dotted) of a run config, or None."""
     if cfg is None:
         return None
