@@ -94,3 +94,16 @@ def test_model_summary_drops_the_zero_flops_column_and_goes_to_stderr(capsys):
     CompactModelSummary.summarize(data[:-1] + [("FLOPs", ["1.2 G", "3 M"])], 10, 10, 0.1, {"train": 2, "eval": 0},
                                   1_200_000_000)
     assert "FLOPs" in capsys.readouterr().err  # a real count is shown
+
+
+def test_the_result_table_and_the_results_path_go_to_stdout(capsys, tmp_path):
+    """run.py's last lines on stdout: the before/after table and where results.json is."""
+    import run
+
+    results = {"method": "sccl", "dataset": "demo", "backbone": "tiny", "steps": 5, "output_dir": str(tmp_path),
+               "clustering": {"before": {"kmeans_acc": 0.5, "kmeans_nmi": 0.25},
+                              "final": {"kmeans_acc": 0.75, "kmeans_nmi": 0.5, "head_acc": 0.625}}}
+    run.print_summary(results)
+    out = capsys.readouterr().out
+    assert "sccl on demo (tiny, 5 steps)" in out and "75.00" in out and "62.50" in out
+    assert f"results: {tmp_path / 'results.json'}" in out.replace("\n", "")
