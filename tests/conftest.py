@@ -3,8 +3,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-SHARED_DATA = ROOT.parent / "shared" / "data"
+from tests.helpers.data_files import ROOT, SHARED_DATA, toy_rows, write_csv
+
 os.environ.setdefault("PROJECT_ROOT", str(ROOT))
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("WANDB_MODE", "offline")
@@ -22,34 +22,6 @@ def shared_data() -> Path:
 @pytest.fixture
 def short_text_dir(shared_data) -> Path:
     return shared_data / "short_text"
-
-
-def write_csv(path: Path, header: list[str], rows: list[list]) -> Path:
-    import csv
-
-    with open(path, "w", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(header)
-        writer.writerows(rows)
-    return path
-
-
-TOPIC_WORDS = {
-    "food": ["pasta", "sauce", "bake", "bread", "oven", "soup", "garlic", "recipe"],
-    "space": ["planet", "orbit", "telescope", "galaxy", "comet", "rocket", "star", "moon"],
-    "code": ["python", "compiler", "bug", "function", "loop", "array", "server", "thread"],
-}
-
-
-def toy_rows(rng) -> list[list[str]]:
-    """[label, text, augmentation] rows: 3 topics x 12 texts of 4 topic words and a number, in topic order
-    (``rng``: a ``random.Random``)."""
-    rows = []
-    for label, words in TOPIC_WORDS.items():
-        for i in range(12):
-            text = " ".join(rng.sample(words, 4)) + f" {i}"
-            rows.append([label, text, " ".join(text.split()[1:])])
-    return rows
 
 
 @pytest.fixture

@@ -25,8 +25,8 @@ from callbacks.safety.nonfinite import NonFiniteLossError
 from callbacks.safety.run_control import FinalEvaluationError
 from errors import ConfigError, MissingFileError
 from run import train
-from tests.conftest import ROOT
 from tests.helpers import compose_config, toy_overrides
+from tests.helpers.data_files import ROOT
 from tests.helpers.resume import assert_same_tensors, slow_overrides, stop_overrides, without_timings
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")

@@ -61,7 +61,7 @@ def test_stream_skip_resumes_a_multi_worker_stream_at_the_next_batch(workers, tm
 @pytest.mark.parametrize("workers", [0, 2])
 def test_streaming_nli_skip_resumes_at_the_next_batch(tmp_path, workers):
     from datamodules.nli import StreamingNLIDataset
-    from tests.conftest import write_csv
+    from tests.helpers.data_files import write_csv
 
     rows = [[f"premise {i}", f"hypothesis {i}", "entailment" if i % 3 else "contradiction"] for i in range(30)]
     path = write_csv(tmp_path / "nli.csv", ["sentence1", "sentence2", "gold_label"], rows)

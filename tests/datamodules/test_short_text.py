@@ -6,7 +6,7 @@ import pytest
 from datamodules.short_text import ShortTextDataModule
 from datamodules.short_text_corpus import load_corpus
 from errors import DataConfigError
-from tests.conftest import write_csv
+from tests.helpers.data_files import write_csv
 
 
 def make_dm(path, **kwargs):

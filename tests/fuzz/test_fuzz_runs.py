@@ -19,7 +19,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from tests.conftest import TOPIC_WORDS
+from tests.helpers.data_files import TOPIC_WORDS
 from tests.helpers.fuzz_files import has_text, write_table
 from tests.helpers.fuzz_strategies import ENCODINGS, FORMATS, budget, tables, texts, user_error_or
 
@@ -99,8 +99,8 @@ def test_run_py_ends_with_results_or_one_error_line(case):
 def trained_run(tmp_path_factory):
     """SCCL, two steps on the tiny backbone: a run folder predict can read (head, centroids, clusters.json)."""
     from run import train
-    from tests.conftest import write_csv
     from tests.helpers import compose_config
+    from tests.helpers.data_files import write_csv
 
     folder = tmp_path_factory.mktemp("fuzz_run")
     rows = [[topic, " ".join(words[i:] + words[:i])] for topic, words in TOPIC_WORDS.items() for i in range(8)]

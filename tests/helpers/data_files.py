@@ -1,4 +1,4 @@
-"""Tiny generated data files for the pairing and bad-input tests (no shared data needed)."""
+"""Tiny generated data files for the pairing and bad-input tests, and where the shared benchmark data lies."""
 from __future__ import annotations
 
 import csv
@@ -11,6 +11,9 @@ TOPICS = {
     "code": ["python", "compiler", "bug", "function", "loop", "array", "server", "thread", "cache", "stack"],
     "sport": ["goal", "match", "coach", "league", "score", "team", "stadium", "player", "cup", "ball"],
 }
+
+ROOT = Path(__file__).resolve().parents[2]
+SHARED_DATA = ROOT.parent / "shared" / "data"  # the benchmark data beside the repository (CI puts it there)
 
 
 def short_texts(n_per_topic: int = 10, topics: int = 4, seed: int = 0) -> list[tuple[str, str, str]]:
@@ -78,3 +81,29 @@ FAST = [
     "callbacks.report.plots=false",
     "print_table=false",
 ]
+
+
+def write_csv(path: Path, header: list[str], rows: list[list]) -> Path:
+    with open(path, "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(header)
+        writer.writerows(rows)
+    return path
+
+
+TOPIC_WORDS = {
+    "food": ["pasta", "sauce", "bake", "bread", "oven", "soup", "garlic", "recipe"],
+    "space": ["planet", "orbit", "telescope", "galaxy", "comet", "rocket", "star", "moon"],
+    "code": ["python", "compiler", "bug", "function", "loop", "array", "server", "thread"],
+}
+
+
+def toy_rows(rng) -> list[list[str]]:
+    """[label, text, augmentation] rows: 3 topics x 12 texts of 4 topic words and a number, in topic order
+    (``rng``: a ``random.Random``)."""
+    rows = []
+    for label, words in TOPIC_WORDS.items():
+        for i in range(12):
+            text = " ".join(rng.sample(words, 4)) + f" {i}"
+            rows.append([label, text, " ".join(text.split()[1:])])
+    return rows

@@ -189,7 +189,7 @@ def test_sentence_methods_read_no_value_between_logging_steps(tmp_path, monkeypa
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
 def test_pairsupcon_reads_no_value_between_logging_steps(tmp_path, monkeypatch):
-    from tests.conftest import write_csv
+    from tests.helpers.data_files import write_csv
 
     pairs = [[f"a person number {i} walks", f"someone {i} is walking" if i % 2 else f"nobody {i} moves",
               "entailment" if i % 2 else "contradiction"] for i in range(40)]

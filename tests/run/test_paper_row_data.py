@@ -107,7 +107,7 @@ def test_sentence_rows_run_on_the_wiki_sample_when_asked(row, tmp_path):
 
 
 def test_pairsupcon_runs_on_the_nli_sample_when_asked(tmp_path):
-    from tests.conftest import write_csv
+    from tests.helpers.data_files import write_csv
     from tests.lightning_modules.pairsupcon.test_method import NLI_PAIRS, write_tiny_sts
 
     folder = tmp_path / "nli"

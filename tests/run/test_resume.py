@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from run import train
-from tests.conftest import write_csv
 from tests.helpers import compose_config, toy_overrides
+from tests.helpers.data_files import write_csv
 from tests.helpers.resume import (
     assert_same_tensors,
     logged_rows,
@@ -158,7 +158,7 @@ def test_ddp_two_processes_resume_exactly(toy_corpus, tmp_path):
     import subprocess
     import sys
 
-    from tests.conftest import ROOT
+    from tests.helpers.data_files import ROOT
 
     def cli(args, out):
         env = dict(os.environ, PROJECT_ROOT=str(ROOT), TOKENIZERS_PARALLELISM="false")

@@ -8,7 +8,7 @@ import pytest
 from evaluation.benchmarks.clustering_tasks import clustering_markdown, clustering_set, evaluate_clustering
 from evaluation.benchmarks.encoder_evaluation import compare, evaluate_encoder
 from evaluation.benchmarks.evaluate_model import main
-from tests.conftest import write_csv
+from tests.helpers.data_files import write_csv
 
 # 1-D positions per text: class a at 0,0,0 and one at 10; class b at 10,10,10 and one at 0.
 # KMeans (k=2) finds {0} and {10}: each cluster holds 3 of one class and 1 of the other -> ACC 6/8.

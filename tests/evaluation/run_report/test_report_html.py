@@ -14,8 +14,8 @@ from evaluation.run_report.html.data import page_data
 from evaluation.run_report.html.page import render_page, script_json
 from evaluation.run_report.html.run_folder import write_run_page
 from run import train
-from tests.conftest import toy_rows, write_csv
 from tests.helpers import compose_config, toy_overrides
+from tests.helpers.data_files import toy_rows, write_csv
 
 PAYLOADS = [
     "<script>alert(1)</script> planet orbit",

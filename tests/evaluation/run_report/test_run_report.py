@@ -9,8 +9,8 @@ import pytest
 from evaluation.model_io import predict
 from evaluation.run_report import describe, plots
 from run import train
-from tests.conftest import write_csv
 from tests.helpers import compose_config, toy_overrides
+from tests.helpers.data_files import write_csv
 
 DEMO_OVERRIDES = [
     "backbone=tiny",

@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tests.conftest import TOPIC_WORDS
+from tests.helpers.data_files import TOPIC_WORDS
 
 N = 8  # texts per batch
 M = 3  # clusters

@@ -14,7 +14,7 @@ from lightning_modules.pairsupcon.losses import (
     pair_features,
     pairsupcon_objective,
 )
-from tests.conftest import write_csv
+from tests.helpers.data_files import write_csv
 from tests.helpers.ddp import spawn_gloo
 
 

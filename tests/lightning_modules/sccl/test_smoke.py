@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from run import train
-from tests.conftest import write_csv
 from tests.helpers import compose_config, toy_overrides
+from tests.helpers.data_files import write_csv
 
 
 def run_toy(csv_path, out_dir, extra=(), steps=4):

@@ -92,7 +92,7 @@ def test_backend_names_are_checked():
 @pytest.mark.parametrize("backend", KMEANS_BACKENDS)
 def test_evaluate_clustering_uses_and_records_the_backend(tmp_path, backend):
     from evaluation.benchmarks.clustering_tasks import clustering_markdown, clustering_set, evaluate_clustering
-    from tests.conftest import write_csv
+    from tests.helpers.data_files import write_csv
 
     (tmp_path / "toy.yaml").write_text(
         "name: toy\nfile: toy.csv\ntext_column: text\nlabel_column: label\nnum_clusters: 3\n"

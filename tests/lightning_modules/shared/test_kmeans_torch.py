@@ -20,7 +20,7 @@ def stackoverflow_vectors(request):
     from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.preprocessing import normalize
 
-    from tests.conftest import SHARED_DATA
+    from tests.helpers.data_files import SHARED_DATA
 
     path = SHARED_DATA / "short_text" / "stackoverflow.csv"
     if not path.is_file():
