@@ -73,7 +73,7 @@ def find_results(folder: Path) -> tuple[list[dict], list[dict]]:
     """(run.py results, evaluate_model results) under ``folder``: the runs as ``run_folder.find_runs`` finds them,
     and any other JSON file that holds an ``evaluate_model`` result."""
     runs = []
-    for run in run_folder.find_runs([folder]):
+    for run in run_folder.find_runs([folder]) if folder.is_dir() else []:  # no folder yet: nothing found
         data = _json(run / run_folder.RESULTS)
         if not isinstance(data, dict) or "method" not in data or "dataset" not in data:
             continue

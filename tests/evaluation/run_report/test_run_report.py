@@ -184,19 +184,7 @@ def test_sts_run_without_clusters_plots_its_curves_only(tmp_path):
     assert not (out / "clusters.md").exists()
 
 
-@pytest.fixture
-def no_open_wandb_run():
-    """WandbLogger reuses a run left open in the process (Lightning's finalize does not finish it)."""
-    import wandb
-
-    if wandb.run is not None:
-        wandb.finish()
-    yield
-    if wandb.run is not None:
-        wandb.finish()
-
-
-def test_wandb_logger_gets_the_plots_as_images(toy_corpus, tmp_path, monkeypatch, no_open_wandb_run):
+def test_wandb_logger_gets_the_plots_as_images(toy_corpus, tmp_path, monkeypatch):
     monkeypatch.delenv("WANDB_API_KEY", raising=False)
     monkeypatch.setenv("NETRC", str(tmp_path / "no-netrc"))
     monkeypatch.setenv("WANDB_DIR", str(tmp_path))
