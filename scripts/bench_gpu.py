@@ -265,9 +265,10 @@ def run_overrides(method: str, folder: Path, batch: int, precision: str, device:
     ]
 
 
-def timed_run(overrides: list[str], device: torch.device) -> float:
+def timed_run(overrides: list[str], device: torch.device, added: int = 0) -> float:
     """Seconds of one ``run.train``'s training loop, from the first step's start to the end of training (the
-    start-up, e.g. the KMeans before the first step, is timed apart by ``start_up``)."""
+    start-up, e.g. the KMeans before the first step, is timed apart in ``START_UP`` under the last ``added``
+    overrides, a variant's settings)."""
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
     from lightning.pytorch.callbacks import Callback
@@ -296,11 +297,13 @@ def timed_run(overrides: list[str], device: torch.device) -> float:
         run_py.train(cfg)
     finally:
         run_py.instantiate_callbacks = build_callbacks
-    START_UP.append(marks["first"] - marks["start"])
+    START_UP.setdefault(tuple(overrides[len(overrides) - added:]) if added else (), []).append(
+        marks["first"] - marks["start"])
     return marks["end"] - marks["first"]
 
 
-START_UP: list[float] = []  # seconds from run.train's call to the first step, one per timed run
+# seconds from run.train's call to the first step, one per timed run, by the run's added overrides
+START_UP: dict[tuple[str, ...], list[float]] = {}
 
 
 def end_to_end(args, device: torch.device, tmp: Path) -> list[dict]:
@@ -309,6 +312,7 @@ def end_to_end(args, device: torch.device, tmp: Path) -> list[dict]:
     loop's overhead is the difference of their times per step."""
     short, long = args.e2e_steps
     data_dir = data_file("short").parent.resolve()
+    variants = [()] + [tuple(v.split()) for v in args.e2e_variants]  # the defaults first, then each variant
     rows = []
     for method in [m for m in args.e2e_methods if m in E2E_METHODS]:
         arch, paper_batch, tiny_batch, kind = METHODS[method]
@@ -323,26 +327,31 @@ def end_to_end(args, device: torch.device, tmp: Path) -> list[dict]:
             params = matmul_parameters(module.encoder.backbone)
             raw = measure(module, data, precision, device, args.steps, args.warmup)
             del module, data
-            seconds = []
+            # the variants' runs alternate, repeat by repeat, so that a drift of the machine hits them alike
+            seconds = {variant: [] for variant in variants}
             for repeat in range(args.e2e_repeats):
-                pair = []
-                for steps in (short, long):
-                    out = tmp / f"e2e_{method}_{precision}_{steps}_{repeat}"
-                    pair.append(timed_run(run_overrides(method, folder, batch, precision, device, chunk, steps,
-                                                        data_dir, out), device))
-                seconds.append((pair[1] - pair[0]) / (long - short))
-            per_step = sorted(seconds)[len(seconds) // 2]
+                for index, variant in enumerate(variants):
+                    pair = []
+                    for steps in (short, long):
+                        out = tmp / f"e2e_{method}_{precision}_{index}_{steps}_{repeat}"
+                        overrides = run_overrides(method, folder, batch, precision, device, chunk, steps, data_dir,
+                                                  out) + list(variant)
+                        pair.append(timed_run(overrides, device, added=len(variant)))
+                    seconds[variant].append((pair[1] - pair[0]) / (long - short))
             peak = card_peak(device, precision)
-            flops = 6 * params * tokens / per_step
-            row = {"method": method, "arch": arch, "batch": batch, "precision": precision, "layout": "end-to-end",
-                   "views": 2, "chunk_tokens": chunk, "grad_cache_tokens": 0, "steps_per_s": 1 / per_step,
-                   "tokens_per_s": tokens / per_step, "peak_gib": None, "loss": raw["loss"],
-                   "mfu": flops / (peak * 1e12) if peak else None, "raw_steps_per_s": 1 / raw["seconds"],
-                   "overhead_ms": 1000 * (per_step - raw["seconds"]),
-                   "start_up_s": sorted(START_UP)[len(START_UP) // 2]}
+            for variant in variants:
+                per_step = sorted(seconds[variant])[len(seconds[variant]) // 2]
+                flops = 6 * params * tokens / per_step
+                row = {"method": method, "arch": arch, "batch": batch, "precision": precision,
+                       "layout": "end-to-end", "views": 2, "chunk_tokens": chunk, "grad_cache_tokens": 0,
+                       "steps_per_s": 1 / per_step, "tokens_per_s": tokens / per_step, "peak_gib": None,
+                       "loss": raw["loss"], "mfu": flops / (peak * 1e12) if peak else None,
+                       "raw_steps_per_s": 1 / raw["seconds"], "overhead_ms": 1000 * (per_step - raw["seconds"]),
+                       "start_up_s": sorted(START_UP[variant])[len(START_UP[variant]) // 2],
+                       "settings": " ".join(variant)}
+                rows.append(row)
+                print(f"bench_gpu: {row}", file=sys.stderr, flush=True)
             START_UP.clear()
-            rows.append(row)
-            print(f"bench_gpu: {row}", file=sys.stderr, flush=True)
     return rows
 
 
@@ -416,12 +425,14 @@ def render_end_to_end(rows: list[dict]) -> list[str]:
              "two run lengths, each timed from its first step to the end of training) beside the raw step of the "
              "same layout (2 views, one batch reused); start-up: from `run.train` to the first step (data, model, "
              "KMeans of the centroids), the median of the runs:", "",
-             "| method | backbone, batch | precision | chunk tokens | end-to-end steps/s | raw steps/s | "
-             "end-to-end / raw | loop overhead ms/step | MFU | start-up s |", "|---" * 10 + "|"]
+             "| method | backbone, batch | precision | chunk tokens | settings | end-to-end steps/s | raw steps/s | "
+             "end-to-end / raw | loop overhead ms/step | MFU | start-up s |", "|---" * 11 + "|"]
     for row in rows:
         mfu = "-" if row["mfu"] is None else f"{100 * row['mfu']:.0f} %"
+        settings = f"`{row['settings']}`" if row.get("settings") else "defaults"
         lines.append(f"| {row['method']} | {row['arch']}, {row['batch']} | {row['precision']} | "
-                     f"{row['chunk_tokens'] or '-'} | {row['steps_per_s']:.2f} | {row['raw_steps_per_s']:.2f} | "
+                     f"{row['chunk_tokens'] or '-'} | {settings} | {row['steps_per_s']:.2f} | "
+                     f"{row['raw_steps_per_s']:.2f} | "
                      f"{row['steps_per_s'] / row['raw_steps_per_s']:.2f} | {row['overhead_ms']:.1f} | {mfu} | "
                      f"{row['start_up_s']:.1f} |")
     return lines
@@ -471,6 +482,9 @@ def main(argv=None) -> list[dict]:
                         help=f"methods of the end-to-end rows (default: those of --methods among {E2E_METHODS})")
     parser.add_argument("--e2e-steps", default="20,170", help="the two run lengths of an end-to-end row")
     parser.add_argument("--e2e-repeats", type=int, default=1, help="pairs of runs; the median difference counts")
+    parser.add_argument("--e2e-variants", nargs="*", default=[], metavar="OVERRIDES",
+                        help="more end-to-end rows, each with these run.py overrides (one quoted string per row, "
+                        "e.g. 'encoder_compile=true'), beside the defaults' row; the runs alternate")
     parser.add_argument("--e2e-chunk", type=int, default=None, help="encoder_chunk_tokens of the end-to-end rows "
                         "(default: the last --chunk-tokens value)")
     parser.add_argument("--data-dir", type=Path, default=data_root() / "short_text",

@@ -9,6 +9,8 @@ Meant to run on an otherwise idle machine, one group after the other (each run u
     .venv/bin/python scripts/fidelity_runs.py --smoke --out /tmp/fidelity_smoke   # 2-3 steps of each, tiny backbone
     # one seed of a group as its own multirun in <out>/<group>/s1, on a GPU, next to other such parts:
     python scripts/fidelity_runs.py --groups aecl_forms --seeds 1 --part s1 --extra trainer=gpu_fp32 threads_per_job=2
+    # a subset of a group's settings (new values for one of its sweep axes):
+    python scripts/fidelity_runs.py --groups aecl_forms --only method.reference=true
 
 Each group is ONE Hydra multirun (``run.py -m``) whose runs go to ``<out>/<group>/`` (default
 ``logs/fidelity``), so ``python -m evaluation.across_runs.aggregate <out>/<group>`` makes the group's table
@@ -68,17 +70,23 @@ class Group:
     minutes_per_run: float  # estimated wall minutes of one run on the idle 2-core machine
     sweep_smoke: dict[str, str] = field(default_factory=lambda: {"seed": "1"})
 
-    def swept(self, smoke: bool = False, seeds: str | None = None) -> dict[str, str]:
-        """The multirun's comma lists: ``sweep``, the smoke seed, ``seeds`` replacing the seeds."""
+    def swept(self, smoke: bool = False, seeds: str | None = None,
+              only: dict[str, str] | None = None) -> dict[str, str]:
+        """The multirun's comma lists: ``sweep``, the smoke seed, ``seeds`` replacing the seeds, ``only``
+        replacing the values of other axes (a subset of a group's settings, e.g. method.reference=true)."""
         sweep = {**self.sweep, **(self.sweep_smoke if smoke else {})}
-        return {**sweep, "seed": seeds} if seeds is not None else sweep
+        sweep = {**sweep, "seed": seeds} if seeds is not None else sweep
+        unknown = sorted(set(only or {}) - set(sweep))
+        if unknown:
+            raise ValueError(f"--only {unknown[0]}=...: group {self.name} sweeps only over {', '.join(sweep)}")
+        return {**sweep, **(only or {})}
 
-    def runs(self, smoke: bool = False, seeds: str | None = None) -> int:
-        return len(list(itertools.product(*(v.split(",") for v in self.swept(smoke, seeds).values()))))
+    def runs(self, smoke: bool = False, seeds: str | None = None, only: dict[str, str] | None = None) -> int:
+        return len(list(itertools.product(*(v.split(",") for v in self.swept(smoke, seeds, only).values()))))
 
     def overrides(self, out: Path, smoke: bool = False, seeds: str | None = None, part: str | None = None,
-                  extra: list[str] = ()) -> list[str]:
-        sweep = self.swept(smoke, seeds)
+                  extra: list[str] = (), only: dict[str, str] | None = None) -> list[str]:
+        sweep = self.swept(smoke, seeds, only)
         merged = {**self.fixed, **(self.smoke if smoke else {}), **QUIET, **sweep,
                   "hydra.sweep.dir": str(self.folder(out, part))}
         return [key if value is None else f"{key}={value}" for key, value in merged.items()] + list(extra)
@@ -232,12 +240,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", help="comma list replacing the seeds 1,2,3 of every group (e.g. 2)")
     parser.add_argument("--part", help="sweep folder <out>/<group>/<part> instead of <out>/<group>, for a group "
                         "split over several processes (the aggregate of <out>/<group> reads every part)")
+    parser.add_argument("--only", nargs="+", default=[], metavar="KEY=VALUES",
+                        help="run a subset of a group's settings: new values for one of its sweep axes, e.g. "
+                        "method.reference=true")
     parser.add_argument("--extra", nargs="+", default=[], metavar="KEY=VALUE",
                         help="overrides added to every run, e.g. trainer=gpu_fp32 threads_per_job=2")
     args = parser.parse_args(argv)
     if args.seeds is not None and not re.fullmatch(r"\d+(,\d+)*", args.seeds):
         parser.error(f"--seeds {args.seeds!r}: give integers separated by commas, e.g. 1,2,3")
+    only = {}
+    for item in args.only:
+        key, sep, values = item.partition("=")
+        if not sep or not key or not values:
+            parser.error(f"--only {item!r}: give KEY=VALUES, e.g. method.reference=true")
+        only[key] = values
     groups = [GROUPS[name] for name in args.groups]
+    for group in groups:
+        try:
+            group.swept(args.smoke, args.seeds, only)
+        except ValueError as error:
+            parser.error(str(error))
     sys.path.insert(0, str(ROOT))
 
     if args.list:
@@ -250,9 +272,9 @@ def main(argv: list[str] | None = None) -> int:
 
     out = args.out.resolve()
     for group in groups:
-        command = group.command(out, args.smoke, seeds=args.seeds, part=args.part, extra=args.extra)
+        command = group.command(out, args.smoke, seeds=args.seeds, part=args.part, extra=args.extra, only=only)
         printable = shlex.join(command)
-        print(f"\n== {group.name}: {group.runs(args.smoke, args.seeds)} runs\n{printable}", flush=True)
+        print(f"\n== {group.name}: {group.runs(args.smoke, args.seeds, only)} runs\n{printable}", flush=True)
         if args.dry_run:
             continue
         folder = group.folder(out, args.part)
@@ -264,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
         # parts of one group run side by side: each keeps its own timing file
         timings_path = folder / "timings.json" if args.part else out / "timings.json"
         timings = json.loads(timings_path.read_text()) if timings_path.exists() else {}
-        timings[group.name] = {"seconds": round(seconds, 1), "runs": group.runs(args.smoke, args.seeds),
+        timings[group.name] = {"seconds": round(seconds, 1), "runs": group.runs(args.smoke, args.seeds, only),
                                "status": status, "part": args.part, "extra": args.extra,
                                "smoke": args.smoke, "finished": time.strftime("%Y-%m-%d %H:%M:%S")}
         timings_path.write_text(json.dumps(timings, indent=2) + "\n")

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Everything issue 28 measures on a lent GPU, as one device command of about 7 minutes (docs/gpu.md, "One GPU
+# Everything issue 28 measures on a lent GPU, as one device command of about 6 minutes (docs/gpu.md, "One GPU
 # session"): the authors' SCCL loop (fp32), the project end to end (Trainer.fit, bf16 and fp32) beside its raw
 # step, the raw rows of SCCL, AECL and PairSupCon (bf16/fp32, chunked or not, cached gradients), start-up before
 # the first step, and the host syncs of a few steps counted by CUDA. Prints one Markdown block for BENCHMARKS.md;
@@ -45,7 +45,7 @@ fi
 # 2. the project end to end (bf16, fp32) beside its raw step, and the raw rows; start-up is in the end-to-end rows
 timeout 330 "$python" scripts/bench_gpu.py "${scale[@]}" --out "$out/bench_gpu.md" --methods "$raw_methods" --precisions "$precisions" \
   --steps "$steps" --warmup 2 --chunk-tokens 0,8192 --grad-cache 0,2048 --end-to-end --e2e-methods sccl \
-  --e2e-steps "$e2e_steps" --e2e-chunk 0 --data-dir "$data" 2>>"$log" | tee -a "$log" >/dev/null
+  --e2e-steps "$e2e_steps" --e2e-chunk 8192 --e2e-variants encoder_chunk_tokens=0 --data-dir "$data" 2>>"$log" | tee -a "$log" >/dev/null
 
 # 3. host syncs in a few SCCL steps, counted by CUDA itself (none on a CPU)
 timeout 60 "$python" scripts/bench_gpu.py --count-syncs "${scale[@]}" --data-dir "$data" 2>>"$log" \

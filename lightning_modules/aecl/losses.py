@@ -22,7 +22,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from lightning_modules.shared.contrastive import nt_xent
+from lightning_modules.shared.contrastive import nt_xent, partner_index
 
 # the reference code adds this to every attention weight before weighting its positives
 REFERENCE_S_OFFSET = 1e-5
@@ -140,7 +140,7 @@ def similarity_guided_loss(
 
 def _stacked_ratio_masks(n: int, device) -> tuple[torch.Tensor, torch.Tensor]:
     """For 2N stacked rows: the counterpart index r ± N [2N], and the 2N-2 negatives mask [2N, 2N]."""
-    counterpart = torch.cat([torch.arange(n, 2 * n), torch.arange(0, n)]).to(device)  # [2N]
+    counterpart = partner_index(n, device)  # [2N]
     negatives = ~torch.eye(2 * n, dtype=torch.bool, device=device)  # [2N, 2N]
     negatives[torch.arange(2 * n, device=device), counterpart] = False
     return counterpart, negatives

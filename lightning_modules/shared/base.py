@@ -135,8 +135,9 @@ class TextRepresentationModule(L.LightningModule):
     def on_train_batch_end(self, outputs, batch, batch_idx: int) -> None:
         # the last batch of an epoch is often smaller, and an in-batch contrastive loss with fewer
         # negatives is lower: the training-curves plot leaves such steps out (evaluation.run_report.plots)
+        # logged at logging steps only: a Python number becomes a device tensor, a synchronising copy
         size = first_dimension(batch)
-        if size is not None:
+        if size is not None and self.logs_this_step():
             self.log("train/batch_size", float(size), on_step=True, on_epoch=False, batch_size=size)
 
     def logs_this_step(self) -> bool:

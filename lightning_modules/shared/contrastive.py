@@ -14,6 +14,12 @@ def cosine_matrix(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return F.normalize(a, dim=-1) @ F.normalize(b, dim=-1).T  # [N, M]
 
 
+def partner_index(n: int, device: torch.device | str | None = None) -> torch.Tensor:
+    """For 2N stacked views [first views; second views]: the index of each row's other view, r ± N [2N].
+    Made on ``device`` itself: a host tensor copied there would be a synchronising copy every step."""
+    return (torch.arange(2 * n, device=device) + n) % (2 * n)  # [2N]
+
+
 def nt_xent(z1: torch.Tensor, z2: torch.Tensor, temperature: float = 0.5) -> torch.Tensor:
     """Two-view NT-Xent (SCCL's Instance-CL, eqs 1-2 of Zhang et al. 2021; SimCLR).
 
@@ -28,5 +34,4 @@ def nt_xent(z1: torch.Tensor, z2: torch.Tensor, temperature: float = 0.5) -> tor
     z = F.normalize(torch.cat([z1, z2]), dim=1)  # [2N, D]
     sim = z @ z.T / temperature  # [2N, 2N]
     sim = sim.masked_fill(torch.eye(2 * n, dtype=torch.bool, device=z.device), float("-inf"))
-    partner = torch.cat([torch.arange(n, 2 * n), torch.arange(0, n)]).to(z.device)  # [2N]
-    return F.cross_entropy(sim, partner)
+    return F.cross_entropy(sim, partner_index(n, z.device))

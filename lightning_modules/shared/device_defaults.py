@@ -10,13 +10,12 @@ from, in one log line.
 - CPU (measured on 2 cores, BENCHMARKS.md): length-sorted encoder chunks of 1024 padded tokens (less padding
   is less work for a CPU), tokenisation in the training process (workers fight it for the two cores), no
   pinned memory (nothing is copied to a device), KMeans ``fast``.
-- GPU: the encoder runs each step's batch in one call (on an H200 the raw step ran as fast with one call as
-  with chunks of 8192 tokens, and the run with chunks of 1024, ~12 calls a step, was the slowest measured;
-  padding costs a GPU little, each call costs launches), or in chunks of 8192 tokens on a card with less than
-  ``SMALL_CARD_GIB`` of memory; tokenisation in worker processes, batches in pinned memory (the copy overlaps
-  the step), workers kept between epochs, four batches prefetched per worker; KMeans (centroid
-  initialisation, pseudo-labels, evaluation) on the GPU (``torch``). Chosen from those measurements, not yet
-  measured end to end (scripts/gpu_session.sh).
+- GPU: length-sorted encoder chunks of 8192 tokens. On an H100 (BENCHMARKS.md, "GPU end to end") the raw
+  step with chunks of 8192 ran 1.3-1.6x faster than one call padded to the batch's longest text in fp32 (SCCL,
+  AECL, PairSupCon at the papers' batches), as fast in bf16, and took 40-48 % less memory; on an H200 the run
+  with chunks of 1024 (~12 calls a step) was the slowest measured. Tokenisation in worker processes, batches in
+  pinned memory (the copy overlaps the step), workers kept between epochs, four batches prefetched per worker;
+  KMeans (centroid initialisation, pseudo-labels, evaluation) on the GPU (``torch``).
 """
 from __future__ import annotations
 
@@ -25,9 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 CPU_CHUNK_TOKENS = 1024
-GPU_CHUNK_TOKENS = 0  # one encoder call per step
-SMALL_CARD_CHUNK_TOKENS = 8192
-SMALL_CARD_GIB = 16
+GPU_CHUNK_TOKENS = 8192
 GPU_MAX_WORKERS = 4
 GPU_PREFETCH = 4
 # config keys (dotted) of the settings this module chooses
@@ -63,9 +60,8 @@ def device_defaults(device: Device) -> dict[str, Any]:
     if device.kind != "cuda":
         return {"encoder_chunk_tokens": CPU_CHUNK_TOKENS, "loader.num_workers": 0, "loader.pin_memory": False,
                 "loader.persistent_workers": False, "loader.prefetch_factor": None, "kmeans_backend": "fast"}
-    small = device.memory_gib is not None and device.memory_gib < SMALL_CARD_GIB
     workers = max(1, min(GPU_MAX_WORKERS, device.cpus - 1))
-    return {"encoder_chunk_tokens": SMALL_CARD_CHUNK_TOKENS if small else GPU_CHUNK_TOKENS,
+    return {"encoder_chunk_tokens": GPU_CHUNK_TOKENS,
             "loader.num_workers": workers, "loader.pin_memory": True, "loader.persistent_workers": True,
             "loader.prefetch_factor": GPU_PREFETCH, "kmeans_backend": "torch"}
 

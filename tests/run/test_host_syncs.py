@@ -2,7 +2,9 @@
 
 On a GPU, every read of a tensor's value by Python (``item``, ``tolist``, ``bool(t)``, ``float(t)``, ``cpu``,
 ``numpy``, ``torch.equal``) and every data-dependent shape (a boolean-mask index, ``nonzero``, ``unique``)
-stops the CPU until the GPU has caught up, and the next kernels are queued late. On the CPU these calls cost
+stops the CPU until the GPU has caught up, and the next kernels are queued late. So does the other direction,
+a Python number put on the GPU: ``self.log(name, 1.0)`` makes a device tensor of it at every call (CUDA's own
+count on an H100 found it), so a Python number logged outside a logging step counts too. On the CPU these calls cost
 nothing, but they are the same calls: this test wraps them during ``Trainer.fit`` with the tiny backbone,
 counts those made from code outside torch's own package (the project, Lightning, transformers; each counted
 by the file that called), and expects none in a step that neither logs (every ``log_every_n_steps``) nor
@@ -79,6 +81,17 @@ class HostReads:
             return original_getitem(tensor, index)
 
         torch.Tensor.__getitem__ = getitem
+        from lightning.pytorch import LightningModule
+
+        original_log = LightningModule.log
+        saved.append((LightningModule, "log", original_log))
+
+        def log(module, name, value, *args, **kwargs):
+            if not isinstance(value, torch.Tensor):
+                self.record(f"log of a Python number ({name})")
+            return original_log(module, name, value, *args, **kwargs)
+
+        LightningModule.log = log
         try:
             yield self
         finally:

@@ -37,13 +37,17 @@ def test_end_to_end_rows_time_trainer_fit_beside_the_raw_step(tmp_path, short_te
     out = tmp_path / "bench.md"
     rows = bench.main(["--device", "cpu", "--tiny", "--methods", "sccl", "--precisions", "fp32", "--end-to-end",
                        "only", "--e2e-steps", "2,4", "--steps", "1", "--warmup", "0", "--data-dir", str(data),
-                       "--out", str(out)])
-    (row,) = rows
-    assert row["layout"] == "end-to-end" and row["views"] == 2 and row["raw_steps_per_s"] > 0
-    assert math.isfinite(row["overhead_ms"]) and row["start_up_s"] > 0
+                       "--out", str(out), "--e2e-variants", "seed=3 trainer.log_every_n_steps=1"])
+    row, variant = rows
+    for r in rows:
+        assert r["layout"] == "end-to-end" and r["views"] == 2 and r["raw_steps_per_s"] > 0
+        assert math.isfinite(r["overhead_ms"]) and r["start_up_s"] > 0
+    assert row["settings"] == "" and variant["settings"] == "seed=3 trainer.log_every_n_steps=1"
+    assert bench.START_UP == {}  # each row took the start-up of its own runs
     # the two runs trained 2 and 4 steps on the small file (not the shared one)
     text = out.read_text()
-    assert "| sccl | distilbert-base, 8 | fp32 |" in text and "loop overhead ms/step" in text
+    assert "| sccl | distilbert-base, 8 | fp32 | 8192 | defaults |" in text and "loop overhead ms/step" in text
+    assert "| sccl | distilbert-base, 8 | fp32 | 8192 | `seed=3 trainer.log_every_n_steps=1` |" in text
     assert "| authors |" not in text  # --end-to-end only: no raw table
 
 

@@ -80,6 +80,27 @@ def test_a_group_split_by_seed_into_parts_keeps_its_other_settings(capsys, tmp_p
                     and o.split("=")[0] not in group.sweep] + ["seed=2", "method.reference=true"], tmp_path)
 
 
+def test_only_runs_a_subset_of_a_groups_settings(capsys, tmp_path):
+    argv = ["--dry-run", "--out", str(tmp_path), "--groups", "aecl_forms", "--seeds", "1",
+            "--only", "method.reference=true"]
+    assert DRIVER.main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "== aecl_forms: 1 runs" in printed
+    assert " method.reference=true " in printed and "false,true" not in printed
+    assert printed.count("method.reference=") == 1
+
+
+def test_only_names_the_axes_of_the_group(capsys, tmp_path):
+    argv = ["--dry-run", "--out", str(tmp_path), "--groups", "sccl_at_aecl_budget", "--only", "method.reference=true"]
+    with pytest.raises(SystemExit):
+        DRIVER.main(argv)
+    err = capsys.readouterr().err
+    assert "method.reference" in err and "sccl_at_aecl_budget sweeps only over seed" in err
+    with pytest.raises(SystemExit):
+        DRIVER.main(["--dry-run", "--out", str(tmp_path), "--only", "method.reference"])
+    assert "give KEY=VALUES" in capsys.readouterr().err
+
+
 def test_seeds_must_be_integers(tmp_path):
     with pytest.raises(SystemExit):
         DRIVER.main(["--dry-run", "--out", str(tmp_path), "--seeds", "1;2"])

@@ -22,12 +22,12 @@ def test_every_setting_differs_between_the_cpu_and_a_gpu():
     cpu, gpu = values(resolve_settings(NOTHING_SET, CPU)), values(resolve_settings(NOTHING_SET, H100))
     assert cpu == {"encoder_chunk_tokens": 1024, "loader.num_workers": 0, "loader.pin_memory": False,
                    "loader.persistent_workers": False, "loader.prefetch_factor": None, "kmeans_backend": "fast"}
-    assert gpu == {"encoder_chunk_tokens": 0, "loader.num_workers": 4, "loader.pin_memory": True,
+    assert gpu == {"encoder_chunk_tokens": 8192, "loader.num_workers": 4, "loader.pin_memory": True,
                    "loader.persistent_workers": True, "loader.prefetch_factor": 4, "kmeans_backend": "torch"}
     assert {source for _, source in resolve_settings(NOTHING_SET, H100).values()} == {"gpu default"}
 
 
-def test_a_small_card_chunks_and_workers_leave_a_core_to_the_training_process():
+def test_workers_leave_a_core_to_the_training_process():
     resolved = values(resolve_settings(NOTHING_SET, T4))
     assert resolved["encoder_chunk_tokens"] == 8192 and resolved["loader.num_workers"] == 3
     assert values(resolve_settings(NOTHING_SET, Device("cuda", 80.0, 1)))["loader.num_workers"] == 1
@@ -61,7 +61,7 @@ def test_the_device_comes_from_the_accelerator_and_the_card(monkeypatch):
     assert device_defaults.run_device("cpu").kind == "cpu"
 
 
-@pytest.mark.parametrize("device,expected_chunk,expected_workers", [(CPU, 1024, 0), (H100, 0, 4)])
+@pytest.mark.parametrize("device,expected_chunk,expected_workers", [(CPU, 1024, 0), (H100, 8192, 4)])
 def test_the_run_fills_the_config_states_each_setting_and_the_datamodule_gets_them(
         toy_corpus, tmp_path, monkeypatch, caplog, device, expected_chunk, expected_workers):
     import run
