@@ -238,7 +238,8 @@ def pseudo_label_loss(logits1: torch.Tensor, pseudo_labels: torch.Tensor, reduct
     # the leading +0.0 avoids logging -0.0 when no row is labelled
     per_row = F.cross_entropy(logits1, pseudo_labels.clamp_min(0), reduction="none")  # [N]
     total = logits1.new_zeros(()) + torch.where(labelled, per_row, torch.zeros_like(per_row)).sum()
-    count = labelled.sum() if reduction == "labelled" else torch.tensor(logits1.shape[0], device=logits1.device)
+    # N made on the device: torch.tensor(N, device=...) would be a host-to-device copy, which waits for the GPU
+    count = labelled.sum() if reduction == "labelled" else logits1.new_full((), float(logits1.shape[0]))
     return total / count.clamp_min(1)
 
 
