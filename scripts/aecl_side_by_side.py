@@ -79,6 +79,22 @@ def ours_rows(run_dir: Path) -> list[dict] | None:
     return rows
 
 
+def ours_pseudo_label_acc(run_dir: Path, data: Path | None) -> float | None:
+    """ACC x100 of the KMeans pseudo-labels our run trained stage 2 on (the module's ``pseudo_labels`` in its last
+    checkpoint, row order of ``data``/searchsnippets.csv): in stage 2 the head is fitted to them."""
+    checkpoint = run_dir / "checkpoints" / "last.ckpt"
+    if data is None or not checkpoint.is_file():
+        return None
+    import pandas as pd
+    import torch
+
+    from evaluation.clustering.metrics import cluster_accuracy
+
+    labels = pd.factorize(pd.read_csv(data / "searchsnippets.csv")["label"])[0]
+    state = torch.load(checkpoint, map_location="cpu", weights_only=False)["state_dict"]
+    return 100 * cluster_accuracy(labels, state["pseudo_labels"].numpy())
+
+
 def authors_rows(path: Path) -> list[dict] | None:
     if not path.exists():
         return None
@@ -94,7 +110,7 @@ def _mean_std(values: list[float]) -> str:
     return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f}"
 
 
-def table(out: Path, seeds: list[int]) -> str:
+def table(out: Path, seeds: list[int], data: Path | None = None) -> str:
     ours = {s: ours_rows(out / f"ours_s{s}") for s in seeds}
     theirs = {s: authors_rows(out / f"authors_s{s}.json") for s in seeds}
     ours = {s: r for s, r in ours.items() if r}
@@ -119,6 +135,14 @@ def table(out: Path, seeds: list[int]) -> str:
         for seed, rows in sorted(runs.items()):
             sizes = ' / '.join(map(str, rows[-1]['head_sizes']))
             lines.append(f"final head cluster sizes, {name}, seed {seed}: {sizes}")
+    for seed, rows in sorted(theirs.items()):
+        acc = rows[-1].get("pseudo_label_acc")  # runs of authors_aecl.py before 2026-11-26 16:30 lack it
+        if acc is not None:
+            lines.append(f"ACC of the KMeans pseudo-labels of stage 2, authors', seed {seed}: {acc:.2f}")
+    for seed in sorted(ours):
+        acc = ours_pseudo_label_acc(out / f"ours_s{seed}", data)
+        if acc is not None:
+            lines.append(f"ACC of the KMeans pseudo-labels of stage 2, ours, seed {seed}: {acc:.2f}")
     return "\n".join(lines)
 
 
@@ -148,7 +172,7 @@ def main(argv=None) -> None:
                 print("$", " ".join(command), flush=True)
                 with open(args.out / f"authors_s{seed}.log", "w") as log:
                     subprocess.run(command, cwd=ROOT, env=env, check=True, stdout=log, stderr=subprocess.STDOUT)
-    print(table(args.out, seeds))
+    print(table(args.out, seeds, args.data))
 
 
 if __name__ == "__main__":

@@ -195,6 +195,8 @@ def main(argv=None) -> None:
             "head_nmi": 100 * clustering_scores(truth, head)["nmi"],
             "kmeans_acc": 100 * km["acc"], "kmeans_nmi": 100 * km["nmi"],
             "confident_share": 100 * float((confidence >= args.threshold).float().mean()),
+            # the KMeans labels the next epoch trains on in stage 2 (their code refreshes them through stage 1)
+            "pseudo_label_acc": 100 * cluster_accuracy(label, kmeans_labels.numpy()),
             "head_sizes": sorted(np.bincount(head, minlength=args.class_num).tolist(), reverse=True),
             "seconds": round(time.time() - start, 1),
         }
