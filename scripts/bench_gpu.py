@@ -265,10 +265,9 @@ def run_overrides(method: str, folder: Path, batch: int, precision: str, device:
     ]
 
 
-def timed_run(overrides: list[str], device: torch.device, added: int = 0) -> float:
-    """Seconds of one ``run.train``'s training loop, from the first step's start to the end of training (the
-    start-up, e.g. the KMeans before the first step, is timed apart in ``START_UP`` under the last ``added``
-    overrides, a variant's settings)."""
+def timed_run(overrides: list[str], device: torch.device) -> tuple[float, float]:
+    """Seconds of one ``run.train``: its training loop, from the first step's start to the end of training, and
+    its start-up, from the call to the first step (data, model, e.g. the KMeans before the first step)."""
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
     from lightning.pytorch.callbacks import Callback
@@ -297,13 +296,7 @@ def timed_run(overrides: list[str], device: torch.device, added: int = 0) -> flo
         run_py.train(cfg)
     finally:
         run_py.instantiate_callbacks = build_callbacks
-    START_UP.setdefault(tuple(overrides[len(overrides) - added:]) if added else (), []).append(
-        marks["first"] - marks["start"])
-    return marks["end"] - marks["first"]
-
-
-# seconds from run.train's call to the first step, one per timed run, by the run's added overrides
-START_UP: dict[tuple[str, ...], list[float]] = {}
+    return marks["end"] - marks["first"], marks["first"] - marks["start"]
 
 
 def end_to_end(args, device: torch.device, tmp: Path) -> list[dict]:
@@ -329,6 +322,7 @@ def end_to_end(args, device: torch.device, tmp: Path) -> list[dict]:
             del module, data
             # the variants' runs alternate, repeat by repeat, so that a drift of the machine hits them alike
             seconds = {variant: [] for variant in variants}
+            start_ups = {variant: [] for variant in variants}
             for repeat in range(args.e2e_repeats):
                 for index, variant in enumerate(variants):
                     pair = []
@@ -336,7 +330,9 @@ def end_to_end(args, device: torch.device, tmp: Path) -> list[dict]:
                         out = tmp / f"e2e_{method}_{precision}_{index}_{steps}_{repeat}"
                         overrides = run_overrides(method, folder, batch, precision, device, chunk, steps, data_dir,
                                                   out) + list(variant)
-                        pair.append(timed_run(overrides, device, added=len(variant)))
+                        loop, start_up = timed_run(overrides, device)
+                        pair.append(loop)
+                        start_ups[variant].append(start_up)
                     seconds[variant].append((pair[1] - pair[0]) / (long - short))
             peak = card_peak(device, precision)
             for variant in variants:
@@ -347,11 +343,10 @@ def end_to_end(args, device: torch.device, tmp: Path) -> list[dict]:
                        "steps_per_s": 1 / per_step, "tokens_per_s": tokens / per_step, "peak_gib": None,
                        "loss": raw["loss"], "mfu": flops / (peak * 1e12) if peak else None,
                        "raw_steps_per_s": 1 / raw["seconds"], "overhead_ms": 1000 * (per_step - raw["seconds"]),
-                       "start_up_s": sorted(START_UP[variant])[len(START_UP[variant]) // 2],
+                       "start_up_s": sorted(start_ups[variant])[len(start_ups[variant]) // 2],
                        "settings": " ".join(variant)}
                 rows.append(row)
                 print(f"bench_gpu: {row}", file=sys.stderr, flush=True)
-            START_UP.clear()
     return rows
 
 

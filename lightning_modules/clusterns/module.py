@@ -249,8 +249,7 @@ class ClusterNS(SimCSE):
 
         self.log("train/loss", total, batch_size=n)
         self.log("train/cl_loss", loss_cl, batch_size=n)
-        if self.logs_this_step():  # a Python number becomes a device tensor: a host-to-device copy
-            self.log("train/clustering_active", float(assignment is not None), batch_size=n)
+        self.log_number("train/clustering_active", assignment is not None, batch_size=n)
         self.log_similarities(sim_value)
         if assignment is not None and self.logs_this_step():  # diagnostics read values: only when they are written
             stats = clustering_diagnostics(sim_value.float(), anchors, seen, assignment,

@@ -135,10 +135,15 @@ class TextRepresentationModule(L.LightningModule):
     def on_train_batch_end(self, outputs, batch, batch_idx: int) -> None:
         # the last batch of an epoch is often smaller, and an in-batch contrastive loss with fewer
         # negatives is lower: the training-curves plot leaves such steps out (evaluation.run_report.plots)
-        # logged at logging steps only: a Python number becomes a device tensor, a synchronising copy
         size = first_dimension(batch)
-        if size is not None and self.logs_this_step():
-            self.log("train/batch_size", float(size), on_step=True, on_epoch=False, batch_size=size)
+        if size is not None:
+            self.log_number("train/batch_size", size, batch_size=size)
+
+    def log_number(self, name: str, value: float, batch_size: int) -> None:
+        """Log a Python number for this step, at logging steps only: ``self.log`` makes a device tensor of it,
+        a host-to-device copy that waits for the GPU, and the value of a step that is not written is never read."""
+        if self.logs_this_step():
+            self.log(name, float(value), on_step=True, on_epoch=False, batch_size=batch_size)
 
     def logs_this_step(self) -> bool:
         """Whether Lightning writes the logged values after this training step (every ``log_every_n_steps``,

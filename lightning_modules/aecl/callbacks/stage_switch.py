@@ -135,8 +135,7 @@ class AECLStageSwitch(Callback):
             pl_module.set_pseudo_labels(self.kmeans_labels(trainer, pl_module), epoch)
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
-        if pl_module.logs_this_step():  # a Python number becomes a device tensor: a copy that waits for the GPU
-            pl_module.log("train/stage", float(pl_module.stage), on_step=True, on_epoch=False, batch_size=1)
+        pl_module.log_number("train/stage", pl_module.stage, batch_size=1)
 
     def kmeans_labels(self, trainer, pl_module) -> torch.Tensor:
         """KMeans clusters [n] of the whole training set's embeddings, in row order."""
