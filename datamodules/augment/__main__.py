@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
-import hashlib
 import json
 import platform
 import shlex
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import Sequence
 
 from atomic_files import atomic_write_text
+from datamodules.download.fetch import sha256_of
 from errors import USER_ERROR_EXIT_CODE, UserError, find_user_error, report_user_error
 
 DEFAULT_PREFIX = {"eda": "eda", "contextual": "ctx"}
@@ -100,14 +100,6 @@ def package_versions() -> dict[str, str]:
         except metadata.PackageNotFoundError:
             pass
     return versions
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def load_settings(path: Path) -> dict | None:
@@ -273,7 +265,7 @@ def augment_file(args: argparse.Namespace, argv: Sequence[str]) -> dict:
             "--overwrite to regenerate them"
         )
     previous = load_settings(settings_path(source))
-    input_hash = file_sha256(source)
+    input_hash = sha256_of(source)
 
     texts = frame[text_column].tolist()
     started = time.perf_counter()
