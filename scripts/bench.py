@@ -23,7 +23,7 @@ BENCHMARKS.json, and BENCHMARKS.md is rendered from every part recorded there):
 - ``memory``: peak resident memory of ``python run.py method=sccl dataset=stackoverflow`` at
   batch 64 with chunking on (default) and off.
 
-Usage: python scripts/bench.py [--only train,eval,e2e,inrun,memory] [--data-dir ../shared/data/short_text]
+Usage: python scripts/bench.py [--only train,eval,e2e,inrun,memory] [--data-dir data/short_text]
        [--steps 30] [--rounds 6] [--out BENCHMARKS.md]
 Timings are only meaningful on an otherwise idle machine; the load average is recorded with each part.
 """
@@ -48,6 +48,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+from datamodules.download.catalogue import data_root  # noqa: E402
 from lightning_modules.shared.encoder import CHUNK_IF_BELOW  # noqa: E402
 from lightning_modules.shared.token_batches import length_chunks  # noqa: E402
 from scripts.bench_reference_step import AuthorsSCCLStep  # noqa: E402
@@ -439,7 +440,8 @@ RUN = {"train": part_train, "eval": part_eval, "e2e": part_e2e, "inrun": part_in
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", default=",".join(PARTS), help=f"comma-separated parts: {','.join(PARTS)}")
-    parser.add_argument("--data-dir", default=str(ROOT.parent / "shared" / "data" / "short_text"))
+    parser.add_argument("--data-dir", default=str(data_root() / "short_text"),
+                        help="folder with stackoverflow.csv (default: the project's data folder, $PROJECT_DATA_DIR)")
     parser.add_argument("--steps", type=int, default=30, help="timed SCCL training steps per variant")
     parser.add_argument("--rounds", type=int, default=6, help="interleaved rounds the timed steps are split into")
     parser.add_argument("--seeds", type=int, default=10, help="KMeans seeds of the eval part")

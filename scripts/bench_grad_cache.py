@@ -26,6 +26,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from datamodules.download.catalogue import data_root  # noqa: E402
+
 START, END = "<!-- grad-cache:start -->", "<!-- grad-cache:end -->"
 CASES = (("pairsupcon", 1024), ("sccl", 400))
 
@@ -85,7 +88,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--grad-cache-tokens", type=int, default=2048)
-    parser.add_argument("--data-dir", type=Path, default=ROOT.parent / "shared" / "data" / "short_text")
+    parser.add_argument("--data-dir", type=Path, default=data_root() / "short_text")
     parser.add_argument("--out", type=Path, default=ROOT / "BENCHMARKS.md")
     parser.add_argument("--child", nargs=3, metavar=("METHOD", "BATCH", "TOKENS"), help=argparse.SUPPRESS)
     args = parser.parse_args()

@@ -1,7 +1,7 @@
 """Davies-Bouldin of one K = 30 partition of SearchSnippets three ways: torchmetrics, scikit-learn and the
 project's (evaluation/clustering/label_free.py), the check behind RESULTS.md "Without labels".
 
-    .venv/bin/python scripts/davies_bouldin_check.py [--data-dir ../shared/data/short_text]
+    .venv/bin/python scripts/davies_bouldin_check.py [--data-dir data/short_text]
 
 The partition is the one ``evaluation.clustering.choose_k`` fits at K = 30 (untrained minilm, the seeded 5000-text
 sample, the best of KMeans seeds 0-4).
@@ -18,6 +18,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from datamodules.download.catalogue import data_root  # noqa: E402
 from evaluation.clustering.choose_k import embed_texts, read_texts  # noqa: E402
 from evaluation.clustering.label_free import davies_bouldin  # noqa: E402
 from lightning_modules.shared.kmeans import kmeans_fit  # noqa: E402
@@ -28,7 +29,7 @@ def main(argv=None) -> dict:
     from torchmetrics.functional.clustering import davies_bouldin_score as torchmetrics_davies_bouldin
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--data-dir", type=Path, default=ROOT.parent / "shared" / "data" / "short_text")
+    parser.add_argument("--data-dir", type=Path, default=data_root() / "short_text")
     args = parser.parse_args(argv)
     texts = read_texts(args.data_dir / "searchsnippets.csv", "text0", None)
     x = np.asarray(embed_texts(texts, "minilm", None, None, 256, None), dtype=np.float32)

@@ -4,9 +4,10 @@
 # 1000 steps at batch 64 on SearchSnippets, minilm), seeds 1-3, the six runs side by side on the one card
 # (trainer=gpu_fp32). On an H100 in issue 13 an AECL run trained in ~250-270 s beside five other jobs.
 #
-# On the CPU machine first: make install, bash ../shared/gpu/prepare.sh, then
-#   .venv/bin/python scripts/minilm_for_device.py pack      (MiniLM in float16: the 64 MiB the device tool carries)
-# On the GPU machine (carry .gpu):  bash scripts/gpu_aecl_vs_sccl.sh
+# On the CPU machine first: make install, then
+#   .venv/bin/python scripts/prepare_gpu_folder.py --minilm-fp16   (.gpu/; MiniLM in float16 to fit the 64 MiB carried)
+# On the GPU machine (carry .gpu/site, .gpu/data/searchsnippets.csv, .gpu/minilm_fp16.safetensors):
+#   bash scripts/gpu_aecl_vs_sccl.sh
 # A check at tiny scale on a CPU (tiny backbone, a few steps, one seed):  bash scripts/gpu_aecl_vs_sccl.sh --smoke
 #
 # Back in $OUT: fidelity.tgz (each run's results.json, metrics, command and log; no checkpoints) and summary.txt

@@ -5,7 +5,7 @@
 # the first step, and the host syncs of a few steps counted by CUDA. Prints one Markdown block for BENCHMARKS.md;
 # files go to $OUT (the device tool returns them) or /tmp/gpu_session.
 #
-# On the CPU machine first: make install, then make .gpu/ (docs/gpu.md, "One GPU session": what the GPU machine lacks)
+# On the CPU machine first: make install, then .venv/bin/python scripts/prepare_gpu_folder.py (makes .gpu/)
 # On the GPU machine:       bash scripts/gpu_session.sh
 # A check at tiny scale on a CPU (no authors' loop unless .gpu/official exists): bash scripts/gpu_session.sh --tiny
 set -uo pipefail

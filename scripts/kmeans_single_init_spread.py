@@ -6,7 +6,7 @@ project's recipe (``method.callbacks.stage_switch.kmeans_n_init=1``). In stage 2
 labels, so its accuracy follows theirs. This script embeds a corpus with a backbone (no training) and reports the
 ACC of single-initialisation KMeans for several seeds, beside the best-inertia run of ``n_init`` restarts.
 
-    .venv/bin/python scripts/kmeans_single_init_spread.py --data ../shared/data/short_text/searchsnippets.csv \
+    .venv/bin/python scripts/kmeans_single_init_spread.py --data data/short_text/searchsnippets.csv \
         --clusters 8 --seeds 20
 """
 from __future__ import annotations
@@ -63,7 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"n_init=1, seeds 0-{args.seeds - 1}: ACC {' '.join(f'{a:.1f}' for a in single)}")
     print(f"n_init=1: mean {np.mean(single):.2f}, sd {np.std(single, ddof=1):.2f}, min {min(single):.1f}, "
           f"max {max(single):.1f}")
-    print(f"n_init=10 (lowest inertia of 10), seeds 0-{len(restarts) - 1}: ACC {' '.join(f'{a:.1f}' for a in restarts)}")
+    print(f"n_init=10 (lowest inertia of 10), seeds 0-{len(restarts) - 1}: "
+          f"ACC {' '.join(f'{a:.1f}' for a in restarts)}")
     return 0
 
 

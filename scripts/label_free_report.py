@@ -1,7 +1,7 @@
 """How well the label-free choices pick, measured with the labels they never read (RESULTS.md).
 
     python scripts/label_free_report.py --choose-k logs/label_free/choose_k --runs logs/label_free/selection \
-        [--data-dir ../shared/data/short_text]
+        [--data-dir data/short_text]
 
 - ``--choose-k``: folders ``<dataset>/choose_k.json`` written by ``python -m evaluation.clustering.choose_k`` on the
   benchmark files; the true K is counted here from the file's label column (the tool never read it).
@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import run_folder  # noqa: E402
+from datamodules.download.catalogue import data_root  # noqa: E402
 from evaluation.clustering.choose_k import RULES, recommend  # noqa: E402
 from evaluation.clustering.label_free import best_index, stable_step  # noqa: E402
 
@@ -114,7 +115,7 @@ def main(argv=None) -> str:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--choose-k", type=Path, default=None)
     parser.add_argument("--runs", type=Path, default=None)
-    parser.add_argument("--data-dir", type=Path, default=ROOT.parent / "shared" / "data" / "short_text")
+    parser.add_argument("--data-dir", type=Path, default=data_root() / "short_text")
     args = parser.parse_args(argv)
     parts = []
     if args.choose_k:

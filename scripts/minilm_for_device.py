@@ -2,12 +2,13 @@
 
 The device tool carries at most 64 MiB with the checkout; the package's float32 weights are 87 MiB. ``pack``
 writes them as float16 (43 MiB) into ``.gpu/minilm_fp16.safetensors``, with the float32 file's SHA-256 and the
-largest rounding error (against each tensor's largest weight) in its metadata; ``restore`` (on the GPU machine) writes them back as float32 into the
-tokenizer-only package copy that ``../shared/gpu/prepare.sh`` puts in ``.gpu/site``, so ``backbone=minilm``
-loads them there. The restored model is MiniLM with every weight rounded to float16: runs compared with each
-other on it are like for like; compared with runs on the original weights they differ by that rounding.
+largest rounding error (against each tensor's largest weight) in its metadata; ``restore`` (on the GPU machine)
+writes them back as float32 into the tokenizer-only package copy that ``scripts/prepare_gpu_folder.py`` puts in
+``.gpu/site``, so ``backbone=minilm`` loads them there. The restored model is MiniLM with every weight rounded to
+float16: runs compared with each other on it are like for like; compared with runs on the original weights they
+differ by that rounding.
 
-    .venv/bin/python scripts/minilm_for_device.py pack        # here, after prepare.sh
+    .venv/bin/python scripts/minilm_for_device.py pack        # here (prepare_gpu_folder.py --minilm-fp16 calls it)
     python3 scripts/minilm_for_device.py restore              # there, before the runs
 """
 from __future__ import annotations
@@ -52,7 +53,7 @@ def restore(packed: Path, model_dir: Path) -> dict:
         raise SystemExit(f"error: {packed} is not there: run `scripts/minilm_for_device.py pack` on the CPU machine "
                          "and carry .gpu with the call")
     if not (model_dir / "config.json").is_file():
-        raise SystemExit(f"error: {model_dir} has no config.json: make .gpu with ../shared/gpu/prepare.sh first")
+        raise SystemExit(f"error: {model_dir} has no config.json: make .gpu with scripts/prepare_gpu_folder.py first")
     with safe_open(packed, "pt") as handle:
         meta = handle.metadata()
     weights = {name: tensor.to(torch.float32) for name, tensor in load_file(packed).items()}
@@ -71,7 +72,8 @@ def main(argv: list[str] | None = None) -> int:
 
         meta = pack(minilm_folder() / WEIGHTS, args.packed)
         print(f"minilm_for_device: {args.packed} ({args.packed.stat().st_size / 2**20:.1f} MiB), float32 sha256 "
-              f"{meta['float32_sha256'][:16]}..., largest rounding error / the tensor's largest weight {meta['largest_rounding_vs_tensor_max']}")
+              f"{meta['float32_sha256'][:16]}..., largest rounding error / the tensor's largest weight "
+              f"{meta['largest_rounding_vs_tensor_max']}")
     else:
         meta = restore(args.packed, args.model_dir)
         print(f"minilm_for_device: float32 weights (rounded to float16) in {args.model_dir / WEIGHTS}; original "

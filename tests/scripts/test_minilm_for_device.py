@@ -22,7 +22,7 @@ def test_pack_and_restore_give_the_float16_rounded_weights_as_float32(tmp_path):
     assert {t.dtype for t in load_file(packed).values()} == {torch.float16}
 
     model_dir = tmp_path / "site_model"
-    with pytest.raises(SystemExit, match="no config.json"):
+    with pytest.raises(SystemExit, match="no config.json: make .gpu with scripts/prepare_gpu_folder.py"):
         CARRY.restore(packed, model_dir)
     model_dir.mkdir()
     (model_dir / "config.json").write_text("{}")
