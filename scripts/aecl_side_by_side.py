@@ -130,6 +130,14 @@ def table(out: Path, seeds: list[int], data: Path | None = None) -> str:
                      f"| {_mean_std(column(ours, 'head_acc'))} | {_mean_std(column(theirs, 'kmeans_acc'))} "
                      f"| {_mean_std(column(ours, 'kmeans_acc'))} | {_mean_std(column(theirs, 'confident_share'))} "
                      f"| {_mean_std(column(ours, 'confident_share'))} |")
+    # each run's head ACC at the end of each stage (epochs E1 + 1, E1 + 1 + E2 and the last)
+    ends = (E1 + 1, E1 + 1 + E2, EPOCHS)
+    lines += ["", "| code | seed | end of stage 1 | end of stage 2 | end of stage 3 | stage 3 change |",
+              "|---|---|---|---|---|---|"]
+    for name, runs in (("authors'", theirs), ("ours", ours)):
+        for seed, rows in sorted(runs.items()):
+            acc = [next(r["head_acc"] for r in rows if r["epoch"] == epoch) for epoch in ends]
+            lines.append(f"| {name} | {seed} | {acc[0]:.2f} | {acc[1]:.2f} | {acc[2]:.2f} | {acc[2] - acc[1]:+.2f} |")
     lines.append("")
     for name, runs in (("authors'", theirs), ("ours", ours)):
         for seed, rows in sorted(runs.items()):
