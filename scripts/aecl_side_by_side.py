@@ -11,6 +11,13 @@ the final head cluster sizes.
         --seeds 0,1,2 --out logs/aecl_side_by_side
     .venv/bin/python scripts/aecl_side_by_side.py --table-only --out logs/aecl_side_by_side
 
+With `--swap`, each seed also runs issue 32's swap: our run stopped at the end of stage 2 (epoch 5,
+`ours_s<seed>_to_e5`), our stage 3 resumed from its last.ckpt (`ours_s<seed>_from_e5`), and the authors' stage 3
+started from that same checkpoint (`authors_aecl.py --init-from`, `authors_s<seed>_from_ours_e5.json`): both codes
+train stage 3 from one state, so a fall that only ours shows is in our stage 3 and one both show is in the state.
+Our full run is then those two halves (a resumed run continues exactly). `--device cuda` runs both codes on a GPU
+(our side with trainer=gpu_fp32).
+
 Budget (the issue's): batch 64, epochs of 100 batches, stage 1 for 2 epochs, stage 2 for 3, stage 3 for 2
 (their --stage1_epoch 1 --stage2_epoch 3 --epochs 7; our method.e1=1 method.e2=3 with the reference schedule),
 the offline MiniLM, their default SearchSnippets settings (the paper row's recipe).
@@ -33,29 +40,67 @@ import run_folder  # noqa: E402
 from evaluation.run_report import run_files  # noqa: E402
 
 EPOCHS, BATCHES, E1, E2 = 7, 100, 1, 3
+SWAP_EPOCH = E1 + 1 + E2  # the last epoch of stage 2 (the reference schedule: stage 1 runs E1 + 1 epochs)
+TRAINERS = {"cpu": "trainer=cpu", "cuda": "trainer=gpu_fp32"}
 
 
-def ours_command(data: Path, seed: int, run_dir: Path, extra: list[str]) -> list[str]:
-    return [sys.executable, "run.py", "experiment=aecl_searchsnippets", f"data_dir={data}", "trainer=cpu",
+def ours_command(data: Path, seed: int, run_dir: Path, extra: list[str], epochs: int = EPOCHS,
+                 device: str = "cpu") -> list[str]:
+    return [sys.executable, "run.py", "experiment=aecl_searchsnippets", f"data_dir={data}", TRAINERS[device],
             "backbone=minilm", "batch_size=64", f"method.e1={E1}", f"method.e2={E2}",
-            f"+trainer.limit_train_batches={BATCHES}", f"trainer.max_epochs={EPOCHS}", "trainer.max_steps=-1",
+            f"+trainer.limit_train_batches={BATCHES}", f"trainer.max_epochs={epochs}", "trainer.max_steps=-1",
             "dataset.eval_batch_size=64", "dataset.eval_sort_by_length=false", "dataset.eval_shuffle_seed=0",
             f"dataset.callbacks.clustering_eval.every_n_steps={BATCHES}", "trainer.enable_progress_bar=false",
             "~callbacks.progress", "~callbacks.report", f"seed={seed}", f"hydra.run.dir={run_dir}", *extra]
 
 
-def authors_command(snapshot: Path, data: Path, seed: int, out: Path) -> list[str]:
+def authors_command(snapshot: Path, data: Path, seed: int, out: Path, device: str = "cpu") -> list[str]:
     return [sys.executable, "scripts/authors_aecl.py", "--snapshot", str(snapshot), "--data", str(data),
             "--stage1", str(E1), "--stage2", str(E2), "--epochs", str(EPOCHS), "--batches", str(BATCHES),
-            "--batch-size", "64", "--seed", str(seed), "--out", str(out)]
+            "--batch-size", "64", "--seed", str(seed), "--out", str(out), "--device", device]
+
+
+def swap_paths(out: Path, seed: int) -> tuple[Path, Path, Path]:
+    """Our run to the end of stage 2, our stage 3 resumed from it, and the authors' stage 3 from it."""
+    return (out / f"ours_s{seed}_to_e{SWAP_EPOCH}", out / f"ours_s{seed}_from_e{SWAP_EPOCH}",
+            out / f"authors_s{seed}_from_ours_e{SWAP_EPOCH}.json")
+
+
+def _finished(run_dir: Path) -> bool:
+    # A stopped run also writes results.json; only a run that reached its last epoch writes predictions.
+    return (run_dir / run_folder.RESULTS).exists() and (run_dir / run_files.PREDICTIONS).exists()
 
 
 def ours_rows(run_dir: Path) -> list[dict] | None:
-    """Per epoch end: stage, head/KMeans ACC, confident share, (last epoch) head cluster sizes."""
-    results = run_dir / run_folder.RESULTS
-    # A stopped run also writes results.json; only a run that reached its last epoch counts.
-    if not results.exists() or not (run_dir / run_files.PREDICTIONS).exists():
+    """Per epoch end: stage, head/KMeans ACC, confident share, (last epoch) head cluster sizes. A seed run as the
+    swap's two halves (``swap_paths``) is read from them."""
+    if not _finished(run_dir):
+        first, second, _ = swap_paths(run_dir.parent, int(run_dir.name.removeprefix("ours_s")))
+        if not (_finished(first) and _finished(second)):
+            return None
+        early = [r for r in _ours_epochs(first) if r["epoch"] <= SWAP_EPOCH]
+        late = [r for r in _ours_epochs(second) if r["epoch"] > SWAP_EPOCH]
+        rows = early + late
+        if [r["epoch"] for r in rows] != list(range(1, EPOCHS + 1)):
+            return None
+        rows[-1]["head_sizes"] = _head_sizes(second)
+        return rows
+    rows = _ours_epochs(run_dir)
+    if len(rows) < EPOCHS:
         return None
+    rows[-1]["head_sizes"] = _head_sizes(run_dir)
+    return rows
+
+
+def _head_sizes(run_dir: Path) -> list[int]:
+    with open(run_dir / run_files.PREDICTIONS) as handle:
+        clusters = [row["head_cluster"] for row in csv.DictReader(handle)]
+    return sorted((clusters.count(c) for c in set(clusters)), reverse=True)
+
+
+def _ours_epochs(run_dir: Path) -> list[dict]:
+    """The epoch-end rows a finished run of ours evaluated (a resumed run: those after its checkpoint)."""
+    results = run_dir / run_folder.RESULTS
     history = json.loads(results.read_text())["clustering"]["history"]
     by_step = {int(h["step"]): h for h in history}
     confident: dict[int, list[float]] = {}
@@ -71,11 +116,6 @@ def ours_rows(run_dir: Path) -> list[dict] | None:
         share = confident.get(epoch - 1)
         rows.append({"epoch": epoch, "head_acc": 100 * h["head_acc"], "kmeans_acc": 100 * h["kmeans_acc"],
                      "confident_share": 100 * statistics.mean(share) if share else None})
-    if len(rows) < EPOCHS:
-        return None
-    with open(run_dir / run_files.PREDICTIONS) as handle:
-        clusters = [row["head_cluster"] for row in csv.DictReader(handle)]
-    rows[-1]["head_sizes"] = sorted((clusters.count(c) for c in set(clusters)), reverse=True)
     return rows
 
 
@@ -154,7 +194,61 @@ def table(out: Path, seeds: list[int], data: Path | None = None) -> str:
     return "\n".join(lines)
 
 
+def swap_table(out: Path, seeds: list[int]) -> str:
+    """Both codes' stage 3 from our end-of-stage-2 checkpoint: head ACC at the start (each code's evaluation of
+    the loaded state) and at the end of each stage-3 epoch, per seed."""
+    later = range(SWAP_EPOCH + 1, EPOCHS + 1)
+    lines = ["| seed | code | " + " | ".join([f"start (step {SWAP_EPOCH * BATCHES})"]
+                                            + [f"end of epoch {e}" for e in later]) + " | stage 3 change |",
+             "|---|---|" + "---|" * (len(later) + 2)]
+    for seed in seeds:
+        first, second, theirs_path = swap_paths(out, seed)
+        if not (_finished(first) and _finished(second)):
+            continue
+        start = next((r["head_acc"] for r in _ours_epochs(first) if r["epoch"] == SWAP_EPOCH), None)
+        ours = {r["epoch"]: r["head_acc"] for r in _ours_epochs(second)}
+        runs = [("ours", start, ours)]
+        if theirs_path.exists():
+            rows = json.loads(theirs_path.read_text())["epochs"]
+            loaded = next((r["head_acc"] for r in rows if r.get("loaded")), None)
+            runs.append(("authors'", loaded, {r["epoch"]: r["head_acc"] for r in rows if not r.get("loaded")}))
+        for name, begin, accs in runs:
+            cells = [f"{accs[e]:.2f}" if e in accs else "-" for e in later]
+            change = f"{accs[EPOCHS] - begin:+.2f}" if begin is not None and EPOCHS in accs else "-"
+            begin_cell = f"{begin:.2f}" if begin is not None else "-"
+            lines.append(f"| {seed} | {name} | {begin_cell} | " + " | ".join(cells) + f" | {change} |")
+    return "\n".join(lines)
+
+
+def run_swap(args, seed: int, env: dict) -> None:
+    """Our run to the end of stage 2, then both codes' stage 3 from its checkpoint (see the module docstring)."""
+    first, second, theirs = swap_paths(args.out, seed)
+    data = args.data.resolve()
+    if not _finished(first):
+        command = ours_command(data, seed, first.resolve(), args.extra, epochs=SWAP_EPOCH, device=args.device)
+        print("$", " ".join(command), flush=True)
+        subprocess.run(command, cwd=ROOT, env=env, check=True)
+    checkpoint = (first / "checkpoints" / "last.ckpt").resolve()
+    # the two stage-3 runs from the checkpoint are independent: side by side
+    running = []
+    if not _finished(second):
+        command = ours_command(data, seed, second.resolve(), [*args.extra, f"ckpt_path={checkpoint}"],
+                               device=args.device)
+        print("$", " ".join(command), flush=True)
+        running.append(subprocess.Popen(command, cwd=ROOT, env=env))
+    if args.snapshot is not None and not theirs.exists():
+        command = [*authors_command(args.snapshot, data, seed, theirs, args.device), "--init-from", str(checkpoint),
+                   "--start-epoch", str(SWAP_EPOCH)]
+        print("$", " ".join(command), flush=True)
+        with open(theirs.with_suffix(".log"), "w") as log:
+            running.append(subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT))
+    failed = [" ".join(map(str, job.args)) for job in running if job.wait() != 0]
+    if failed:
+        raise SystemExit("failed: " + "; ".join(failed))
+
+
 def main(argv=None) -> None:
+    global BATCHES
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--snapshot", type=Path, help="YZH0905/AECL-STC git directory or checkout")
     parser.add_argument("--data", type=Path, help="folder with searchsnippets.csv")
@@ -162,8 +256,14 @@ def main(argv=None) -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "logs" / "aecl_side_by_side")
     parser.add_argument("--only", choices=("ours", "authors"), help="run one side only")
     parser.add_argument("--table-only", action="store_true")
+    parser.add_argument("--swap", action="store_true",
+                        help="also (ours: instead of the full run) both codes' stage 3 from our end-of-stage-2 state")
+    parser.add_argument("--device", choices=tuple(TRAINERS), default="cpu", help="where both codes train")
+    parser.add_argument("--batches", type=int, default=100,
+                        help="training batches per epoch (100, the issue's budget; fewer only to try the script)")
     parser.add_argument("extra", nargs="*", help="more run.py overrides for our side")
     args = parser.parse_args(argv)
+    BATCHES = args.batches
     seeds = [int(s) for s in args.seeds.split(",")]
     args.out.mkdir(parents=True, exist_ok=True)
     if not args.table_only:
@@ -171,16 +271,23 @@ def main(argv=None) -> None:
             parser.error("--data (and --snapshot for the authors' side) are needed to run")
         env = {**os.environ, "PROJECT_ROOT": str(ROOT), "TOKENIZERS_PARALLELISM": "false"}
         for seed in seeds:
-            if args.only != "authors" and ours_rows(args.out / f"ours_s{seed}") is None:
-                command = ours_command(args.data.resolve(), seed, (args.out / f"ours_s{seed}").resolve(), args.extra)
+            if args.swap and args.only != "authors":
+                run_swap(args, seed, env)
+            elif args.only != "authors" and ours_rows(args.out / f"ours_s{seed}") is None:
+                command = ours_command(args.data.resolve(), seed, (args.out / f"ours_s{seed}").resolve(), args.extra,
+                                       device=args.device)
                 print("$", " ".join(command), flush=True)
                 subprocess.run(command, cwd=ROOT, env=env, check=True)
             if args.only != "ours" and authors_rows(args.out / f"authors_s{seed}.json") is None:
-                command = authors_command(args.snapshot, args.data.resolve(), seed, args.out / f"authors_s{seed}.json")
+                command = authors_command(args.snapshot, args.data.resolve(), seed, args.out / f"authors_s{seed}.json",
+                                          args.device)
                 print("$", " ".join(command), flush=True)
                 with open(args.out / f"authors_s{seed}.log", "w") as log:
                     subprocess.run(command, cwd=ROOT, env=env, check=True, stdout=log, stderr=subprocess.STDOUT)
     print(table(args.out, seeds, args.data))
+    swap = swap_table(args.out, seeds)
+    if swap.count("\n") > 1:
+        print("\nStage 3 of both codes from our end-of-stage-2 checkpoint (--swap):\n" + swap)
 
 
 if __name__ == "__main__":

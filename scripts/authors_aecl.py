@@ -4,7 +4,8 @@ Nothing of theirs is part of this project: the script reads their files from a s
 (a git directory, e.g. the one the `fetch` tool makes, or a checkout) into a temporary folder, changes only what
 cannot run here (the device: their code calls `.to('cuda')`; the backbone: their `SentenceTransformer
 ('pretrain-model')` becomes a local folder; the data file), and drives their `train(args, epoch, kmeans_labels)`
-exactly as their `__main__` does: their network, their loss, their two Adam optimisers, their KMeans
+exactly as their `__main__` does (where sentence-transformers is not installed, the module their unused
+`get_bert` imports is stubbed): their network, their loss, their two Adam optimisers, their KMeans
 pseudo-labels, their evaluation in model.eval() on one fixed random permutation of the set. An epoch is the
 first `--batches` batches of each freshly shuffled epoch of their DataLoader (shuffle=True).
 
@@ -15,6 +16,11 @@ them as JSON (one object per epoch) to `--out`.
 
     python scripts/authors_aecl.py --snapshot <AECL-STC git dir> --data <folder with searchsnippets.csv> \
         --backbone minilm --stage1 1 --stage2 3 --epochs 7 --batches 100 --batch-size 64 --seed 0 --out a.json
+
+With `--init-from <our last.ckpt> --start-epoch E` their loop starts at epoch E from the state of one of this
+project's AECL runs (weights and both Adam states, mapped by name: `ours_state_for_theirs`), evaluates that state
+first (a row for epoch E), then trains epochs E..--epochs-1 as their `__main__` does. This is how issue 32 runs
+their stage 3 from exactly the state ours starts it from (`scripts/aecl_side_by_side.py --swap`).
 
 scripts/aecl_side_by_side.py runs this and the project for several seeds and writes the comparison table.
 """
@@ -63,6 +69,61 @@ def backbone_folder(name: str) -> str:
     return name
 
 
+# our AECL module's names -> their network.py names (their Network: backbone, instance_projector,
+# TransformerEncoderLayer, cluster_projector; the Sequential indices are the same on both sides)
+OURS_TO_THEIRS = (("encoder.backbone.", "backbone."), ("projector.net.", "instance_projector."),
+                  ("attention.", "TransformerEncoderLayer."), ("cluster_head.net.", "cluster_projector."))
+
+
+def _their_name(ours: str) -> str | None:
+    for prefix, theirs in OURS_TO_THEIRS:
+        if ours.startswith(prefix):
+            return theirs + ours[len(prefix):]
+    return None
+
+
+def ours_state_for_theirs(checkpoint: dict, model, optimizer, optimizer_head) -> None:
+    """Loads one of our AECL Lightning checkpoints into their Network and their two Adam optimisers.
+
+    Weights by name (OURS_TO_THEIRS); every trained parameter of theirs must be found (their unused Common_view
+    keeps its initialisation). Our one Adam has two groups, the backbone's parameters (in
+    ``backbone.parameters()`` order) and the rest (projector, attention, clustering network, in registration
+    order); their ``optimizer`` holds the backbone and ``optimizer_head`` the rest, in their own order. Each of our
+    Adam states goes to the parameter of the same name; shapes are checked.
+    """
+    state = checkpoint["state_dict"]
+    mapped = {_their_name(k): v for k, v in state.items() if _their_name(k) is not None}
+    missing, unexpected = model.load_state_dict(mapped, strict=False)
+    missing = [k for k in missing if not k.startswith("Common_view.")]
+    if missing or unexpected:
+        raise SystemExit(f"checkpoint does not map onto their Network: missing {missing}, unexpected {unexpected}")
+    # our parameter order: group 0 = backbone parameters, group 1 = the rest of the module in registration order
+    ours_params = [k for k in state if _their_name(k) is not None]
+    backbone_names = [k for k, _ in model.backbone.named_parameters()]
+    head_names = [k for k in ours_params if not k.startswith("encoder.backbone.")]
+    order = ["encoder.backbone." + k for k in backbone_names] + head_names
+    adam = checkpoint["optimizer_states"][0]
+    sizes = [len(g["params"]) for g in adam["param_groups"]]
+    expected = [len(backbone_names), len(head_names)]
+    if sizes != expected:
+        raise SystemExit(f"our Adam has groups of {sizes} parameters, expected {expected}")
+    params = dict(model.named_parameters())
+    for index, name in enumerate(order):
+        param = params[_their_name(name)]
+        if tuple(state[name].shape) != tuple(param.shape):
+            raise SystemExit(f"{name}: shape {tuple(state[name].shape)} against theirs {tuple(param.shape)}")
+        saved = adam["state"].get(index)
+        if saved is None:  # a parameter that never had a gradient (the backbone's pooler)
+            continue
+        if tuple(saved["exp_avg"].shape) != tuple(param.shape):
+            raise SystemExit(f"Adam state {index} ({name}) has shape {tuple(saved['exp_avg'].shape)}, "
+                             f"the parameter {tuple(param.shape)}")
+        target = optimizer if name.startswith("encoder.backbone.") else optimizer_head
+        # their Adam is neither fused nor capturable: its step count lives on the CPU
+        target.state[param] = {k: (v.detach().to("cpu", torch.float32) if k == "step" else v.detach().to(param))
+                               for k, v in saved.items()}
+
+
 class FirstBatches:
     """Their DataLoader cut to its first `n` batches per pass (each pass reshuffles, as theirs does)."""
 
@@ -91,6 +152,8 @@ def main(argv=None) -> None:
     parser.add_argument("--lamda1", type=float, default=0.18, help="their --lamda1 (marginal entropy)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--init-from", type=Path, help="start from one of our AECL checkpoints (last.ckpt)")
+    parser.add_argument("--start-epoch", type=int, default=0, help="their --start_epoch (with --init-from)")
     parser.add_argument("--out", type=Path, required=True)
     args_in = parser.parse_args(argv)
 
@@ -105,6 +168,10 @@ def main(argv=None) -> None:
 
     from evaluation.clustering.metrics import cluster_accuracy, clustering_scores, kmeans_scores
 
+    try:
+        import sentence_transformers  # noqa: F401  (their utils/optimizer.py imports it; the loop does not use it)
+    except ImportError:  # a GPU machine without it: their get_bert is not called here (the backbone is loaded below)
+        sys.modules["sentence_transformers"] = types.SimpleNamespace(SentenceTransformer=None)
     train_source = (work / "train.py").read_text()
     their_train = types.ModuleType("their_train")
     exec(compile(train_source, str(work / "train.py"), "exec"), their_train.__dict__)  # __name__ != "__main__"
@@ -113,8 +180,10 @@ def main(argv=None) -> None:
         "--batch_size", str(args_in.batch_size), "--seed", str(args_in.seed), "--epochs", str(args_in.epochs),
         "--stage1_epoch", str(args_in.stage1), "--stage2_epoch", str(args_in.stage2),
         "--lamda1", str(args_in.lamda1), "--data_name", args_in.set, "--class_num", str(args_in.class_num),
-        "--max_length", "32", "--num_workers", "0",
+        "--max_length", "32", "--num_workers", "0", "--start_epoch", str(args_in.start_epoch),
     ])
+    if args_in.start_epoch and args_in.init_from is None:
+        raise SystemExit("--start-epoch needs --init-from (the state that epoch starts from)")
     # their __main__, in order (seeds, model, data, loss, optimisers, first KMeans)
     torch.manual_seed(args.seed)
     np.random.seed(args.seed)
@@ -174,9 +243,23 @@ def main(argv=None) -> None:
     restored = torch.empty_like(kmeans_labels)
     restored[indices] = kmeans_labels
     kmeans_labels = restored
+    truth = np.asarray(label_shuffled)
 
     rows = []
     start = time.time()
+    if args_in.init_from is not None:
+        checkpoint = torch.load(args_in.init_from, map_location=args_in.device, weights_only=False)
+        ours_state_for_theirs(checkpoint, model, optimizer, optimizer_head)
+        # the loaded state, evaluated as their train() evaluates at an epoch's end
+        model.eval()
+        with torch.no_grad():
+            head = torch.cat([model.forward_cluster(ids, mask)[2].cpu() for ids, mask, _, _ in test_loader]).numpy()
+        recorded["eval"].clear()
+        row = {"epoch": args_in.start_epoch, "step": args_in.start_epoch * args_in.batches, "loaded": True,
+               "from": str(args_in.init_from), "head_acc": 100 * cluster_accuracy(truth, head),
+               "head_sizes": sorted(np.bincount(head, minlength=args.class_num).tolist(), reverse=True)}
+        rows.append(row)
+        print("authors_aecl:", json.dumps(row), flush=True)
     for epoch in range(args.start_epoch, args.epochs):
         recorded["eval"].clear()
         recorded["confident"].clear()
@@ -185,7 +268,6 @@ def main(argv=None) -> None:
             kmeans_labels[indices] = pseudo_label
         embeddings = torch.cat([e for e, _ in recorded["eval"]]).numpy()
         head = torch.cat([p for _, p in recorded["eval"]]).numpy()
-        truth = np.asarray(label_shuffled)
         stage = 1 if epoch <= args.stage1_epoch else 2 if epoch <= args.stage1_epoch + args.stage2_epoch else 3
         km = kmeans_scores(embeddings, truth, args.class_num, seeds=(args.seed,))
         confidence = torch.cat(recorded["confident"])

@@ -10,6 +10,13 @@
 #   bash scripts/gpu_aecl_vs_sccl.sh
 # A check at tiny scale on a CPU (tiny backbone, a few steps, one seed):  bash scripts/gpu_aecl_vs_sccl.sh --smoke
 #
+# With the AECL authors' files in .gpu/aecl_stc (prepare_gpu_folder.py --aecl-snapshot <AECL-STC snapshot>; carry
+# .gpu/aecl_stc too), the same call also runs issue 32's side by side with their code on the card, seeds 0-2
+# (scripts/aecl_side_by_side.py --device cuda --swap: both codes' full runs, and both codes' stage 3 from our
+# end-of-stage-2 checkpoint), beside the six runs above; back come aecl_side_by_side.tgz (no checkpoints) and
+# aecl_side_by_side.txt (its tables). Every job is stopped after RUN_SECONDS (default 480) so the results come back
+# inside the device call's limit.
+#
 # Back in $OUT: fidelity.tgz (each run's results.json, metrics, command and log; no checkpoints) and summary.txt
 # (scripts/fidelity_report.py on the runs). Here: mkdir -p logs/fidelity_gpu && tar xzf <files_at>/fidelity.tgz -C
 # logs/fidelity_gpu, then the commands of RESULTS.md's issue-13 section.
@@ -36,14 +43,34 @@ if [ ${#scale[@]} -eq 0 ]; then
   "$python" scripts/minilm_for_device.py restore || exit 1
 fi
 
+limit="${RUN_SECONDS:-480}"
 start=$SECONDS
+sbs=/tmp/aecl_side_by_side
+if [ -f .gpu/aecl_stc/train.py ]; then
+  rm -rf "$sbs" && mkdir -p "$sbs"
+  if [ ${#scale[@]} -eq 0 ]; then
+    sbs_seeds="${SBS_SEEDS:-0 1 2}"; sbs_args=(--device cuda); sbs_data="$data"; sbs_env=(env)
+  else  # two batches an epoch on 320 texts, one seed: the script's paths, not its numbers; MiniLM's weights are
+    # not in .gpu/site here (restored on the GPU machine only), so these jobs use this machine's packages
+    sbs_seeds="0"; sbs_args=(--device cpu --batches 2); sbs_data=/tmp/aecl_side_by_side_data; sbs_env=(env PYTHONPATH=)
+    mkdir -p "$sbs_data" && head -n 321 "$data/searchsnippets.csv" > "$sbs_data/searchsnippets.csv"
+  fi
+  for seed in $sbs_seeds; do
+    "${sbs_env[@]}" OMP_NUM_THREADS=1 timeout "$limit" "$python" scripts/aecl_side_by_side.py --only ours --swap --snapshot .gpu/aecl_stc \
+      --data "$sbs_data" --seeds "$seed" --out "$sbs" "${sbs_args[@]}" threads_per_job=1 > "$sbs.ours_s$seed.log" 2>&1 &
+    "${sbs_env[@]}" OMP_NUM_THREADS=1 timeout "$limit" "$python" scripts/aecl_side_by_side.py --only authors --snapshot .gpu/aecl_stc \
+      --data "$sbs_data" --seeds "$seed" --out "$sbs" "${sbs_args[@]}" > "$sbs.authors_s$seed.log" 2>&1 &
+  done
+fi
 for seed in $seeds; do
-  "$python" scripts/fidelity_runs.py "${scale[@]}" --groups aecl_forms --only method.reference=true --seeds "$seed" \
+  timeout "$limit" "$python" scripts/fidelity_runs.py "${scale[@]}" --groups aecl_forms --only method.reference=true --seeds "$seed" \
     --part "s$seed" --out "$runs" --keep-going --extra "${extra[@]}" "data_dir=$data" > "$runs.aecl_s$seed.log" 2>&1 &
-  "$python" scripts/fidelity_runs.py "${scale[@]}" --groups sccl_at_aecl_budget --seeds "$seed" \
+  timeout "$limit" "$python" scripts/fidelity_runs.py "${scale[@]}" --groups sccl_at_aecl_budget --seeds "$seed" \
     --part "s$seed" --out "$runs" --keep-going --extra "${extra[@]}" "data_dir=$data" > "$runs.sccl_s$seed.log" 2>&1 &
 done
 wait
+# timeout stops the drivers; the runs they started would go on: stop them too (a run saves its checkpoint on TERM)
+pkill -TERM -f "run.py experiment=aecl_searchsnippets|authors_aecl.py|run.py -m" && sleep 10
 echo "gpu_aecl_vs_sccl: the runs took $((SECONDS - start)) s"
 mkdir -p "$runs/driver_logs" && mv "$runs".*.log "$runs/driver_logs/"
 grep -h "== .*exit" "$runs"/driver_logs/*.log
@@ -51,4 +78,14 @@ grep -h "== .*exit" "$runs"/driver_logs/*.log
 "$python" scripts/fidelity_report.py "$runs" > "$out/summary.txt" 2>&1
 tail -40 "$out/summary.txt"
 tar czf "$out/fidelity.tgz" --exclude='*.ckpt' -C "$runs" .
+
+if [ -d "$sbs" ]; then
+  mv "$sbs".*.log "$sbs/" 2>/dev/null
+  seeds_csv=$(echo $sbs_seeds | tr ' ' ',')
+  "${sbs_env[@]}" "$python" scripts/aecl_side_by_side.py --table-only --swap --seeds "$seeds_csv" --out "$sbs" --data "$sbs_data" \
+    "${sbs_args[@]}" > "$out/aecl_side_by_side.txt" 2>&1
+  cat "$out/aecl_side_by_side.txt"
+  tail -n 3 "$sbs"/*.log
+  tar czf "$out/aecl_side_by_side.tgz" --exclude='*.ckpt' -C "$sbs" .
+fi
 ls -la "$out"

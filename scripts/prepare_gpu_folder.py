@@ -6,13 +6,15 @@ antlr4, the offline MiniLM package or the data. This copies
 - ``.gpu/site/``: hydra, omegaconf and antlr4 from this environment, and the MiniLM package without its weights
   (random-init backbones need only its tokenizer; ``--minilm-fp16`` adds the weights for quality runs, in
   float16 through ``scripts/minilm_for_device.py``, restored there as float32);
+- ``.gpu/aecl_stc/`` with ``--aecl-snapshot <YZH0905/AECL-STC git dir or checkout>``: the AECL authors' Python
+  files, which ``scripts/authors_aecl.py`` runs beside ours (issue 32; not part of the project, never committed);
 - ``.gpu/data/``: the files the GPU scripts read, from the project's data folder (``$PROJECT_DATA_DIR``, else
   ``data/``; ``python -m datamodules.download`` fills it).
 
 On the GPU machine: ``export PYTHONPATH=$PWD/.gpu/site``; ``scripts/gpu_session.sh`` and
 ``scripts/gpu_aecl_vs_sccl.sh`` do that themselves and read ``.gpu/data``.
 
-    .venv/bin/python scripts/prepare_gpu_folder.py [--minilm-fp16]
+    .venv/bin/python scripts/prepare_gpu_folder.py [--minilm-fp16] [--aecl-snapshot <AECL-STC snapshot>]
 """
 from __future__ import annotations
 
@@ -66,6 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=ROOT / ".gpu", help="the folder to make (default .gpu)")
     parser.add_argument("--minilm-fp16", action="store_true", help="also MiniLM's weights in float16 (43 MiB), "
                         "for quality runs (scripts/gpu_aecl_vs_sccl.sh)")
+    parser.add_argument("--aecl-snapshot", type=Path, help="a snapshot of YZH0905/AECL-STC (git dir or checkout): "
+                        "their Python files go to aecl_stc/ for scripts/authors_aecl.py")
     args = parser.parse_args(argv)
     from datamodules.download.catalogue import data_root
 
@@ -81,6 +85,14 @@ def main(argv: list[str] | None = None) -> int:
         import minilm_for_device
 
         minilm_for_device.pack(minilm_folder() / minilm_for_device.WEIGHTS, args.out / minilm_for_device.PACKED.name)
+    if args.aecl_snapshot is not None:
+        sys.path.insert(0, str(ROOT / "scripts"))
+        from authors_aecl import export_snapshot
+
+        target = args.out / "aecl_stc"
+        shutil.rmtree(target, ignore_errors=True)
+        target.mkdir(parents=True)
+        export_snapshot(args.aecl_snapshot, target, "cuda")  # their own device string: authors_aecl patches it there
     print(f"prepare_gpu_folder: {args.out} ({folder_size(args.out):.1f} MiB; the device tool carries 64 MiB with the "
           "checkout)")
     return 0
