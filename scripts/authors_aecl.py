@@ -120,8 +120,9 @@ def ours_state_for_theirs(checkpoint: dict, model, optimizer, optimizer_head) ->
                              f"the parameter {tuple(param.shape)}")
         target = optimizer if name.startswith("encoder.backbone.") else optimizer_head
         # their Adam is neither fused nor capturable: its step count lives on the CPU
-        target.state[param] = {k: (v.detach().to("cpu", torch.float32) if k == "step" else v.detach().to(param))
-                               for k, v in saved.items()}
+        # copies: the checkpoint's tensors may be another optimiser's live state
+        target.state[param] = {k: (v.detach().to("cpu", torch.float32, copy=True) if k == "step"
+                                   else v.detach().to(param, copy=True)) for k, v in saved.items()}
 
 
 class FirstBatches:
