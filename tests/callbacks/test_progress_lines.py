@@ -59,3 +59,37 @@ def test_steps_with_a_smaller_batch_are_found():
                           "train/loss": [2.0, 1.9, 1.2, 1.8, 1.7, 1.1]})
     assert partial_batch_steps(frame) == [3, 6]
     assert partial_batch_steps(frame.drop(columns="train/batch_size")) == []
+
+
+def test_the_speed_is_the_median_step_so_an_evaluation_pause_does_not_make_the_eta_hours():
+    from callbacks.display.progress import median_rate
+
+    assert median_rate([0.5] * 20 + [120.0]) == 2.0  # one step that waited for an evaluation
+    assert median_rate([1.0, 3.0]) == 0.5 and median_rate([2.0, 1.0, 4.0]) == 0.5
+    assert median_rate([]) is None and median_rate([0.0]) is None
+
+
+def test_lines_after_an_evaluation_keep_the_training_speed(monkeypatch, caplog):
+    """Steps of 2 s, an evaluation of 200 s after step 30: the line written right after it (at step 31, whose
+    window since the last line is that one step of 202 s) says 0.50 steps/s and the ETA of the 69 steps left at
+    that speed (2m18s), not 0.005 steps/s and 3h52m."""
+    import logging
+    from types import SimpleNamespace
+
+    import callbacks.display.progress as progress
+
+    clock = {"now": 1000.0}
+    monkeypatch.setattr(progress.time, "monotonic", lambda: clock["now"])
+    trainer = SimpleNamespace(is_global_zero=True, global_step=0, max_steps=100, max_epochs=-1,
+                              num_training_batches=100, accumulate_grad_batches=1, current_epoch=0,
+                              callback_metrics={})
+    lines = PlainProgressLines(every_seconds=30, when="always")
+    lines.on_train_start(trainer, None)
+    with caplog.at_level(logging.INFO, logger=progress.log.name):
+        for step in range(1, 51):
+            clock["now"] += 2.0 + (200.0 if step == 31 else 0.0)  # step 31 ends after the evaluation
+            trainer.global_step = step
+            lines.on_train_batch_end(trainer, None, None, None, step - 1)
+    written = [r.getMessage() for r in caplog.records if r.getMessage().startswith("step ")]
+    after = next(line for line in written if line.startswith("step 31/"))
+    assert "0.50 steps/s · ETA 2m18s" in after
