@@ -58,3 +58,15 @@ def test_an_unfinished_half_leaves_the_seed_out(tmp_path):
     (second / "predictions.csv").unlink()  # stopped before its end
     assert SBS.ours_rows(tmp_path / "ours_s0") is None
     assert SBS.swap_table(tmp_path, [0]).count("\n") == 1  # the header only
+
+
+def test_the_authors_stage_3_counts_as_done_only_at_its_last_epoch(tmp_path):
+    """authors_aecl.py writes its JSON after every epoch: a stopped run must be run again, not tabulated as done."""
+    _swap_runs(tmp_path)
+    _, _, theirs = SBS.swap_paths(tmp_path, 0)
+    assert SBS._reached_last_epoch(theirs)
+    rows = json.loads(theirs.read_text())
+    rows["epochs"] = rows["epochs"][:2]  # stopped after epoch 6
+    theirs.write_text(json.dumps(rows))
+    assert not SBS._reached_last_epoch(theirs)
+    assert not SBS._reached_last_epoch(tmp_path / "missing.json")
