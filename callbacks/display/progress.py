@@ -10,6 +10,7 @@ unless the module defines ``example_input_array`` (none here does).
 from __future__ import annotations
 
 import logging
+import statistics
 import sys
 import time
 from collections import deque
@@ -141,12 +142,8 @@ def median_rate(step_seconds) -> float | None:
     checkpoint, the restore of a resumed run) is one long step among many and barely moves the median; the mean
     rate since the last line fell to 0.02 steps/s after one AECL evaluation on the CPU and announced an ETA of
     3 h for 6 min of training left."""
-    durations = sorted(d for d in step_seconds if d > 0)
-    if not durations:
-        return None
-    middle = len(durations) // 2
-    median = durations[middle] if len(durations) % 2 else (durations[middle - 1] + durations[middle]) / 2
-    return 1.0 / median
+    durations = [d for d in step_seconds if d > 0]
+    return 1.0 / statistics.median(durations) if durations else None
 
 
 class PlainProgressLines(Callback):
