@@ -60,10 +60,13 @@ def authors_command(snapshot: Path, data: Path, seed: int, out: Path, device: st
             "--batch-size", "64", "--seed", str(seed), "--out", str(out), "--device", device]
 
 
-def swap_paths(out: Path, seed: int) -> tuple[Path, Path, Path]:
-    """Our run to the end of stage 2, our stage 3 resumed from it, and the authors' stage 3 from it."""
-    return (out / f"ours_s{seed}_to_e{SWAP_EPOCH}", out / f"ours_s{seed}_from_e{SWAP_EPOCH}",
-            out / f"authors_s{seed}_from_ours_e{SWAP_EPOCH}.json")
+def swap_paths(out: Path, seed: int, draw: int = 0) -> tuple[Path, Path, Path]:
+    """Our run to the end of stage 2, our stage 3 resumed from it, and the authors' stage 3 from it. A ``draw`` > 0
+    trains both stage 3s again from the same checkpoint with seed ``draw`` (another batch order; theirs also
+    another dropout stream and evaluation permutation)."""
+    tail = f"_draw{draw}" if draw else ""
+    return (out / f"ours_s{seed}_to_e{SWAP_EPOCH}", out / f"ours_s{seed}_from_e{SWAP_EPOCH}{tail}",
+            out / f"authors_s{seed}_from_ours_e{SWAP_EPOCH}{tail}.json")
 
 
 def _finished(run_dir: Path) -> bool:
@@ -194,29 +197,35 @@ def table(out: Path, seeds: list[int], data: Path | None = None) -> str:
     return "\n".join(lines)
 
 
-def swap_table(out: Path, seeds: list[int]) -> str:
+def swap_table(out: Path, seeds: list[int], draws: tuple[int, ...] = (0,)) -> str:
     """Both codes' stage 3 from our end-of-stage-2 checkpoint: head ACC at the start (each code's evaluation of
-    the loaded state) and at the end of each stage-3 epoch, per seed."""
+    the loaded state) and at the end of each stage-3 epoch, and the share of training rows with max p⁰ >= 0.95 per
+    stage-3 epoch, per seed and draw."""
     later = range(SWAP_EPOCH + 1, EPOCHS + 1)
-    lines = ["| seed | code | " + " | ".join([f"start (step {SWAP_EPOCH * BATCHES})"]
-                                            + [f"end of epoch {e}" for e in later]) + " | stage 3 change |",
-             "|---|---|" + "---|" * (len(later) + 2)]
+    lines = ["| seed | draw | code | " + " | ".join([f"start (step {SWAP_EPOCH * BATCHES})"]
+                                                   + [f"end of epoch {e}" for e in later])
+             + " | stage 3 change | max p⁰ >= 0.95 (%) |",
+             "|---|---|---|" + "---|" * (len(later) + 3)]
     for seed in seeds:
-        first, second, theirs_path = swap_paths(out, seed)
-        if not (_finished(first) and _finished(second)):
-            continue
-        start = next((r["head_acc"] for r in _ours_epochs(first) if r["epoch"] == SWAP_EPOCH), None)
-        ours = {r["epoch"]: r["head_acc"] for r in _ours_epochs(second)}
-        runs = [("ours", start, ours)]
-        if theirs_path.exists():
-            rows = json.loads(theirs_path.read_text())["epochs"]
-            loaded = next((r["head_acc"] for r in rows if r.get("loaded")), None)
-            runs.append(("authors'", loaded, {r["epoch"]: r["head_acc"] for r in rows if not r.get("loaded")}))
-        for name, begin, accs in runs:
-            cells = [f"{accs[e]:.2f}" if e in accs else "-" for e in later]
-            change = f"{accs[EPOCHS] - begin:+.2f}" if begin is not None and EPOCHS in accs else "-"
-            begin_cell = f"{begin:.2f}" if begin is not None else "-"
-            lines.append(f"| {seed} | {name} | {begin_cell} | " + " | ".join(cells) + f" | {change} |")
+        for draw in draws:
+            first, second, theirs_path = swap_paths(out, seed, draw)
+            if not (_finished(first) and _finished(second)):
+                continue
+            start = next((r["head_acc"] for r in _ours_epochs(first) if r["epoch"] == SWAP_EPOCH), None)
+            runs = [("ours", start, [r for r in _ours_epochs(second) if r["epoch"] > SWAP_EPOCH])]
+            if theirs_path.exists():
+                rows = json.loads(theirs_path.read_text())["epochs"]
+                loaded = next((r["head_acc"] for r in rows if r.get("loaded")), None)
+                runs.append(("authors'", loaded, [r for r in rows if not r.get("loaded")]))
+            for name, begin, rows in runs:
+                accs = {r["epoch"]: r["head_acc"] for r in rows}
+                shares = " / ".join(f"{r['confident_share']:.1f}" if r.get("confident_share") is not None else "-"
+                                    for r in rows)
+                cells = [f"{accs[e]:.2f}" if e in accs else "-" for e in later]
+                change = f"{accs[EPOCHS] - begin:+.2f}" if begin is not None and EPOCHS in accs else "-"
+                begin_cell = f"{begin:.2f}" if begin is not None else "-"
+                lines.append(f"| {seed} | {draw} | {name} | {begin_cell} | " + " | ".join(cells)
+                             + f" | {change} | {shares} |")
     return "\n".join(lines)
 
 
@@ -224,9 +233,9 @@ def _reached_last_epoch(path: Path) -> bool:
     return path.exists() and any(r["epoch"] == EPOCHS for r in json.loads(path.read_text())["epochs"])
 
 
-def run_swap(args, seed: int, env: dict) -> None:
+def run_swap(args, seed: int, env: dict, draw: int = 0) -> None:
     """Our run to the end of stage 2, then both codes' stage 3 from its checkpoint (see the module docstring)."""
-    first, second, theirs = swap_paths(args.out, seed)
+    first, second, theirs = swap_paths(args.out, seed, draw)
     data = args.data.resolve()
     if not _finished(first):
         command = ours_command(data, seed, first.resolve(), args.extra, epochs=SWAP_EPOCH, device=args.device)
@@ -244,12 +253,13 @@ def run_swap(args, seed: int, env: dict) -> None:
         running.append(job)
 
     if not _finished(second):
-        command = ours_command(data, seed, second.resolve(), [*args.extra, f"ckpt_path={checkpoint}"],
+        command = ours_command(data, draw or seed, second.resolve(), [*args.extra, f"ckpt_path={checkpoint}"],
                                device=args.device)
         print("$", " ".join(command), flush=True)
         start(command)
     if args.snapshot is not None and not _reached_last_epoch(theirs):  # the file is written after every epoch
-        command = [*authors_command(args.snapshot, data, seed, theirs, args.device), "--init-from", str(checkpoint),
+        command = [*authors_command(args.snapshot, data, draw or seed, theirs, args.device), "--init-from",
+                   str(checkpoint),
                    "--start-epoch", str(SWAP_EPOCH)]
         print("$", " ".join(command), flush=True)
         with open(theirs.with_suffix(".log"), "w") as log:
@@ -271,12 +281,15 @@ def main(argv=None) -> None:
     parser.add_argument("--swap", action="store_true",
                         help="also (ours: instead of the full run) both codes' stage 3 from our end-of-stage-2 state")
     parser.add_argument("--device", choices=tuple(TRAINERS), default="cpu", help="where both codes train")
+    parser.add_argument("--draws", default="0", help="with --swap: stage 3 again from the same checkpoint with these "
+                        "seeds (0 = the seed's own run), e.g. 0,1,2")
     parser.add_argument("--batches", type=int, default=100,
                         help="training batches per epoch (100, the issue's budget; fewer only to try the script)")
     parser.add_argument("extra", nargs="*", help="more run.py overrides for our side")
     args = parser.parse_args(argv)
     BATCHES = args.batches
     seeds = [int(s) for s in args.seeds.split(",")]
+    draws = tuple(int(d) for d in args.draws.split(","))
     args.out.mkdir(parents=True, exist_ok=True)
     if not args.table_only:
         if args.data is None or (args.only != "ours" and args.snapshot is None):
@@ -284,7 +297,8 @@ def main(argv=None) -> None:
         env = {**os.environ, "PROJECT_ROOT": str(ROOT), "TOKENIZERS_PARALLELISM": "false"}
         for seed in seeds:
             if args.swap and args.only != "authors":
-                run_swap(args, seed, env)
+                for draw in draws:
+                    run_swap(args, seed, env, draw)
             elif args.only != "authors" and ours_rows(args.out / f"ours_s{seed}") is None:
                 command = ours_command(args.data.resolve(), seed, (args.out / f"ours_s{seed}").resolve(), args.extra,
                                        device=args.device)
@@ -297,7 +311,7 @@ def main(argv=None) -> None:
                 with open(args.out / f"authors_s{seed}.log", "w") as log:
                     subprocess.run(command, cwd=ROOT, env=env, check=True, stdout=log, stderr=subprocess.STDOUT)
     print(table(args.out, seeds, args.data))
-    swap = swap_table(args.out, seeds)
+    swap = swap_table(args.out, seeds, draws)
     if swap.count("\n") > 1:
         print("\nStage 3 of both codes from our end-of-stage-2 checkpoint (--swap):\n" + swap)
 

@@ -47,9 +47,18 @@ def test_a_seed_run_as_two_halves_reads_stage_3_from_the_resumed_run(tmp_path):
 def test_the_swap_table_starts_each_code_from_its_evaluation_of_the_checkpoint(tmp_path):
     _swap_runs(tmp_path)
     lines = SBS.swap_table(tmp_path, [0, 1]).splitlines()  # seed 1 has no runs: no row
-    assert lines[0].startswith("| seed | code | start (step 500) | end of epoch 6 | end of epoch 7 |")
-    assert lines[2:] == ["| 0 | ours | 25.00 | 40.00 | 41.50 | +16.50 |",
-                         "| 0 | authors' | 25.50 | 30.00 | 28.00 | +2.50 |"]
+    assert lines[0] == ("| seed | draw | code | start (step 500) | end of epoch 6 | end of epoch 7 | stage 3 change "
+                        "| max p⁰ >= 0.95 (%) |")
+    assert lines[2:] == ["| 0 | 0 | ours | 25.00 | 40.00 | 41.50 | +16.50 | 70.0 / - |",
+                         "| 0 | 0 | authors' | 25.50 | 30.00 | 28.00 | +2.50 | - / - |"]
+
+
+def test_a_draw_is_stage_3_again_from_the_same_checkpoint(tmp_path):
+    first, second, theirs = SBS.swap_paths(tmp_path, 0, draw=2)
+    assert (first, second.name, theirs.name) == (SBS.swap_paths(tmp_path, 0)[0], "ours_s0_from_e5_draw2",
+                                                  "authors_s0_from_ours_e5_draw2.json")
+    _swap_runs(tmp_path)
+    assert SBS.swap_table(tmp_path, [0], draws=(0, 2)).count("\n") == 3  # draw 2 has not run: no rows for it
 
 
 def test_an_unfinished_half_leaves_the_seed_out(tmp_path):
