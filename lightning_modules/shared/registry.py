@@ -1,8 +1,11 @@
 """Method classes from the class paths that configs and checkpoints name.
 
 A method is found by its ``_target_`` (``conf/method/<name>.yaml``); nothing here lists methods.
-Checkpoints record the class that wrote them (``module_class``); those written before the methods
-moved into their own folders name the old module paths, which :data:`MOVED_MODULES` maps to today's.
+Checkpoints record the class that wrote them (``module_class``). Those written before the methods had
+folders record ``lightning_modules.<method>.<Class>`` (``lightning_modules.sccl.SCCL``): each method's package
+re-exports its class under that name, which is also the name its config gives, so an old checkpoint's class
+path is one of today's and needs no table. Module names of the flat layout that no checkpoint records
+(``lightning_modules.base``, ``lightning_modules.losses_aecl``, ...) are not kept.
 """
 from __future__ import annotations
 
@@ -10,46 +13,18 @@ import importlib
 
 from errors import UserError
 
-# module paths of the flat layout -> where that code lives now
-MOVED_MODULES = {
-    "lightning_modules.encoder": "lightning_modules.shared.encoder",
-    "lightning_modules.heads": "lightning_modules.shared.heads",
-    "lightning_modules.distributed": "lightning_modules.shared.distributed",
-    "lightning_modules.precision": "lightning_modules.shared.precision",
-    "lightning_modules.base": "lightning_modules.shared.base",
-    "lightning_modules.inbatch_clustering": "lightning_modules.shared.inbatch_clustering",
-    "lightning_modules.attention": "lightning_modules.aecl.attention",
-    "lightning_modules.losses_aecl": "lightning_modules.aecl.losses",
-    "lightning_modules.losses_pairsupcon": "lightning_modules.pairsupcon.losses",
-    "lightning_modules.losses_clusterns": "lightning_modules.clusterns.losses",
-    "lightning_modules.losses": "lightning_modules.sccl.losses",
-    "lightning_modules.sccl": "lightning_modules.sccl.module",
-    "lightning_modules.aecl": "lightning_modules.aecl.module",
-    "lightning_modules.pairsupcon": "lightning_modules.pairsupcon.module",
-    "lightning_modules.simcse": "lightning_modules.simcse.module",
-    "lightning_modules.clusterns": "lightning_modules.clusterns.module",
-    # a method's own callbacks moved into its folder (run folders' config_resolved.yaml name the old paths)
-    "callbacks.phases.centroid_init": "lightning_modules.sccl.callbacks.centroid_init",
-    "callbacks.phases.stage_switch": "lightning_modules.aecl.callbacks.stage_switch",
-    "callbacks.evaluation.attention_ns": "lightning_modules.aecl.callbacks.attention_ns",
-}
-
 
 class ClassPathError(UserError, ImportError):
     """A configured or recorded class path does not name an importable class."""
 
 
 def import_class(path: str) -> type:
-    """The class at ``path`` (``package.module.Class``), also for paths of the old flat layout."""
+    """The class at ``path`` (``package.module.Class`` or ``package.Class``)."""
     module_name, _, class_name = str(path).rpartition(".")
-    candidates = [module_name] + ([MOVED_MODULES[module_name]] if module_name in MOVED_MODULES else [])
-    errors = []
-    for name in candidates:
-        try:
-            return getattr(importlib.import_module(name), class_name)
-        except (ImportError, AttributeError) as err:
-            errors.append(f"{type(err).__name__}: {err}")
-    raise ClassPathError(f"'{path}' does not name an importable class ({errors[-1]}).")
+    try:
+        return getattr(importlib.import_module(module_name), class_name)
+    except (ImportError, AttributeError, ValueError) as err:
+        raise ClassPathError(f"'{path}' does not name an importable class ({type(err).__name__}: {err}).") from err
 
 
 def class_path(cls: type) -> str:

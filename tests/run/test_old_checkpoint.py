@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from lightning_modules.sccl import SCCL
 from lightning_modules.shared.registry import ClassPathError, import_class, same_class
 from run import train
 from tests.helpers import compose_config
@@ -32,17 +31,20 @@ def old_checkpoint(tmp_path) -> Path:
     return path
 
 
-def test_old_class_paths_name_todays_classes():
-    from lightning_modules.aecl.losses import similarity_guided_loss
-    from lightning_modules.shared.base import TextRepresentationModule
+@pytest.mark.parametrize("method,cls", [("sccl", "SCCL"), ("aecl", "AECL"), ("pairsupcon", "PairSupCon"),
+                                        ("simcse", "SimCSE"), ("clusterns", "ClusterNS")])
+def test_the_class_paths_old_checkpoints_record_name_todays_classes(method, cls):
+    """The flat layout's lightning_modules/<method>.py wrote ``lightning_modules.<method>.<Class>``."""
+    old = f"lightning_modules.{method}.{cls}"
+    assert import_class(old) is import_class(f"lightning_modules.{method}.module.{cls}")
+    assert same_class(old, f"lightning_modules.{method}.module.{cls}")
 
-    assert import_class("lightning_modules.sccl.SCCL") is SCCL
-    assert import_class("lightning_modules.base.TextRepresentationModule") is TextRepresentationModule
-    assert import_class("lightning_modules.losses_aecl.similarity_guided_loss") is similarity_guided_loss
-    assert same_class("lightning_modules.sccl.SCCL", "lightning_modules.sccl.module.SCCL")
+
+def test_module_names_no_checkpoint_records_are_not_kept():
     assert not same_class("lightning_modules.sccl.SCCL", "lightning_modules.aecl.AECL")
-    with pytest.raises(ClassPathError, match="lightning_modules.nothing.Here"):
-        import_class("lightning_modules.nothing.Here")
+    for path in ("lightning_modules.base.TextRepresentationModule", "lightning_modules.nothing.Here"):
+        with pytest.raises(ClassPathError, match=path):
+            import_class(path)
 
 
 def test_a_checkpoint_of_the_flat_layout_resumes_exactly(old_checkpoint, toy_corpus, tmp_path):
