@@ -40,15 +40,15 @@ fuzz: install
 
 # all parts, or some: make bench BENCH_ARGS="--only train" (parts: train, eval, e2e, inrun, memory)
 bench: install
-	$(PYTHON) scripts/bench.py $(BENCH_ARGS)
+	$(PYTHON) scripts/bench/bench.py $(BENCH_ARGS)
 
 # memory and time of one step with and without cached gradients (BENCHMARKS.md, its own section)
 bench-grad-cache: install
-	$(PYTHON) scripts/bench_grad_cache.py
+	$(PYTHON) scripts/bench/grad_cache.py
 
 # on a GPU machine (docs/gpu.md): paper-scale steps, every precision, our step against the authors' layout
 bench-gpu: install
-	$(PYTHON) scripts/bench_gpu.py $(BENCH_ARGS)
+	$(PYTHON) scripts/bench/gpu.py $(BENCH_ARGS)
 
 # on a GPU machine: bf16 and fp16 against fp32 for every method (skipped without a GPU)
 precision-gpu: install

@@ -44,8 +44,14 @@ def toy_overrides(csv: Path, steps: int = 4) -> list[str]:
 
 
 def load_script(name: str):
-    """A module of scripts/ (not a package) by file name, e.g. ``load_script("fidelity_runs")``."""
-    path = CONF.parent / "scripts" / f"{name}.py"
+    """A module of scripts/ by its path there without ``.py``, e.g. ``load_script("studies/fidelity_runs")``;
+    a bare file name is looked up in scripts/'s folders (``load_script("fidelity_runs")``)."""
+    scripts = CONF.parent / "scripts"
+    if "/" in name:
+        path = scripts / f"{name}.py"
+    else:
+        [path] = scripts.glob(f"*/{name}.py")
+    name = "scripts_" + str(path.relative_to(scripts).with_suffix("")).replace("/", "_")
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # dataclasses look their module up while the file executes

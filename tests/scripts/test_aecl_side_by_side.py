@@ -1,12 +1,12 @@
-"""scripts/aecl_side_by_side.py reads a seed run as the swap's two halves and tabulates both codes' stage 3 from the
-same checkpoint (issue 32). The run folders are written here by hand, in the layout run.py writes."""
+"""scripts/studies/aecl_side_by_side.py reads a seed run as the swap's two halves and tabulates both codes'
+stage 3 from the same checkpoint (issue 32). The run folders are written here by hand, in the layout run.py writes."""
 from __future__ import annotations
 
 import json
 
 from tests.helpers import load_script
 
-SBS = load_script("aecl_side_by_side")
+SBS = load_script("studies/aecl_side_by_side")
 
 
 def _our_run(folder, head_acc: dict[int, float], confident: dict[int, float], sizes: dict[str, int]) -> None:

@@ -1,4 +1,4 @@
-"""scripts/bench_gpu.py runs end to end at tiny scale on the CPU (the GPU numbers need a GPU: docs/gpu.md)."""
+"""scripts/bench/gpu.py runs end to end at tiny scale on the CPU (the GPU numbers need a GPU: docs/gpu.md)."""
 from __future__ import annotations
 
 import math
@@ -9,7 +9,7 @@ from tests.helpers import load_script
 
 
 def test_tiny_cpu_run_has_a_row_per_method_precision_and_layout(tmp_path):
-    bench = load_script("bench_gpu")
+    bench = load_script("bench/gpu")
     out = tmp_path / "bench.md"
     rows = bench.main(["--device", "cpu", "--tiny", "--methods", "sccl,pairsupcon", "--precisions", "fp32,bf16",
                        "--chunk-tokens", "24", "--grad-cache", "0,24", "--steps", "1", "--warmup", "0",
@@ -23,13 +23,13 @@ def test_tiny_cpu_run_has_a_row_per_method_precision_and_layout(tmp_path):
 
 
 def test_a_cpu_run_does_not_write_the_gpu_section_of_benchmarks():
-    bench = load_script("bench_gpu")
+    bench = load_script("bench/gpu")
     with pytest.raises(SystemExit, match="does not write BENCHMARKS.md's GPU section"):
         bench.main(["--device", "cpu", "--tiny"])
 
 
 def test_end_to_end_rows_time_trainer_fit_beside_the_raw_step(tmp_path, short_text_dir):
-    bench = load_script("bench_gpu")
+    bench = load_script("bench/gpu")
     data = tmp_path / "data"
     data.mkdir()
     lines = (short_text_dir / "stackoverflow.csv").read_text(encoding="utf-8").splitlines()[:201]
@@ -51,7 +51,7 @@ def test_end_to_end_rows_time_trainer_fit_beside_the_raw_step(tmp_path, short_te
 
 
 def test_matmul_parameters_leave_the_embedding_tables_out():
-    bench = load_script("bench_gpu")
+    bench = load_script("bench/gpu")
     import torch
 
     model = torch.nn.Sequential(torch.nn.Embedding(100, 8), torch.nn.Linear(8, 4))

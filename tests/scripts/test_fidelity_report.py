@@ -1,4 +1,4 @@
-"""scripts/fidelity_report.py: differences to the baseline of the same seed, from hand-made run folders."""
+"""scripts/studies/fidelity_report.py: differences to the baseline of the same seed, from hand-made run folders."""
 import json
 from pathlib import Path
 
@@ -7,7 +7,7 @@ import yaml
 
 from tests.helpers import load_script
 
-REPORT = load_script("fidelity_report")
+REPORT = load_script("studies/fidelity_report")
 
 
 def make_run(folder: Path, config: dict, results: dict, metrics_rows: list[str] | None = None):

@@ -1,4 +1,4 @@
-"""scripts/fidelity_runs.py (the papers' comparisons on a CPU budget): every group's runs compose, with the
+"""scripts/studies/fidelity_runs.py (the papers' comparisons on a CPU budget): every group's runs compose, with the
 settings each table compares."""
 from pathlib import Path
 
@@ -6,7 +6,7 @@ import pytest
 
 from tests.helpers import compose_config, load_script
 
-DRIVER = load_script("fidelity_runs")
+DRIVER = load_script("studies/fidelity_runs")
 
 
 def one_run_per_value(group, smoke):

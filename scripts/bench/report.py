@@ -1,4 +1,4 @@
-"""BENCHMARKS.md from the numbers scripts/bench.py records in BENCHMARKS.json: one section per part."""
+"""BENCHMARKS.md from the numbers scripts/bench/bench.py records in BENCHMARKS.json: one section per part."""
 from __future__ import annotations
 
 import os
@@ -48,7 +48,7 @@ def render_train(r: dict, meta: dict) -> list[str]:
              f"augmentation, and the original again as second view; {r.get('backbone', 'minilm')}, max_length 32). Every variant runs "
              f"the same {r['steps']} batches in {r['rounds']} interleaved rounds after 2 warm-up steps; a step is "
              "tokenisation + forward + backward + Adam. The authors' code is not in this repository: their step "
-             "is re-implemented in `scripts/bench_reference_step.py` (`AuthorsSCCLStep`) as their code computes it: three "
+             "is re-implemented in `scripts/bench/reference_step.py` (`AuthorsSCCLStep`) as their code computes it: three "
              "backbone calls on texts padded to max_length 32, PairConLoss (tau 0.5) on the two views, "
              "KLDivLoss(log(q + 1e-8), p) / B on the original, eta = 1.", "",
              "| SCCL variant | steps/s | vs the authors | encoder tokens per step |", "|---|---|---|---|"]
@@ -160,7 +160,7 @@ RENDER = {"train": render_train, "eval": render_eval, "e2e": render_e2e, "inrun"
 
 
 def render(results: dict) -> str:
-    lines = ["# Benchmarks", "", "Written by `make bench` (`python scripts/bench.py`; parts: `--only "
+    lines = ["# Benchmarks", "", "Written by `make bench` (`python scripts/bench/bench.py`; parts: `--only "
              + ",".join(PARTS) + "`). Each section says when it was measured and the load at the time; "
              "numbers from a loaded machine are not comparable.", "", f"Machine: {results.get('machine', '?')}", ""]
     for part in PARTS:
@@ -170,7 +170,7 @@ def render(results: dict) -> str:
 
 
 def kept_sections(path: Path) -> str:
-    """Sections other scripts write into the same file between their markers (scripts/bench_grad_cache.py)."""
+    """Sections other scripts write into the same file between their markers (scripts/bench/grad_cache.py)."""
     text = path.read_text() if path.is_file() else ""
     start, end = "<!-- grad-cache:start -->", "<!-- grad-cache:end -->"
     return "\n\n" + text[text.index(start): text.index(end) + len(end)] + "\n" if start in text and end in text else ""

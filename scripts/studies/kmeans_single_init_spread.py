@@ -6,7 +6,7 @@ project's recipe (``method.callbacks.stage_switch.kmeans_n_init=1``). In stage 2
 labels, so its accuracy follows theirs. This script embeds a corpus with a backbone (no training) and reports the
 ACC of single-initialisation KMeans for several seeds, beside the best-inertia run of ``n_init`` restarts.
 
-    .venv/bin/python scripts/kmeans_single_init_spread.py --data data/short_text/searchsnippets.csv \
+    .venv/bin/python scripts/studies/kmeans_single_init_spread.py --data data/short_text/searchsnippets.csv \
         --clusters 8 --seeds 20
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 

@@ -1,15 +1,15 @@
 """AECL's head beside the authors' own code at the same small budget (issue 32), several seeds each.
 
 Runs, one after the other (each uses both cores), for every seed: the project (`run.py experiment=aecl_<set>` at
-the budget below) and the authors' training (`scripts/authors_aecl.py`, which needs a snapshot of
+the budget below) and the authors' training (`scripts/studies/authors_aecl.py`, which needs a snapshot of
 YZH0905/AECL-STC); a run whose output exists is not run again, so the script can be stopped and started again.
 Then prints the table of RESULTS.md "AECL's head beside the authors' code": per epoch end, head ACC and KMeans
 ACC (mean ± std over the seeds that finished), the share of training rows with max p⁰ >= 0.95 per epoch, and
 the final head cluster sizes.
 
-    .venv/bin/python scripts/aecl_side_by_side.py --snapshot <AECL-STC git dir> --data <short_text folder> \
+    .venv/bin/python scripts/studies/aecl_side_by_side.py --snapshot <AECL-STC git dir> --data <short_text folder> \
         --seeds 0,1,2 --out logs/aecl_side_by_side
-    .venv/bin/python scripts/aecl_side_by_side.py --table-only --out logs/aecl_side_by_side
+    .venv/bin/python scripts/studies/aecl_side_by_side.py --table-only --out logs/aecl_side_by_side
 
 With `--swap`, each seed also runs issue 32's swap: our run stopped at the end of stage 2 (epoch 5,
 `ours_s<seed>_to_e5`), our stage 3 resumed from its last.ckpt (`ours_s<seed>_from_e5`), and the authors' stage 3
@@ -33,7 +33,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 import run_folder  # noqa: E402
@@ -55,7 +55,7 @@ def ours_command(data: Path, seed: int, run_dir: Path, extra: list[str], epochs:
 
 
 def authors_command(snapshot: Path, data: Path, seed: int, out: Path, device: str = "cpu") -> list[str]:
-    return [sys.executable, "scripts/authors_aecl.py", "--snapshot", str(snapshot), "--data", str(data),
+    return [sys.executable, "scripts/studies/authors_aecl.py", "--snapshot", str(snapshot), "--data", str(data),
             "--stage1", str(E1), "--stage2", str(E2), "--epochs", str(EPOCHS), "--batches", str(BATCHES),
             "--batch-size", "64", "--seed", str(seed), "--out", str(out), "--device", device]
 

@@ -1,4 +1,4 @@
-"""The authors' SCCL training step, re-implemented here for scripts/bench.py's ``train`` part: the step
+"""The authors' SCCL training step, re-implemented here for scripts/bench/bench.py's ``train`` part: the step
 our module's step is timed and checked against (their code is not in this repository)."""
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """How well the label-free choices pick, measured with the labels they never read (RESULTS.md).
 
-    python scripts/label_free_report.py --choose-k logs/label_free/choose_k --runs logs/label_free/selection \
+    python scripts/studies/label_free_report.py --choose-k logs/label_free/choose_k --runs logs/label_free/selection \
         [--data-dir data/short_text]
 
 - ``--choose-k``: folders ``<dataset>/choose_k.json`` written by ``python -m evaluation.clustering.choose_k`` on the
@@ -17,7 +17,7 @@ import math
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 import run_folder  # noqa: E402

@@ -14,15 +14,15 @@ embeddings computed as this project's evaluation computes it (evaluation.cluster
 backend), the stage, the share of training rows whose max p⁰ >= 0.95, and the head's cluster sizes; and writes
 them as JSON (one object per epoch) to `--out`.
 
-    python scripts/authors_aecl.py --snapshot <AECL-STC git dir> --data <folder with searchsnippets.csv> \
+    python scripts/studies/authors_aecl.py --snapshot <AECL-STC git dir> --data <folder with searchsnippets.csv> \
         --backbone minilm --stage1 1 --stage2 3 --epochs 7 --batches 100 --batch-size 64 --seed 0 --out a.json
 
 With `--init-from <our last.ckpt> --start-epoch E` their loop starts at epoch E from the state of one of this
 project's AECL runs (weights and both Adam states, mapped by name: `ours_state_for_theirs`), evaluates that state
 first (a row for epoch E), then trains epochs E..--epochs-1 as their `__main__` does. This is how issue 32 runs
-their stage 3 from exactly the state ours starts it from (`scripts/aecl_side_by_side.py --swap`).
+their stage 3 from exactly the state ours starts it from (`scripts/studies/aecl_side_by_side.py --swap`).
 
-scripts/aecl_side_by_side.py runs this and the project for several seeds and writes the comparison table.
+scripts/studies/aecl_side_by_side.py runs this and the project for several seeds and writes the comparison table.
 """
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 def export_snapshot(snapshot: Path, dest: Path, device: str) -> None:

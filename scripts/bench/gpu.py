@@ -10,7 +10,7 @@ PairSupCon at 1024, BERT-large for ClusterNS at 128 per GPU (the authors' 4 x 12
 For each row: ``ours`` is the project's step (length-sorted chunks, the views in one call; optionally cached
 gradients); ``authors`` is the encoder layout of the authors' code (every view padded to 32 and run in its own
 call) with this project's losses, which agree with theirs (the loss code costs little beside the encoder; SCCL's
-whole step as the authors compute it is in scripts/bench.py, CPU); both under the same precision:
+whole step as the authors compute it is in scripts/bench/bench.py, CPU); both under the same precision:
 
 - ``fp32``: float32, true float32 matrix products; ``tf32``: float32 with TF32 products;
 - ``bf16`` / ``fp16``: autocast mixed precision (fp16 with a gradient scaler), float32 weights.
@@ -20,9 +20,9 @@ Steps/s over ``--steps`` timed steps after ``--warmup``; tokens/s counts the tex
 (``PEAK_TFLOPS``). The GPU section of BENCHMARKS.md (between its markers) is replaced; a CPU run writes only
 to an explicit ``--out``.
 
-Usage: python scripts/bench_gpu.py [--methods sccl,aecl,clusterns,pairsupcon,clusterns_large]
+Usage: python scripts/bench/gpu.py [--methods sccl,aecl,clusterns,pairsupcon,clusterns_large]
        [--precisions fp32,tf32,bf16,fp16] [--steps 10] [--chunk-tokens 0,1024,8192] [--grad-cache 0,2048]
-       python scripts/bench_gpu.py --device cpu --tiny --out /tmp/bench_gpu.md   (a check that it runs)
+       python scripts/bench/gpu.py --device cpu --tiny --out bench_gpu.md   (a check that it runs)
 """
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("PROJECT_ROOT", str(ROOT))
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -438,7 +438,7 @@ def render(rows: list[dict], args) -> str:
     card = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
     versions = f"torch {torch.__version__}" + (f", CUDA {torch.version.cuda}" if device.type == "cuda" else "")
     lines = [START, f"## GPU: paper-scale training steps ({card})", "",
-             f"_Measured {dt.date.today().isoformat()}; {versions}; `python scripts/bench_gpu.py "
+             f"_Measured {dt.date.today().isoformat()}; {versions}; `python scripts/bench/gpu.py "
              + " ".join(sys.argv[1:]) + "`. Random-init backbones of the papers' architectures, max length 32._", "",
              "| method | backbone, batch | precision | layout | chunk tokens | cached | steps/s | tokens/s | "
              "peak GiB | MFU | vs authors |", "|---" * 11 + "|"]

@@ -8,7 +8,7 @@ set (``ru_maxrss``) and the part of it the steps added on top of the model and b
 gradients a step holds). Cached and uncached runs alternate, ``--rounds`` times each, so that drifts of the
 machine hit both alike. The section of BENCHMARKS.md between the markers below is replaced.
 
-Usage: python scripts/bench_grad_cache.py [--steps 3] [--rounds 2] [--grad-cache-tokens 2048]
+Usage: python scripts/bench/grad_cache.py [--steps 3] [--rounds 2] [--grad-cache-tokens 2048]
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from datamodules.download.catalogue import data_root  # noqa: E402
@@ -110,10 +110,10 @@ def main() -> None:
                       file=sys.stderr, flush=True)
                 done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=True)
                 runs.setdefault(f"{method}/{tokens}", []).append(json.loads(done.stdout.strip().splitlines()[-1]))
-    lines = [START, "## Cached gradients: memory and time of one step (`scripts/bench_grad_cache.py`)", "",
+    lines = [START, "## Cached gradients: memory and time of one step (`scripts/bench/grad_cache.py`)", "",
              f"_Measured {dt.date.today().isoformat()}; load average (1 min) {load_start:.2f} at start, "
              f"{os.getloadavg()[0]:.2f} at end; {time.perf_counter() - started:.0f} s. Command: `python "
-             f"scripts/bench_grad_cache.py --steps {args.steps} --rounds {args.rounds} --grad-cache-tokens "
+             f"scripts/bench/grad_cache.py --steps {args.steps} --rounds {args.rounds} --grad-cache-tokens "
              f"{args.grad_cache_tokens}`. minilm, max length 32, CPU, float32; mean over "
              f"{args.rounds} alternating runs of {args.steps} timed steps each._", "",
              "| method, batch | cached (grad_cache_tokens) | s/step | peak RSS (MiB) | added by the steps (MiB) |",

@@ -23,7 +23,7 @@ BENCHMARKS.json, and BENCHMARKS.md is rendered from every part recorded there):
 - ``memory``: peak resident memory of ``python run.py method=sccl dataset=stackoverflow`` at
   batch 64 with chunking on (default) and off.
 
-Usage: python scripts/bench.py [--only train,eval,e2e,inrun,memory] [--data-dir data/short_text]
+Usage: python scripts/bench/bench.py [--only train,eval,e2e,inrun,memory] [--data-dir data/short_text]
        [--steps 30] [--rounds 6] [--out BENCHMARKS.md]
 Timings are only meaningful on an otherwise idle machine; the load average is recorded with each part.
 """
@@ -40,7 +40,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("PROJECT_ROOT", str(ROOT))
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -51,8 +51,8 @@ import torch  # noqa: E402
 from datamodules.download.catalogue import data_root  # noqa: E402
 from lightning_modules.shared.encoder import CHUNK_IF_BELOW  # noqa: E402
 from lightning_modules.shared.token_batches import length_chunks  # noqa: E402
-from scripts.bench_reference_step import AuthorsSCCLStep  # noqa: E402
-from scripts.bench_report import EVAL_VARIANTS, PARTS, kept_sections, machine, render  # noqa: E402
+from scripts.bench.reference_step import AuthorsSCCLStep  # noqa: E402
+from scripts.bench.report import EVAL_VARIANTS, PARTS, kept_sections, machine, render  # noqa: E402
 
 BATCH = 64
 MAX_LENGTH = 32

