@@ -52,7 +52,7 @@ from datamodules.download.catalogue import data_root  # noqa: E402
 from lightning_modules.shared.encoder import CHUNK_IF_BELOW  # noqa: E402
 from lightning_modules.shared.token_batches import length_chunks  # noqa: E402
 from scripts.bench.reference_step import AuthorsSCCLStep  # noqa: E402
-from scripts.bench.report import EVAL_VARIANTS, PARTS, kept_sections, machine, render  # noqa: E402
+from scripts.bench.report import EVAL_VARIANTS, PARTS, document, machine, render  # noqa: E402
 
 BATCH = 64
 MAX_LENGTH = 32
@@ -470,7 +470,7 @@ def main() -> None:
                 "seconds": time.perf_counter() - start}
         results[part] = {"result": result, "meta": meta}
         out_json.write_text(json.dumps(results, indent=1))
-        out_md.write_text(render(results) + kept_sections(out_md))
+        out_md.write_text(document(results, out_md.read_text() if out_md.is_file() else ""))
     print(render(results))
 
 

@@ -1,4 +1,9 @@
-"""BENCHMARKS.md from the numbers scripts/bench/bench.py records in BENCHMARKS.json: one section per part."""
+"""BENCHMARKS.md from the numbers scripts/bench/bench.py records in BENCHMARKS.json, one section per part, the
+notes in scripts/bench/notes.md and the sections other scripts write between markers.
+
+    python scripts/bench/report.py                                   # render it again (no measurement)
+    python scripts/bench/report.py --section <dir>/bench_gpu.md      # with a GPU section from scripts/bench/gpu_node.sh
+"""
 from __future__ import annotations
 
 import os
@@ -6,7 +11,6 @@ import platform
 from pathlib import Path
 
 import numpy as np
-import torch
 
 PARTS = ("train", "eval", "e2e", "inrun", "memory")
 # the KMeans backends and precisions the eval part compares, in the table's order
@@ -25,6 +29,8 @@ def machine() -> str:
         mem_gib = f"{mem / 1024**2:.1f} GiB RAM"
     except (OSError, StopIteration):
         mem_gib = "unknown RAM"
+    import torch
+
     software = f"Python {platform.python_version()}, torch {torch.__version__} ({torch.get_num_threads()} threads)"
     return f"{cpu}, {os.cpu_count()} cores, {mem_gib}; {software}"
 
@@ -109,8 +115,8 @@ def render_eval(r: dict, meta: dict) -> list[str]:
             cells += [f"{100 * b['acc']:.2f} ({100 * b['acc_std']:.2f})", f"{100 * b['nmi']:.2f} ({100 * b['nmi_std']:.2f})",
                       f"{b['kmeans_seconds']:.1f}"]
         lines.append(f"| {name} | {d['n']} | {d['k']} | {d['embed_seconds']:.0f} | " + " | ".join(cells) + " |")
-    lines += ["", "Within the seed spread: per set, |mean(backend) - mean(sklearn float64, the protocol before "
-              "older protocol)| against the larger of the two standard deviations over seeds:", "",
+    lines += ["", "Within the seed spread: per set, |mean(backend) - mean(sklearn float64, the older protocol)| "
+              "against the larger of the two standard deviations over seeds:", "",
               "| set | backend | ACC diff | NMI diff | spread (ACC / NMI) | within |", "|---|---|---|---|---|---|"]
     for name, d in data.items():
         b = d["backends"]["sklearn float64"]
@@ -160,17 +166,68 @@ RENDER = {"train": render_train, "eval": render_eval, "e2e": render_e2e, "inrun"
 
 
 def render(results: dict) -> str:
-    lines = ["# Benchmarks", "", "Written by `make bench` (`python scripts/bench/bench.py`; parts: `--only "
-             + ",".join(PARTS) + "`). Each section says when it was measured and the load at the time; "
-             "numbers from a loaded machine are not comparable.", "", f"Machine: {results.get('machine', '?')}", ""]
+    lines = ["# Benchmarks", "", "Written by `python scripts/bench/report.py` from the numbers in BENCHMARKS.json "
+             "(`make bench`: `python scripts/bench/bench.py`, parts `--only " + ",".join(PARTS) + "`), the notes in "
+             "scripts/bench/notes.md and the sections `scripts/bench/grad_cache.py` and `scripts/bench/gpu.py` write "
+             "between their markers. Each section says when it was measured, on what, and with which command; numbers "
+             "from a loaded machine are not comparable.", "", f"Machine of the CPU sections: "
+             f"{results.get('machine', '?')}", ""]
     for part in PARTS:
         if part in results:
             lines += RENDER[part](results[part]["result"], results[part]["meta"])
     return "\n".join(lines)
 
 
-def kept_sections(path: Path) -> str:
-    """Sections other scripts write into the same file between their markers (scripts/bench/grad_cache.py)."""
-    text = path.read_text() if path.is_file() else ""
-    start, end = "<!-- grad-cache:start -->", "<!-- grad-cache:end -->"
-    return "\n\n" + text[text.index(start): text.index(end) + len(end)] + "\n" if start in text and end in text else ""
+# sections that other scripts write between their markers, kept when the file is rendered again
+KEPT = ("grad-cache", "bench-gpu")
+NOTES = Path(__file__).with_name("notes.md")
+
+
+def marked(text: str, name: str) -> str | None:
+    """The section ``<!-- name:start --> ... <!-- name:end -->`` of ``text``, markers included."""
+    start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
+    if start not in text or end not in text:
+        return None
+    return text[text.index(start): text.index(end) + len(end)]
+
+
+def document(results: dict, previous: str, sections: dict[str, str] | None = None) -> str:
+    """BENCHMARKS.md: bench.py's parts, the grad-cache section, the notes, the GPU section. A kept section
+    comes from ``sections`` (name -> text) when given there, else from ``previous`` (the file as it is)."""
+    kept = {name: (sections or {}).get(name) or marked(previous, name) for name in KEPT}
+    parts = [render(results).rstrip("\n")]
+    if kept["grad-cache"]:
+        parts.append(kept["grad-cache"])
+    parts.append(NOTES.read_text().strip("\n"))
+    if kept["bench-gpu"]:
+        parts.append(kept["bench-gpu"])
+    return "\n\n".join(parts) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    import json
+
+    root = Path(__file__).resolve().parents[2]
+    parser = argparse.ArgumentParser(description="Render BENCHMARKS.md again from BENCHMARKS.json, "
+                                     "scripts/bench/notes.md and the marked sections (no measurement is made).")
+    parser.add_argument("--out", type=Path, default=root / "BENCHMARKS.md")
+    parser.add_argument("--section", type=Path, action="append", default=[],
+                        help="a file with a marked section (scripts/bench/gpu.py --out, grad_cache.py --out) that "
+                        "replaces the section of that name, e.g. the bench_gpu.md of scripts/bench/gpu_node.sh")
+    args = parser.parse_args(argv)
+    results = json.loads(args.out.with_suffix(".json").read_text())
+    sections = {}
+    for path in args.section:
+        found = {name: marked(path.read_text(), name) for name in KEPT}
+        if not any(found.values()):
+            raise SystemExit(f"error: {path} has no section between the markers of {', '.join(KEPT)}")
+        sections.update({name: text for name, text in found.items() if text})
+    previous = args.out.read_text() if args.out.is_file() else ""
+    args.out.write_text(document(results, previous, sections))
+    print(f"report: {args.out} rendered again" + (f" with {', '.join(sections)} from --section" if sections else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
