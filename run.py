@@ -22,12 +22,12 @@ from omegaconf import DictConfig, OmegaConf  # noqa: E402
 import console  # noqa: E402
 import run_folder  # noqa: E402
 import validation  # noqa: E402
-from callbacks.safety.run_control import RunControl  # noqa: E402
 from callbacks.sweeps.hydra_callbacks import record_sweep_failure  # noqa: E402
 from errors import USER_ERROR_EXIT_CODE, ConfigError, find_user_error, report_user_error, writing  # noqa: E402
 from evaluation.across_runs import objective  # noqa: E402
 from evaluation.across_runs.wandb_dashboard import has_wandb_credentials, log_results, wandb_group_settings  # noqa: E402
 from lightning_modules.shared.precision import precision_trainer_kwargs, register_precision_resolver  # noqa: E402
+from run_control import RunControl  # noqa: E402
 
 register_precision_resolver()  # ${gpu_precision:} in conf/trainer/gpu.yaml
 

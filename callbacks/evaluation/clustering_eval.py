@@ -8,13 +8,13 @@ from pathlib import Path
 
 import numpy as np
 
-from callbacks.evaluation.eval_outputs import cached_eval_outputs
-from callbacks.evaluation.periodic import PeriodicEvaluation
 from errors import ConfigError, writing
 from evaluation.clustering.label_free import DIRECTIONS as LABEL_FREE_DIRECTIONS
 from evaluation.clustering.label_free import best_index, label_free_report, stable_step
 from evaluation.clustering.metrics import clustering_scores
+from lightning_modules.shared.eval_outputs import cached_eval_outputs
 from lightning_modules.shared.kmeans import kmeans_fit, resolve_kmeans_backend
+from lightning_modules.shared.periodic_evaluation import PeriodicEvaluation
 
 log = logging.getLogger(__name__)
 

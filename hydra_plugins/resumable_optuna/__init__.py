@@ -5,16 +5,20 @@ sweep folder by default, ``hydra.sweeper.storage``), so a restarted or requeued 
 The plugin numbers its jobs from 0 at every start; here the numbering continues after the trials already in
 the study, so the job folders of an earlier session are never overwritten. Hydra takes sweepers only from
 the ``hydra_plugins`` namespace, of which this folder is a portion (the repository root is on the path of
-every run); the storage helpers are in ``callbacks/sweeps/optuna_sweeper.py``. A storage that cannot be
-opened stops the sweep with one line (``study_storage.py``); Hydra would print the database's traceback.
+every run). What it needs to know about the storage, and the one line for a storage that cannot be opened
+(Hydra would print the database's traceback), is in ``study_storage.py``.
 """
 import sqlite3
 
 from hydra_plugins.hydra_optuna_sweeper.optuna_sweeper import OptunaSweeper
 
-from callbacks.sweeps.optuna_sweeper import sqlite_file, trials_in_storage
 from errors import exit_on_user_error
-from hydra_plugins.resumable_optuna.study_storage import check_sqlite_file, storage_failure
+from hydra_plugins.resumable_optuna.study_storage import (
+    check_sqlite_file,
+    sqlite_file,
+    storage_failure,
+    trials_in_storage,
+)
 
 
 def _database_errors() -> tuple[type[BaseException], ...]:

@@ -1,6 +1,7 @@
-"""A study database that the sweeper cannot open stops the sweep with one line that names the file.
+"""What the resumable sweeper needs to know about a study's storage: the SQLite file to create, how many trials
+the study already holds, and a database it cannot open, which stops the sweep with one line that names the file.
 
-Without this check a damaged ``<sweep>/optuna.db`` (a partial copy, a file of another program under that
+Without that check a damaged ``<sweep>/optuna.db`` (a partial copy, a file of another program under that
 name) ends in a long SQLAlchemy traceback before the first trial.
 """
 from __future__ import annotations
@@ -15,6 +16,25 @@ SQLITE_HEADER = b"SQLite format 3\x00"
 
 class StudyStorageError(UserError):
     """The study storage of an Optuna sweep cannot be opened; the message names it and the way out."""
+
+
+def sqlite_file(storage: Any) -> Path | None:
+    """The database file of an ``sqlite:///<path>`` storage URL (None for other storages)."""
+    text = str(storage or "")
+    return Path(text[len("sqlite:///"):]) if text.startswith("sqlite:///") else None
+
+
+def trials_in_storage(storage: Any, study_name: str | None) -> int:
+    """Trials the named study already holds in ``storage`` (0: no storage, no such study yet)."""
+    if not storage or not study_name:
+        return 0
+    path = sqlite_file(storage)
+    if path is not None and not path.is_file():
+        return 0
+    import optuna
+
+    summaries = optuna.get_all_study_summaries(storage=str(storage))
+    return next((s.n_trials for s in summaries if s.study_name == study_name), 0)
 
 
 def _way_out(what: str) -> str:

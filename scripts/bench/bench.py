@@ -386,7 +386,7 @@ def part_e2e(args) -> dict:
 def part_inrun(args) -> dict:
     """One periodic evaluation as ClusteringEvaluator makes it, timed in pieces, old vs default backend."""
     from callbacks.evaluation.clustering_eval import evaluate_outputs
-    from callbacks.evaluation.eval_outputs import collect_eval_outputs
+    from lightning_modules.shared.eval_outputs import collect_eval_outputs
     from datamodules.short_text import ShortTextDataModule
     from lightning_modules.shared.kmeans import DEFAULT_KMEANS_BACKEND, kmeans_fit
 

@@ -3,8 +3,8 @@ import numpy as np
 import torch
 
 from callbacks.evaluation.clustering_eval import ClusteringEvaluator, evaluate_outputs
-from callbacks.evaluation.eval_outputs import collect_eval_outputs
 from lightning_modules.sccl.callbacks.centroid_init import kmeans_init
+from lightning_modules.shared.eval_outputs import collect_eval_outputs
 
 
 def blobs(seed=0):

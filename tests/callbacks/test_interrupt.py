@@ -22,9 +22,9 @@ import torch
 from callbacks.safety import interrupt
 from callbacks.safety.checkpointing import CheckpointWriteError, LastCheckpoint, NonFiniteWeightsError, atomic_save
 from callbacks.safety.nonfinite import NonFiniteLossError
-from callbacks.safety.run_control import FinalEvaluationError
 from errors import ConfigError, MissingFileError
 from run import train
+from run_control import FinalEvaluationError
 from tests.helpers import compose_config, toy_overrides
 from tests.helpers.data_files import ROOT
 from tests.helpers.resume import assert_same_tensors, slow_overrides, stop_overrides, without_timings

@@ -161,8 +161,8 @@ def test_length_grouping_loader_and_bad_value(toy_corpus):
 
 
 def test_eval_only_evaluates_the_checkpoint_again_instead_of_reusing_its_history():
-    from callbacks.evaluation.periodic import PeriodicEvaluation
-    from callbacks.safety.run_control import EvaluateOnly
+    from lightning_modules.shared.periodic_evaluation import PeriodicEvaluation
+    from run_control import EvaluateOnly
 
     class Counting(PeriodicEvaluation):
         def _evaluate(self, trainer, pl_module, record=True):

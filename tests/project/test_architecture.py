@@ -1,10 +1,9 @@
 """The import graph of the project's own code (everything but tests/): no circle, nothing imports a
 layer above its own, no file outside the repository is named, no machine path is committed.
 
-Layers, bottom to top (docs/architecture.md): errors/console/run_folder/atomic_files -> lightning_modules.shared ->
-the method packages and datamodules -> validation -> evaluation -> callbacks (with each method's own
-lightning_modules/<method>/callbacks/) -> run -> scripts.
-Every import counts, also those inside functions."""
+Layers, bottom to top: :data:`LAYERS`, the list of docs/architecture.md "Layers". Every import counts: those
+inside functions and ``if`` blocks, relative ones (``from .eda import EDA``) and ``importlib.import_module``
+of a written-out name."""
 from __future__ import annotations
 
 import ast
@@ -15,48 +14,74 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-TOP = ("errors", "console", "run_folder", "atomic_files", "lightning_modules", "datamodules", "validation",
-       "evaluation", "callbacks", "hydra_plugins", "run", "scripts")
+
+# bottom to top, as docs/architecture.md lists them; a module belongs to the longest name that prefixes it
+LAYERS = (
+    ("errors", "console", "run_folder", "atomic_files", "device_settings"),
+    ("lightning_modules.shared",),
+    ("lightning_modules", "datamodules"),  # the method packages, each with its own callbacks/
+    ("validation",),
+    ("evaluation",),
+    ("callbacks", "hydra_plugins"),
+    ("run", "run_control", "tools"),
+    ("scripts",),
+)
+NOT_PROJECT_CODE = ("tests", "docs", "conf", "data", "logs", "outputs", "multirun")
 
 
 def layer(module: str) -> int:
-    if module in ("errors", "console", "run_folder", "atomic_files"):
-        return 0
-    if module.startswith("lightning_modules.shared") or module == "lightning_modules":
-        return 1
-    if re.fullmatch(r"lightning_modules\.\w+\.callbacks(\..*)?", module):
-        return 5  # a method's own callbacks live in its folder but use the shared callbacks' pieces
-    if module.startswith(("lightning_modules.", "datamodules")):
-        return 2
-    order = {"validation": 3, "evaluation": 4, "callbacks": 5, "hydra_plugins": 5, "run": 6, "scripts": 7}
-    return order[module.split(".")[0]]
+    best = max(((len(name), level) for level, names in enumerate(LAYERS) for name in names
+                if module == name or module.startswith(name + ".")), default=None)
+    if best is None:
+        raise KeyError(f"module '{module}' is in no layer: add its top-level name to LAYERS in "
+                       f"tests/project/test_architecture.py and to the list in docs/architecture.md")
+    return best[1]
 
 
-def project_modules() -> dict[str, Path]:
-    out = {}
-    for path in ROOT.rglob("*.py"):
-        rel = path.relative_to(ROOT)
-        if rel.parts[0] not in TOP and rel.stem not in TOP:
+def _holds_code(folder: Path) -> bool:
+    return (folder / "__init__.py").exists() or any(folder.glob("*.py")) or any(folder.glob("*/*.py"))
+
+
+def project_modules(root: Path = ROOT) -> dict[str, Path]:
+    """Every module of the project under ``root``: top-level ``.py`` files and the folders of code beside them."""
+    files = [p for p in root.glob("*.py")]
+    for folder in sorted(p for p in root.iterdir() if p.is_dir()):
+        if folder.name.startswith((".", "_")) or folder.name in NOT_PROJECT_CODE or not _holds_code(folder):
             continue
-        parts = list(rel.with_suffix("").parts)
+        files += [p for p in folder.rglob("*.py") if "__pycache__" not in p.parts]
+    out = {}
+    for path in files:
+        parts = list(path.relative_to(root).with_suffix("").parts)
         if parts[-1] == "__init__":
             parts = parts[:-1]
         out[".".join(parts)] = path
     return out
 
 
-def imports_of(path: Path, modules: dict[str, Path]) -> set[str]:
+def _named(node: ast.AST, module: str, is_package: bool, modules: dict[str, Path]) -> list[str]:
+    """The module names an import statement (or ``importlib.import_module("...")``) at ``node`` reaches."""
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names]
+    if isinstance(node, ast.ImportFrom):
+        if node.level:  # relative: from the module's package, one folder up per extra dot
+            package = module if is_package else module.rpartition(".")[0]
+            for _ in range(node.level - 1):
+                package = package.rpartition(".")[0]
+            base = ".".join(p for p in (package, node.module) if p)
+        else:
+            base = node.module or ""
+        return [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "import_module"
+            and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+        return [node.args[0].value]
+    return []
+
+
+def imports_of(path: Path, module: str, modules: dict[str, Path]) -> set[str]:
     """Project modules imported anywhere in ``path`` (``from a import b`` names a.b when b is a module)."""
     found = set()
     for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
-        if isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names = [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules else node.module
-                     for a in node.names]
-        else:
-            continue
-        for name in names:
+        for name in _named(node, module, path.name == "__init__.py", modules):
             while name and name not in modules:
                 name = name.rpartition(".")[0]
             if name:
@@ -64,14 +89,18 @@ def imports_of(path: Path, modules: dict[str, Path]) -> set[str]:
     return found
 
 
-def import_graph() -> dict[str, set[str]]:
-    modules = project_modules()
-    graph = {m: imports_of(p, modules) - {m} for m, p in modules.items()}
+def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
+    modules = project_modules(root)
+    graph = {m: imports_of(p, m, modules) - {m} for m, p in modules.items()}
     # importing a.b.c from outside package a.b runs a/b/__init__ first (a package's own modules do not)
     for m in list(graph):
         graph[m] |= {i.rpartition(".")[0] for i in graph[m]
                      if i.rpartition(".")[0] in modules and not m.startswith(i.rpartition(".")[0] + ".")} - {m}
     return graph
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    return sorted(f"{m} -> {i}" for m, deps in graph.items() for i in deps if layer(i) > layer(m))
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -109,6 +138,44 @@ def test_the_checker_sees_a_circle_and_an_upward_import():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert layer("lightning_modules.shared.encoder") < layer("lightning_modules.sccl.module") \
         < layer("evaluation.model_io.load")
+    assert layer("lightning_modules.sccl.callbacks.centroid_init") == layer("lightning_modules.sccl.module")
+    with pytest.raises(KeyError, match="newtop.thing.*LAYERS"):
+        layer("newtop.thing")
+
+
+def write_tree(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return root
+
+
+def test_the_checker_sees_imports_inside_functions_relative_ones_and_import_module(tmp_path):
+    """A small project whose only upward imports are hidden where a top-of-file reading would miss them."""
+    root = write_tree(tmp_path, {
+        "errors.py": "",
+        "run.py": "import errors\n",
+        "evaluation/__init__.py": "",
+        "evaluation/tool.py": "import errors\n\n\ndef main():\n    from run import ROOT\n    return ROOT\n",
+        "evaluation/helpers.py": "",
+        "datamodules/__init__.py": "",
+        "datamodules/reader.py": "class R:\n    def load(self):\n        from ..evaluation import helpers\n",
+        "datamodules/pick.py": "import importlib\n\n\ndef f():\n    return importlib.import_module('run')\n",
+        "datamodules/fine.py": "from . import reader\nfrom .reader import R\n",
+        "tests/test_x.py": "import run\n",  # tests are not the project's code
+    })
+    graph = import_graph(root)
+    assert set(graph) == {"errors", "run", "evaluation", "evaluation.tool", "evaluation.helpers", "datamodules",
+                          "datamodules.reader", "datamodules.pick", "datamodules.fine"}
+    assert graph["datamodules.fine"] == {"datamodules.reader"}
+    assert upward_imports(graph) == ["datamodules.pick -> run", "datamodules.reader -> evaluation",
+                                     "datamodules.reader -> evaluation.helpers", "evaluation.tool -> run"]
+
+
+def test_the_checker_finds_a_module_in_no_layer(tmp_path):
+    graph = import_graph(write_tree(tmp_path, {"errors.py": "", "helpers_of_mine.py": "import errors\n"}))
+    with pytest.raises(KeyError, match="helpers_of_mine"):
+        upward_imports(graph)
 
 
 def test_the_import_graph_has_no_circle():
@@ -118,8 +185,7 @@ def test_the_import_graph_has_no_circle():
 
 
 def test_no_module_imports_a_layer_above_its_own():
-    upward = [f"{m} -> {i}" for m, deps in import_graph().items() for i in deps if layer(i) > layer(m)]
-    assert upward == []
+    assert upward_imports(import_graph()) == []
 
 
 def test_shared_pieces_import_no_method():

@@ -203,7 +203,7 @@ def test_optuna_study_resumes_in_its_database(toy_corpus, tmp_path):
     pytest.importorskip("hydra_plugins.hydra_optuna_sweeper", reason="the `sweep` extra (Optuna sweeper)")
     import optuna
 
-    from callbacks.sweeps.optuna_sweeper import sqlite_file, trials_in_storage
+    from hydra_plugins.resumable_optuna.study_storage import sqlite_file, trials_in_storage
 
     assert sqlite_file("sqlite:////a/b/optuna.db") == Path("/a/b/optuna.db") and sqlite_file("postgresql://x") is None
     sweep = tmp_path / "sweep"

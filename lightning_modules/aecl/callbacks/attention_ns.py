@@ -7,9 +7,9 @@ from typing import Iterable, Sequence
 import numpy as np
 import torch
 
-from callbacks.evaluation.eval_outputs import cached_eval_outputs
-from callbacks.evaluation.periodic import PeriodicEvaluation
 from errors import WrongMethodError
+from lightning_modules.shared.eval_outputs import cached_eval_outputs
+from lightning_modules.shared.periodic_evaluation import PeriodicEvaluation
 
 
 def off_class_attention(s: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:

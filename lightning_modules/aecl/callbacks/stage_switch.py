@@ -5,8 +5,8 @@ import torch
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.utilities import rank_zero_warn
 
-from callbacks.evaluation.eval_outputs import cached_eval_outputs
 from errors import ConfigError, WrongMethodError
+from lightning_modules.shared.eval_outputs import cached_eval_outputs
 from lightning_modules.shared.kmeans import kmeans_fit, resolve_kmeans_backend
 
 MODULE_NEEDS = ("stage", "set_stage", "set_pseudo_labels", "pseudo_label_epoch", "num_clusters", "eval_step")

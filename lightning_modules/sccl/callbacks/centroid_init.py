@@ -5,8 +5,8 @@ import numpy as np
 import torch
 from lightning.pytorch.callbacks import Callback
 
-from callbacks.evaluation.eval_outputs import cached_eval_outputs
 from errors import ConfigError
+from lightning_modules.shared.eval_outputs import cached_eval_outputs
 from lightning_modules.shared.kmeans import kmeans_fit, resolve_kmeans_backend
 
 

@@ -53,7 +53,7 @@ def test_fingerprint_depends_on_every_weight():
 def test_in_run_callbacks_share_one_encoder_pass_per_step(toy_corpus, monkeypatch):
     """Evaluator, centroid init, stage switch and report ask at the same step (even across an epoch
     boundary, where Lightning counts the next epoch): one pass; the next step: a new pass."""
-    import callbacks.evaluation.eval_outputs as eval_outputs
+    import lightning_modules.shared.eval_outputs as eval_outputs
     from datamodules.short_text import ShortTextDataModule
     from lightning_modules.sccl.module import SCCL
 

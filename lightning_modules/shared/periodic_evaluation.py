@@ -1,4 +1,7 @@
-"""Shared schedule for evaluations run before training, every N steps and at the end."""
+"""The schedule of evaluations made during training: before the first step, every N steps and at the end.
+
+Here, below the callbacks, because a method's own callbacks (AECL's NS diagnostic) follow it as the shared
+clustering evaluator does, and a method's folder imports nothing above its layer (docs/architecture.md)."""
 from __future__ import annotations
 
 from lightning.pytorch.callbacks import Callback

@@ -1,4 +1,7 @@
-"""Run a module's ``eval_step`` over a datamodule's ordered evaluation loader."""
+"""Run a module's ``eval_step`` over a datamodule's ordered evaluation loader, once per optimizer step.
+
+Here, below the callbacks, because the methods' own callbacks (SCCL's centroid initialisation, AECL's stage
+switch) share this pass with the clustering evaluator and the run report."""
 from __future__ import annotations
 
 import torch
