@@ -40,7 +40,7 @@ from evaluation.across_runs import paper_table
 ROOT = Path(__file__).resolve().parents[2]
 os.environ.setdefault("PROJECT_ROOT", str(ROOT))  # conf/paths/default.yaml reads it, as run.py sets it
 BENCHMARKS = ROOT / "BENCHMARKS.md"
-GPU_START, GPU_END = "<!-- bench-gpu:start -->", "<!-- bench-gpu:end -->"  # scripts/bench_gpu.py's markers
+GPU_START, GPU_END = "<!-- bench-gpu:start -->", "<!-- bench-gpu:end -->"  # scripts/bench/gpu.py's markers
 # BENCHMARKS.md's GPU rows name the method (ClusterNS on BERT-large has a row of its own)
 BENCH_METHOD = {("clusterns", "bert-large"): "clusterns_large"}
 PRECISION = {"16-mixed": "fp16", "bf16-mixed": "bf16", "32-true": "fp32", "32": "fp32"}
@@ -148,7 +148,7 @@ def launch_commands(run: Run, out: Path, launcher: str, overrides: Sequence[str]
 
 # -- GPU hours from BENCHMARKS.md ---------------------------------------------------------------------
 def gpu_rows(text: str) -> list[dict]:
-    """The rows of BENCHMARKS.md's GPU section (scripts/bench_gpu.py's tables, read by their headers): the
+    """The rows of BENCHMARKS.md's GPU section (scripts/bench/gpu.py's tables, read by their headers): the
     end-to-end table (``Trainer.fit``, loader included) and the step table's rows of the project's layout."""
     if GPU_START not in text or GPU_END not in text:
         return []
@@ -286,7 +286,7 @@ def describe(table_name: str, table: dict, runs: list[Run], baselines: list[str]
         lines.append("")
     known = f"{hours_known:.1f} GPU hours for the runs with a figure" if unknown < total else "no GPU figure"
     lines.append(f"estimate: {known}; {unknown} run(s) without one (BENCHMARKS.md's GPU section, "
-                 "`python scripts/bench_gpu.py` on the card)")
+                 "`bash scripts/bench/gpu_node.sh` on the card)")
     if baselines:  # their JSON under <out> is read with the runs' results
         lines += ["", "untrained rows (not launched; run these, the table reads what they write):"]
         lines += [f"  {line} --out {shown(out / 'baselines')}" for line in baselines]

@@ -26,7 +26,7 @@ Calinski-Harabasz and Dunn come from ``torchmetrics.functional.clustering``. Dav
 here (:func:`davies_bouldin`): torchmetrics's takes the centroid distances from ``torch.cdist``, whose
 matrix-product path (used beyond 25 rows) leaves the diagonal slightly above zero, so from 26 clusters on
 each cluster's ratio to itself dominates (on SearchSnippets at K = 30: 3192 against scikit-learn's 4.16;
-scripts/davies_bouldin_check.py).
+docs/history/results_2026-11.md, issue 20).
 """
 from __future__ import annotations
 

@@ -424,7 +424,8 @@ def peak_memory_of_run(data_dir: str, steps: int, chunk: int) -> dict:
             "stderr=subprocess.DEVNULL); print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
     start = time.perf_counter()
     done = subprocess.run([sys.executable, "-c", code, *command], cwd=ROOT, check=True, capture_output=True, text=True)
-    shown = [part.replace(str(ROOT.parent), "..") for part in command[1:]]  # no machine path in the report
+    # no machine path in the report: the repository's own folders relative, others from its parent
+    shown = [part.replace(str(ROOT) + os.sep, "").replace(str(ROOT.parent), "..") for part in command[1:]]
     return {"command": " ".join(shown), "peak_gib": int(done.stdout.strip()) / 1024**2,
             "wall_seconds": time.perf_counter() - start}
 

@@ -170,7 +170,8 @@ def render(results: dict) -> str:
              "(`make bench`: `python scripts/bench/bench.py`, parts `--only " + ",".join(PARTS) + "`), the notes in "
              "scripts/bench/notes.md and the sections `scripts/bench/grad_cache.py` and `scripts/bench/gpu.py` write "
              "between their markers. Each section says when it was measured, on what, and with which command; numbers "
-             "from a loaded machine are not comparable.", "", f"Machine of the CPU sections: "
+             "from a loaded machine are not comparable. Commands name the project's data folder (`data/`); the runs "
+             "read the same files from a copy outside the checkout.", "", f"Machine of the CPU sections: "
              f"{results.get('machine', '?')}", ""]
     for part in PARTS:
         if part in results:

@@ -3,7 +3,7 @@
 Runs, one after the other (each uses both cores), for every seed: the project (`run.py experiment=aecl_<set>` at
 the budget below) and the authors' training (`scripts/studies/authors_aecl.py`, which needs a snapshot of
 YZH0905/AECL-STC); a run whose output exists is not run again, so the script can be stopped and started again.
-Then prints the table of RESULTS.md "AECL's head beside the authors' code": per epoch end, head ACC and KMeans
+Then prints the table of RESULTS.md's "Beside the authors' code (issue 32)": per epoch end, head ACC and KMeans
 ACC (mean ± std over the seeds that finished), the share of training rows with max p⁰ >= 0.95 per epoch, and
 the final head cluster sizes.
 

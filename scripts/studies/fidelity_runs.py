@@ -130,7 +130,7 @@ GROUPS: dict[str, Group] = {
             sweep={"method.objective": "joint,instance,cluster", "seed": SEEDS},
             smoke={**TINY_SHORT_TEXT, "trainer.max_steps": "2", "dataset.callbacks.clustering_eval.every_n_steps": "2",
                    "method.callbacks.centroid_init.n_init": "1"},
-            # RESULTS.md: 1,023 s for the 300-step SearchSnippets run with 4 evaluations (idle)
+            # docs/history/results_2026-11.md: 1,023 s for the 300-step SearchSnippets run with 4 evaluations (idle)
             minutes_per_run=17.0,
         ),
         Group(
@@ -142,7 +142,7 @@ GROUPS: dict[str, Group] = {
             sweep={"experiment": "simcse_minilm_cpu,clusterns_minilm_cpu", "method.lr": "3e-5,5e-5", "seed": SEEDS},
             # ++: a multirun first composes without the swept experiment (method=sccl has no sts_selection)
             smoke={"backbone": "tiny", "trainer.max_steps": "3", "++method.callbacks.sts_selection.every_n_steps": "2"},
-            # idle check in RESULTS.md: 160 s for 30 steps + 2 dev evaluations + the final STS
+            # idle check in docs/history/results_2026-11.md: 160 s for 30 steps + 2 dev evaluations + the final STS
             minutes_per_run=7.0,
         ),
         Group(
