@@ -87,8 +87,9 @@ def resolve_auto_clusters(cfg: DictConfig, datamodule, output_dir: Path) -> dict
     """
     if getattr(datamodule, "requested_clusters", None) != "auto":
         return None
+    from device_settings import OUTSIDE_TRAINING
     from evaluation.clustering.choose_k import choose_k, write_outputs
-    from lightning_modules.shared.encoder import TextEncoder
+    from lightning_modules.shared.encoder import EncoderSettings, TextEncoder
 
     folder = output_dir / "choose_k"
     saved = folder / "choose_k.json"
@@ -98,13 +99,16 @@ def resolve_auto_clusters(cfg: DictConfig, datamodule, output_dir: Path) -> dict
     else:
         settings = cfg.get("choose_k") or {}
         pooling = cfg.method.get("pooling") or "mean"
-        encoder = TextEncoder.from_name(cfg.backbone.name, pooling=pooling, max_length=int(cfg.max_length)).eval()
+        # embedded and clustered on the CPU before training, as the evaluation tools do
+        encoder = TextEncoder.from_name(cfg.backbone.name, EncoderSettings.outside_training(
+            pooling, int(cfg.max_length))).eval()
         log.info("num_clusters=auto: embedding %d texts with the untrained %s and scanning K=%s",
                  len(datamodule.texts), cfg.backbone.name, settings.get("k", "2:60"))
         embeddings = encoder.encode(datamodule.texts, batch_size=128).numpy()
         result = choose_k(embeddings, settings.get("k", "2:60"), int(settings.get("seeds", 5)),
                           settings.get("rule", "silhouette"), int(settings.get("silhouette_sample", 3000)),
-                          log=log.info, max_texts=int(settings.get("max_texts", 5000)))
+                          kmeans_backend=OUTSIDE_TRAINING["kmeans_backend"], log=log.info,
+                          max_texts=int(settings.get("max_texts", 5000)))
         with writing(saved):
             write_outputs(result, folder, f"{cfg.dataset.name} ({cfg.backbone.name}, before training)")
     datamodule.requested_clusters = int(result["recommended"]["k"])
@@ -117,10 +121,10 @@ def resolve_auto_clusters(cfg: DictConfig, datamodule, output_dir: Path) -> dict
 
 def resolve_speed_settings(cfg: DictConfig) -> None:
     """Fill the speed settings left null (encoder chunks, DataLoader workers, pinned memory, ...) for the run's
-    device, and state each with where it came from (lightning_modules/shared/device_defaults.py)."""
+    device, and state each with where it came from (device_settings.py)."""
     from omegaconf import open_dict
 
-    from lightning_modules.shared.device_defaults import SETTINGS, describe, resolve_settings, run_device
+    from device_settings import SETTINGS, describe, resolve_settings, run_device
 
     device = run_device(cfg.trainer.get("accelerator"))
     resolved = resolve_settings({key: OmegaConf.select(cfg, key, default=None) for key in SETTINGS}, device)
@@ -128,14 +132,6 @@ def resolve_speed_settings(cfg: DictConfig) -> None:
         for key, (value, _) in resolved.items():
             OmegaConf.update(cfg, key, value, merge=False, force_add=True)
     log.info(describe(resolved, device))
-
-
-def loader_settings(cfg: DictConfig, datamodule) -> None:
-    """Hand the DataLoader settings a dataset config does not pass to the datamodules that take them."""
-    for name in ("pin_memory", "persistent_workers", "prefetch_factor"):
-        value = OmegaConf.select(cfg, f"loader.{name}", default=None)
-        if hasattr(datamodule, name) and value is not None:
-            setattr(datamodule, name, value)
 
 
 def instantiate_callbacks(cfg: DictConfig) -> list:
@@ -167,7 +163,6 @@ def train(cfg: DictConfig) -> dict:
         (output_dir / run_folder.CONFIG).write_text(OmegaConf.to_yaml(cfg, resolve=True))
 
     datamodule = instantiate_datamodule(cfg)
-    loader_settings(cfg, datamodule)
     datamodule.setup("fit")
     auto_k = resolve_auto_clusters(cfg, datamodule, output_dir)
     validation.check_data(cfg, datamodule, checkpoint_hparams)

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Mapping
 
 import lightning as L
 import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset, get_worker_info
 
 from datamodules import text_io
-from datamodules.loader_options import loader_options
+from datamodules.loader_options import LoaderSettings
 from datamodules.nli_files import (
     NLIPair,
     count_pairs,
@@ -183,11 +183,12 @@ class NLIDataModule(LazyTokenizer, ResumableData, L.LightningDataModule):
         tokenizer="minilm",
         streaming: bool = True,
         buffer_size: int = 10_000,
-        num_workers: int = 0,
         seed: int = 0,
         drop_last: bool = False,
         equalize_ranks: bool = True,
         encoding: str = text_io.DEFAULT_ENCODING,
+        *,
+        loader: LoaderSettings | Mapping,
     ):
         super().__init__()
         if path is None and file is None:
@@ -199,9 +200,7 @@ class NLIDataModule(LazyTokenizer, ResumableData, L.LightningDataModule):
         self.tokenizer_spec = tokenizer
         self.streaming = streaming
         self.buffer_size = buffer_size
-        self.num_workers = int(num_workers or 0)
-        # run.py sets these for the run's device (conf/config.yaml `loader`); a streamed file never keeps workers
-        self.pin_memory, self.persistent_workers, self.prefetch_factor = False, False, None
+        self.loader = LoaderSettings.of(loader)
         self.seed = seed
         self.drop_last = drop_last
         self.equalize_ranks = equalize_ranks
@@ -265,7 +264,7 @@ class NLIDataModule(LazyTokenizer, ResumableData, L.LightningDataModule):
                 generator=torch.Generator().manual_seed(self.seed),  # no draw from the global RNG
                 drop_last=self.drop_last,
                 collate_fn=collate,
-                **loader_options(self.num_workers, self.pin_memory, self.persistent_workers, self.prefetch_factor),
+                **self.loader.dataloader_kwargs(),
             )
         if position is not None:
             self._first_epoch = position[0]
@@ -276,7 +275,7 @@ class NLIDataModule(LazyTokenizer, ResumableData, L.LightningDataModule):
             batch_size=self.batch_size,
             drop_last=self.drop_last,
             collate_fn=collate,
-            **loader_options(self.num_workers, self.pin_memory, False, self.prefetch_factor),
+            **self.loader.dataloader_kwargs(persistent=False),  # a streamed file never keeps workers
             epoch_source=self._epoch,
             rank_source=self._rank_world,
         )

@@ -11,7 +11,7 @@ not to ``max_length``: short texts then cost short sequences.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import lightning as L
 import numpy as np
@@ -19,7 +19,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from datamodules import text_io
-from datamodules.loader_options import loader_options
+from datamodules.loader_options import LoaderSettings
 from datamodules.resume import ResumableData, ResumableSampler
 from datamodules.short_text_corpus import ShortTextCorpus, load_corpus
 from datamodules.tokenizer import LazyTokenizer
@@ -196,7 +196,6 @@ class ShortTextDataModule(LazyTokenizer, ResumableData, L.LightningDataModule):
         max_length: int = 32,
         batch_size: int = 64,
         eval_batch_size: int = 256,
-        num_workers: int = 0,
         pad_to_max: bool = False,
         eval_sort_by_length: bool = True,
         eval_shuffle_seed: int | None = None,
@@ -207,6 +206,8 @@ class ShortTextDataModule(LazyTokenizer, ResumableData, L.LightningDataModule):
         hub_dataset: str | None = None,
         split: str = "train",
         subset: str | None = None,
+        *,
+        loader: LoaderSettings | Mapping,
     ):
         super().__init__()
         if augmentation not in AUGMENTATIONS:
@@ -229,9 +230,7 @@ class ShortTextDataModule(LazyTokenizer, ResumableData, L.LightningDataModule):
         self.max_length = max_length
         self.batch_size = batch_size
         self.eval_batch_size = eval_batch_size
-        self.num_workers = int(num_workers or 0)
-        # run.py sets these for the run's device (conf/config.yaml `loader`)
-        self.pin_memory, self.persistent_workers, self.prefetch_factor = False, False, None
+        self.loader = LoaderSettings.of(loader)
         self.pad_to_max = pad_to_max
         self.eval_sort_by_length = eval_sort_by_length
         if eval_shuffle_seed is not None and eval_sort_by_length:
@@ -354,7 +353,7 @@ class ShortTextDataModule(LazyTokenizer, ResumableData, L.LightningDataModule):
 
     def _loader_options(self) -> dict:
         # the sampler runs in the training process, so workers kept between epochs see every epoch's order
-        return loader_options(self.num_workers, self.pin_memory, self.persistent_workers, self.prefetch_factor)
+        return self.loader.dataloader_kwargs()
 
     def eval_dataloader(self, batch_size: int | None = None) -> DataLoader:
         """Every text once, in a fixed order; each batch carries the texts' row indices."""
@@ -373,7 +372,7 @@ class ShortTextDataModule(LazyTokenizer, ResumableData, L.LightningDataModule):
         return DataLoader(
             _IndexSet(texts),
             batch_sampler=batches,
-            num_workers=self.num_workers,
-            pin_memory=self.pin_memory,
+            num_workers=self.loader.num_workers,
+            pin_memory=self.loader.pin_memory,
             collate_fn=TextCollator(self.tokenizer, self.max_length, self.pad_to_max, views=False),
         )

@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import random
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Mapping
 
 import lightning as L
 import numpy as np
@@ -31,7 +31,7 @@ import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
 from datamodules import text_io
-from datamodules.loader_options import loader_options
+from datamodules.loader_options import LoaderSettings
 from datamodules.resume import ResumableData, StreamSkip
 from datamodules.streaming import EpochAwareLoader, distributed_rank_world, shuffle_buffer
 from datamodules.tokenizer import LazyTokenizer
@@ -204,7 +204,6 @@ class StreamingTextDataModule(LazyTokenizer, ResumableData, L.LightningDataModul
         batch_size: int = 64,
         max_length: int = 32,
         buffer_size: int = 10000,
-        num_workers: int = 0,
         seed: int = 0,
         tokenizer_name: str = "minilm",
         tokenizer=None,
@@ -212,25 +211,24 @@ class StreamingTextDataModule(LazyTokenizer, ResumableData, L.LightningDataModul
         world_size: int | None = None,
         even_shards: bool = True,
         drop_last: bool = False,
-        persistent_workers: bool = False,
         encoding: str = text_io.DEFAULT_ENCODING,
+        *,
+        loader: LoaderSettings | Mapping,
     ):
         super().__init__()
-        self.save_hyperparameters(ignore=["tokenizer"])
+        self.save_hyperparameters(ignore=["tokenizer", "loader"])  # speed settings: config_resolved.yaml has them
         self.encoding = text_io.check_encoding(encoding)
         self.path = check_text_file(path, self.encoding)  # fail before any model is loaded
         self.batch_size = batch_size
         self.max_length = max_length
         self.buffer_size = buffer_size
-        self.num_workers = int(num_workers or 0)
+        self.loader = LoaderSettings.of(loader)
         self.seed = seed
         self.tokenizer_spec = tokenizer if tokenizer is not None else tokenizer_name
         self.rank = rank
         self.world_size = world_size
         self.even_shards = even_shards
         self.drop_last = drop_last
-        self.persistent_workers = persistent_workers
-        self.pin_memory, self.prefetch_factor = False, None  # run.py sets them for the run's device
         self.dataset: StreamingTextDataset | None = None
 
     def setup(self, stage: str | None = None) -> None:
@@ -246,7 +244,7 @@ class StreamingTextDataModule(LazyTokenizer, ResumableData, L.LightningDataModul
 
     def train_dataloader(self) -> EpochAwareLoader:
         self.setup("fit")
-        if self.num_workers > 0:
+        if self.loader.num_workers > 0:
             # Tokenizer threads plus forked workers can deadlock; the library warns and we agree.
             os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         position = self.resume_position()  # (epoch, batches done) when resuming from a checkpoint
@@ -260,5 +258,5 @@ class StreamingTextDataModule(LazyTokenizer, ResumableData, L.LightningDataModul
             batch_size=self.batch_size,
             collate_fn=TextCollator(self.tokenizer, self.max_length),
             drop_last=self.drop_last,
-            **loader_options(self.num_workers, self.pin_memory, self.persistent_workers, self.prefetch_factor),
+            **self.loader.dataloader_kwargs(),
         )

@@ -13,7 +13,7 @@ from evaluation.clustering.label_free import DIRECTIONS as LABEL_FREE_DIRECTIONS
 from evaluation.clustering.label_free import best_index, label_free_report, stable_step
 from evaluation.clustering.metrics import clustering_scores
 from lightning_modules.shared.eval_outputs import cached_eval_outputs
-from lightning_modules.shared.kmeans import kmeans_fit, resolve_kmeans_backend
+from lightning_modules.shared.kmeans import check_kmeans_backend, kmeans_fit
 from lightning_modules.shared.periodic_evaluation import PeriodicEvaluation
 
 log = logging.getLogger(__name__)
@@ -30,7 +30,7 @@ def evaluate_outputs(
     (metrics, predictions): metrics ``kmeans_acc``/``kmeans_nmi``/... and ``head_...`` when labels
     are known (empty otherwise); predictions ``kmeans`` and ``head`` as integer arrays.
     ``kmeans``: a KMeans already fitted on these embeddings (its ``labels_`` are used), else one is
-    fitted with ``kmeans_backend`` (``lightning_modules.shared.kmeans.kmeans_fit``; None: the default backend).
+    fitted with ``kmeans_backend`` (``lightning_modules.shared.kmeans.kmeans_fit``, which refuses None).
     Label-free criteria (``evaluation.clustering.label_free``; ``kmeans_silhouette``, ``head_changed``, ...) are
     added for
     every prediction unless ``label_free_sample`` is None; ``previous`` ({name: assignments} of the last
@@ -116,7 +116,8 @@ class ClusteringEvaluator(PeriodicEvaluation):
         kmeans_n_init: int = 10,
         evaluate_before: bool = True,
         output_dir: str | None = None,
-        kmeans_backend: str | None = None,
+        *,
+        kmeans_backend: str,
         label_free: bool = True,
         label_free_sample: int = 2000,
         stop_when_changed_below: float | None = None,
@@ -145,7 +146,7 @@ class ClusteringEvaluator(PeriodicEvaluation):
         self.stopped: dict | None = None
         self.kmeans_seed = kmeans_seed
         self.kmeans_n_init = kmeans_n_init
-        self.kmeans_backend = resolve_kmeans_backend(kmeans_backend)
+        self.kmeans_backend = check_kmeans_backend(kmeans_backend)
         self.output_dir = Path(output_dir) if output_dir else None
         self.predictions: dict | None = None
         self.before_predictions: dict | None = None  # KMeans of the embeddings before training

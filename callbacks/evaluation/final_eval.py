@@ -32,6 +32,7 @@ class FinalEvaluation(Callback):
         clustering_datasets: conf/dataset names to cluster (default: the eight benchmarks;
             absent files are skipped with a note).
         seeds: KMeans seeds 0..seeds-1 per clustering dataset (PairSupCon: 10).
+        kmeans_backend: the KMeans of the clustering task (the run's ``kmeans_backend``); needed with that task.
         transfer_options: keyword arguments for ``evaluation.benchmarks.transfer.evaluate_transfer``, e.g.
             ``{protocol: senteval, setting: default}`` (SentEval's PyTorch logistic regression, the
             papers' protocol and the default) or ``{protocol: sklearn}``; checked here, before training.
@@ -66,9 +67,10 @@ class FinalEvaluation(Callback):
         clustering_max_length: int = 32,
         sts_max_length: int | None = None,
     ):
-        from lightning_modules.shared.kmeans import resolve_kmeans_backend
+        from lightning_modules.shared.kmeans import check_kmeans_backend
 
-        self.kmeans_backend = resolve_kmeans_backend(kmeans_backend)
+        # only the clustering task runs KMeans (the generic MTEB entry of conf/callbacks names no backend)
+        self.kmeans_backend = check_kmeans_backend(kmeans_backend) if "clustering" in tasks else None
         self.results_key = results_key
         self.clustering_max_length = clustering_max_length
         self.sts_max_length = sts_max_length

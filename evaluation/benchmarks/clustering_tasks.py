@@ -111,12 +111,13 @@ def evaluate_clustering(
     sets: Sequence[ClusteringSet],
     seeds: Sequence[int] = tuple(range(10)),
     log: Callable[[str], None] | None = None,
-    kmeans_backend: str | None = None,
+    *,
+    kmeans_backend: str,
     kmeans_n_init: int = 10,
 ) -> dict:
     """KMeans with each seed on each set's embeddings; mean and std of ACC/NMI/ARI/AMI (x1).
 
-    ``kmeans_backend`` (``lightning_modules.shared.kmeans.KMEANS_BACKENDS``; None: the default) and
+    ``kmeans_backend`` (``lightning_modules.shared.kmeans.KMEANS_BACKENDS``) and
     ``kmeans_n_init`` (restarts per seed) go to ``lightning_modules.shared.kmeans.kmeans_fit``.
 
     Returns ``{"datasets": {name: {acc, acc_std, nmi, nmi_std, ari, ..., n, k, seconds}},
@@ -124,9 +125,9 @@ def evaluate_clustering(
     """
     from datamodules.short_text_corpus import load_corpus
     from evaluation.clustering.metrics import kmeans_scores
-    from lightning_modules.shared.kmeans import resolve_kmeans_backend
+    from lightning_modules.shared.kmeans import check_kmeans_backend
 
-    backend = resolve_kmeans_backend(kmeans_backend)
+    backend = check_kmeans_backend(kmeans_backend)
     kmeans = {"backend": backend, "n_init": kmeans_n_init}
     out: dict = {"datasets": {}, "skipped": {}, "seeds": list(seeds), "kmeans": kmeans}
     for entry in sets:

@@ -66,7 +66,7 @@ def evaluate_encoder(
 
     Every text is embedded once per token limit (``evaluation.benchmarks.embedding_cache.EmbeddingCache``;
     ``embedding_cache``: a folder that keeps the embeddings for later runs of the same weights).
-    KMeans: ``kmeans_backend`` and ``kmeans_n_init`` (see ``evaluate_clustering``).
+    KMeans: ``kmeans_backend`` (needed with the clustering task) and ``kmeans_n_init`` (see ``evaluate_clustering``).
 
     Token limits: 32 for clustering (the papers' training length), the backbone's limit for STS
     (as ``evaluation.benchmarks.sts``: SimCSE does not truncate) and 128 for transfer (as
@@ -93,7 +93,7 @@ def evaluate_encoder(
             sets = clustering_sets(short_text_dir, clustering_names, conf_dir, encoding)
             with max_length(encoder, clustering_max_length):
                 result["clustering"] = evaluate_clustering(
-                    encode, sets, tuple(range(seeds)), log, kmeans_backend, kmeans_n_init
+                    encode, sets, tuple(range(seeds)), log, kmeans_backend=kmeans_backend, kmeans_n_init=kmeans_n_init
                 )
             result["clustering"]["max_length"] = clustering_max_length
             result["notes"] += [f"clustering: {n} skipped ({w})" for n, w in result["clustering"]["skipped"].items()]

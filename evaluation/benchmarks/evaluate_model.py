@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Sequence
 
 import run_folder
+from device_settings import OUTSIDE_TRAINING
 from errors import ConfigError, exit_on_user_error
 from evaluation.benchmarks.clustering_tasks import (
     BENCHMARKS,
@@ -51,7 +52,7 @@ from evaluation.benchmarks.encoder_evaluation import (
     model_slug,
     write_outputs,
 )
-from lightning_modules.shared.kmeans import DEFAULT_KMEANS_BACKEND, KMEANS_BACKENDS
+from lightning_modules.shared.kmeans import KMEANS_BACKENDS
 
 
 def is_run_reference(model_ref: str) -> bool:
@@ -72,7 +73,7 @@ def evaluate_baseline(args, tasks: Sequence[str], label: str, log, start: float)
                            encoding=args.encoding)
     result: dict = {"pooling": args.model, "notes": [DESCRIPTIONS[args.model]], "seconds": {}}
     result["clustering"] = evaluate_clustering(features(args.model), sets, tuple(range(args.seeds)), log,
-                                               kmeans_n_init=args.kmeans_n_init)
+                                               kmeans_backend=args.kmeans_backend, kmeans_n_init=args.kmeans_n_init)
     result["clustering"]["max_length"] = None
     result["notes"] += [f"clustering: {n} skipped ({w})" for n, w in result["clustering"]["skipped"].items()]
     result["seconds"]["clustering"] = round(time.perf_counter() - start, 1)
@@ -104,8 +105,8 @@ def main(argv: Sequence[str] | None = None) -> dict | str:
     parser.add_argument("--name", default=None, help="label and file stem (default: derived from --model)")
     parser.add_argument("--seeds", type=int, default=10, help="KMeans seeds 0..N-1 (PairSupCon: 10)")
     parser.add_argument(
-        "--kmeans-backend", default=None, choices=KMEANS_BACKENDS,
-        help=f"KMeans implementation (default {DEFAULT_KMEANS_BACKEND}; both float32, seeded)",
+        "--kmeans-backend", default=OUTSIDE_TRAINING["kmeans_backend"], choices=KMEANS_BACKENDS,
+        help="KMeans implementation (default %(default)s; all float32, seeded)",
     )
     parser.add_argument("--kmeans-n-init", type=int, default=10, help="KMeans restarts per seed")
     parser.add_argument(

@@ -29,7 +29,9 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from device_settings import OUTSIDE_TRAINING
 from errors import ConfigError, MissingFileError, exit_on_user_error
+from lightning_modules.shared.kmeans import KMEANS_BACKENDS
 
 RULES = {  # name -> (criterion key, direction)
     "silhouette": ("silhouette", "max"),
@@ -101,7 +103,8 @@ def scan_k(
     ks: Sequence[int],
     seeds: int = 5,
     silhouette_sample: int = 3000,
-    kmeans_backend: str | None = None,
+    *,
+    kmeans_backend: str,
     log: Callable[[str], None] | None = None,
 ) -> list[dict]:
     """One row per K: silhouette, calinski_harabasz, davies_bouldin, stability, inertia, seconds."""
@@ -155,7 +158,8 @@ def choose_k(
     rule: str = "silhouette",
     silhouette_sample: int = 3000,
     hdbscan_min_cluster_size: int = 10,
-    kmeans_backend: str | None = None,
+    *,
+    kmeans_backend: str,
     log: Callable[[str], None] | None = None,
     max_texts: int = 5000,
 ) -> dict:
@@ -172,7 +176,7 @@ def choose_k(
         embeddings = np.asarray(embeddings)[keep]
     ks = parse_k(k, len(embeddings))
     start = time.perf_counter()
-    rows = scan_k(embeddings, ks, seeds, silhouette_sample, kmeans_backend, log)
+    rows = scan_k(embeddings, ks, seeds, silhouette_sample, kmeans_backend=kmeans_backend, log=log)
     try:
         reference = hdbscan_reference(embeddings, hdbscan_min_cluster_size)
     except ValueError as err:  # too few texts for HDBSCAN
@@ -301,7 +305,8 @@ def main(argv: Sequence[str] | None = None) -> dict:
     parser.add_argument("--max-texts", type=int, default=5000,
                         help="scan a seeded sample of this many texts (0: all; the cost grows with N x K)")
     parser.add_argument("--hdbscan-min-cluster-size", type=int, default=10)
-    parser.add_argument("--kmeans-backend", default=None)
+    parser.add_argument("--kmeans-backend", default=OUTSIDE_TRAINING["kmeans_backend"], choices=KMEANS_BACKENDS,
+                        help="KMeans implementation (default %(default)s)")
     parser.add_argument("--batch-size", type=int, default=128)
     parser.add_argument("--embedding-cache", type=Path, default=None)
     parser.add_argument("--out", type=Path, default=None, help="folder for choose_k.json/.md/.png "
@@ -326,7 +331,8 @@ def main(argv: Sequence[str] | None = None) -> dict:
     else:
         raise MissingFileError(f"--input '{args.input}' does not exist.")
     result = choose_k(embeddings, args.k, args.seeds, args.rule, args.silhouette_sample,
-                      args.hdbscan_min_cluster_size, args.kmeans_backend, log, args.max_texts)
+                      args.hdbscan_min_cluster_size, kmeans_backend=args.kmeans_backend, log=log,
+                      max_texts=args.max_texts)
     paths = write_outputs(result, out, title)
     rec = result["recommended"]
     print(f"recommended K = {rec['k']} ({rec['rule_text']}); HDBSCAN: {result['hdbscan'].get('clusters')} clusters")

@@ -38,7 +38,7 @@ def clustering_scores(labels, predictions) -> dict[str, float]:
 
 
 def kmeans_scores(
-    embeddings, labels, num_clusters: int, seeds=(0,), backend: str | None = None, n_init: int = 10,
+    embeddings, labels, num_clusters: int, seeds=(0,), *, backend: str, n_init: int = 10,
     dtype: str = "float32",
 ) -> dict[str, float]:
     """KMeans over several seeds; mean and standard deviation of each score.

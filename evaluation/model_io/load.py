@@ -27,7 +27,7 @@ import torch
 import run_folder
 from errors import UserError
 from lightning_modules.shared.backbone import BackboneUnavailableError
-from lightning_modules.shared.encoder import POOLINGS, TextEncoder
+from lightning_modules.shared.encoder import POOLINGS, EncoderSettings, TextEncoder
 
 log = logging.getLogger(__name__)
 
@@ -122,10 +122,8 @@ def load_checkpoint_encoder(ckpt: str | Path, pooling: str | None = None) -> tup
                 f"Checkpoint '{ckpt}' has no 'backbone' hyper-parameter or no state_dict, and no {run_folder.CONFIG} "
                 "beside its run directory; cannot tell which encoder it holds (give a checkpoint run.py wrote)."
             )
-        encoder = TextEncoder.from_name(
-            hp["backbone"], pooling=hp.get("pooling", "mean"), max_length=hp.get("max_length", 32),
-            prompt_templates=hp.get("prompt_templates"),
-        )
+        encoder = TextEncoder.from_name(hp["backbone"], EncoderSettings.outside_training(
+            hp.get("pooling", "mean"), hp.get("max_length", 32), hp.get("prompt_templates")))
         encoder.load_state_dict(encoder_weights(state["state_dict"]))
         eval_pooling = hp.get("eval_pooling") or encoder.pooling
         log.info("rebuilt the encoder of %s from its hyper-parameters (no run config found)", ckpt)
@@ -182,7 +180,7 @@ def load_sentence_transformers_folder(folder: str | Path, pooling: str | None = 
         native = "cls"
     else:
         raise ModelLoadError(f"'{folder}': pooling mode {mode!r} followed by {rest} is not supported here.")
-    encoder = TextEncoder.from_name(str(folder), pooling=native)
+    encoder = TextEncoder.from_name(str(folder), EncoderSettings.outside_training(native))
     # sentence-transformers < 6 wrote max_seq_length into sentence_bert_config.json; 6.x keeps it as
     # the saved tokenizer's model_max_length
     st_cfg = folder / "sentence_bert_config.json"
@@ -261,7 +259,7 @@ def load_encoder(model_ref: str | Path, pooling: str | None = None) -> tuple[Tex
             f"model folder, a Hub name such as sentence-transformers/all-MiniLM-L6-v2, or {' / '.join(ALIASES)}."
         )
     try:
-        encoder = TextEncoder.from_name(ref, pooling=pooling or "mean")
+        encoder = TextEncoder.from_name(ref, EncoderSettings.outside_training(pooling or "mean"))
     except BackboneUnavailableError as err:
         raise ModelLoadError(
             f"model '{ref}' is not a local file or folder, and loading it from the Hugging Face Hub failed (no "

@@ -10,11 +10,21 @@ import torch
 from omegaconf import Container, OmegaConf
 from torch import nn
 
-from lightning_modules.shared.encoder import TextEncoder
+from lightning_modules.shared.encoder import EncoderSettings, TextEncoder
 from lightning_modules.shared.registry import class_path
 
 # Kinds of training data (a datamodule's ``data_kind``, a method's ``trains_on``)
 SHORT_TEXT, SENTENCES, NLI = "short_text", "sentences", "nli"
+
+
+class _Required:
+    """The value in :data:`ENCODER_SETTINGS` of a setting without a default: the caller must give it."""
+
+    def __repr__(self) -> str:
+        return "<required>"
+
+
+REQUIRED = _Required()
 # The encoder settings of every method, defined once (config keys method.<name>; each method's yaml
 # passes them); a method changes a default in its ``encoder_defaults`` (SimCSE: [CLS] pooling, one rate).
 ENCODER_SETTINGS = {
@@ -27,8 +37,9 @@ ENCODER_SETTINGS = {
     "optimizer": None,  # a partial optimiser (Hydra ``_partial_: true``); Adam when None
     # speed (config keys encoder_chunk_tokens / encoder_concat_views): length-sorted chunks of at most this
     # many padded tokens (0: off), and the views of a step in one encoder call; with dropout off they change
-    # speed, not results; in training they change which dropout mask each text draws (like another seed)
-    "chunk_tokens": 1024,
+    # speed, not results; in training they change which dropout mask each text draws (like another seed).
+    # No default for the chunks: run.py chooses them for the run's device (device_settings.py)
+    "chunk_tokens": REQUIRED,
     "concat_views": True,
     # cached gradients (docs/cached_gradients.md): > 0 runs the encoder in mini-batches of at most this many
     # padded tokens and holds the graph of one at a time; the gradients are those of the whole batch
@@ -94,10 +105,14 @@ class TextRepresentationModule(L.LightningModule):
             raise TypeError(f"{type(self).__name__} got unknown argument(s) {unknown}; encoder settings are "
                             f"{sorted(ENCODER_SETTINGS)}")
         s = {**ENCODER_SETTINGS, **self.encoder_defaults, **encoder}
-        self.encoder = TextEncoder.from_name(s["backbone"], pooling=s["pooling"], max_length=s["max_length"],
-                                             chunk_tokens=s["chunk_tokens"], concat_views=s["concat_views"],
-                                             grad_cache_tokens=s["grad_cache_tokens"],
-                                             prompt_templates=s["prompt_templates"])
+        missing = sorted(key for key, value in s.items() if value is REQUIRED)
+        if missing:
+            raise TypeError(f"{type(self).__name__} needs {missing}: chunk_tokens is encoder_chunk_tokens, which "
+                            "run.py chooses for the run's device (device_settings.py); give the number of padded "
+                            "tokens per encoder call (0: one padded call per batch)")
+        settings = EncoderSettings(s["pooling"], s["max_length"], s["chunk_tokens"], s["concat_views"],
+                                   s["grad_cache_tokens"], s["prompt_templates"])
+        self.encoder = TextEncoder.from_name(s["backbone"], settings)
         self.eval_pooling = s["eval_pooling"] or s["pooling"]
         self.lr = s["lr"]
         self.head_lr_multiplier = s["head_lr_multiplier"]

@@ -6,17 +6,18 @@ Backbones by name: :mod:`lightning_modules.shared.backbone`; token counts and ch
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from typing import Sequence
 
 import torch
 from torch import nn
 
+from device_settings import OUTSIDE_TRAINING
 from errors import ConfigError
 from lightning_modules.shared.backbone import (
     load_backbone,
     load_tokenizer,
 )
-from lightning_modules.shared.device_defaults import CPU_CHUNK_TOKENS
 from lightning_modules.shared.grad_cache import cached_encoding
 from lightning_modules.shared.prompt import PromptTemplates, mask_states
 from lightning_modules.shared.token_batches import (
@@ -60,6 +61,31 @@ def _no_padding(counts: Sequence[int] | None, width: int) -> bool | None:
     return None if counts is None else all(int(n) >= width for n in counts)
 
 
+@dataclass(frozen=True)
+class EncoderSettings:
+    """What a :class:`TextEncoder` is built with besides its backbone: the pooler, the token limit and the speed
+    settings (config keys ``method.<name>``, conf/method/encoder/default.yaml; ``chunk_tokens`` is
+    ``encoder_chunk_tokens``). No field has a default: a method's module passes its configuration's values (the
+    speed settings chosen for the run's device, device_settings.py), and work outside training takes
+    :meth:`outside_training`."""
+
+    pooling: str
+    max_length: int
+    chunk_tokens: int
+    concat_views: bool
+    grad_cache_tokens: int
+    prompt_templates: Sequence[str] | None
+
+    @classmethod
+    def outside_training(cls, pooling: str = "mean", max_length: int = 32,
+                         prompt_templates: Sequence[str] | None = None) -> "EncoderSettings":
+        """An encoder that embeds texts outside training (evaluation tools, the K scan before training, tests):
+        ``device_settings.OUTSIDE_TRAINING``'s chunks; views in one call and no cached gradients, which act in
+        training steps only."""
+        return cls(pooling, max_length, OUTSIDE_TRAINING["encoder_chunk_tokens"], concat_views=True,
+                   grad_cache_tokens=0, prompt_templates=prompt_templates)
+
+
 class TextEncoder(nn.Module):
     """Backbone + pooler. ``cls`` adds SimCSE's Linear+Tanh MLP on the [CLS] state.
 
@@ -80,58 +106,42 @@ class TextEncoder(nn.Module):
       sorted and chunked together; false embeds each view by its own call.
     """
 
-    def __init__(
-        self,
-        backbone: nn.Module,
-        tokenizer,
-        pooling: str = "mean",
-        max_length: int = 32,
-        chunk_tokens: int = 0,
-        concat_views: bool = True,
-        grad_cache_tokens: int = 0,
-        prompt_templates: Sequence[str] | None = None,
-    ):
+    def __init__(self, backbone: nn.Module, tokenizer, settings: EncoderSettings):
         super().__init__()
+        pooling, chunk_tokens, grad_cache_tokens = settings.pooling, settings.chunk_tokens, settings.grad_cache_tokens
         if pooling not in POOLINGS:
             raise ConfigError(f"method.pooling must be one of {POOLINGS} (method.eval_pooling too), got '{pooling}'")
-        if chunk_tokens is None:  # not chosen for a device (run.py does that): the CPU's default
-            chunk_tokens = CPU_CHUNK_TOKENS
+        if chunk_tokens is None:
+            raise ConfigError("encoder_chunk_tokens is null: run.py chooses it for the run's device "
+                              "(device_settings.py); a model built outside run.py needs a number (0: one padded "
+                              "call per batch)")
         if int(chunk_tokens) < 0:
-            raise ConfigError(f"encoder_chunk_tokens must be >= 0 (0: no chunking) or null, got {chunk_tokens}")
+            raise ConfigError(f"encoder_chunk_tokens must be >= 0 (0: no chunking), got {chunk_tokens}")
         # from_pretrained returns the model in eval mode; Lightning keeps module modes as found,
         # so without this dropout would be off in training (and virtual views would be identical)
         self.backbone = backbone.train()
         self.tokenizer = tokenizer
         self.pooling = pooling
-        self.max_length = max_length
+        self.max_length = settings.max_length
         self.dim = backbone.config.hidden_size
         self.mlp = (
             nn.Sequential(nn.Linear(self.dim, self.dim), nn.Tanh()) if pooling in MLP_POOLINGS else None
         )
-        self.prompt = PromptTemplates(tokenizer, prompt_templates) if prompt_templates else None
+        templates = settings.prompt_templates
+        self.prompt = PromptTemplates(tokenizer, templates) if templates else None
         if pooling in PROMPT_POOLINGS and self.prompt is None:
             raise ConfigError(f"pooling '{pooling}' needs prompt templates (method.prompt_templates), e.g. "
                               "['*cls*_This_sentence_:_\"*sent_0*\"_means*mask*.*sep+*']")
         self.chunk_tokens = int(chunk_tokens)
-        self.concat_views = bool(concat_views)
+        self.concat_views = bool(settings.concat_views)
         if grad_cache_tokens is None or int(grad_cache_tokens) < 0:
             raise ConfigError(f"grad_cache_tokens must be >= 0 (0: off), got {grad_cache_tokens}")
         self.grad_cache_tokens = int(grad_cache_tokens)
 
     @classmethod
-    def from_name(
-        cls,
-        name: str,
-        pooling: str = "mean",
-        max_length: int = 32,
-        chunk_tokens: int = 0,
-        concat_views: bool = True,
-        grad_cache_tokens: int = 0,
-        prompt_templates: Sequence[str] | None = None,
-        **tiny_kwargs,
-    ):
-        return cls(load_backbone(name, **tiny_kwargs), load_tokenizer(name), pooling, max_length, chunk_tokens,
-                   concat_views, grad_cache_tokens, prompt_templates)
+    def from_name(cls, name: str, settings: EncoderSettings, **tiny_kwargs) -> "TextEncoder":
+        """The backbone and tokenizer named ``name`` (``lightning_modules.shared.backbone``) with ``settings``."""
+        return cls(load_backbone(name, **tiny_kwargs), load_tokenizer(name), settings)
 
     def compile_backbone(self, dynamic: bool = True, backend: str = "inductor") -> None:
         """``torch.compile`` the backbone in place (``nn.Module.compile``: its weights and checkpoint keys stay as

@@ -1,10 +1,11 @@
 """KMeans as training and evaluation use it: one seeded interface over three backends.
 
-``fast`` (default): greedy k-means++ seeding (the variant scikit-learn uses) followed by
-scikit-learn's Lloyd iterations, in float32; ``sklearn``: scikit-learn's KMeans; ``faiss``:
-faiss-cpu with random restarts; ``torch``: the ``fast`` algorithm in torch, on the GPU when there is one (the
-default of a run on a GPU: conf/config.yaml ``kmeans_backend: null``). Training uses it for SCCL's centroid
-initialisation and AECL's pseudo-labels; evaluation for every KMeans score.
+``fast``: greedy k-means++ seeding (the variant scikit-learn uses) followed by scikit-learn's Lloyd
+iterations, in float32; ``sklearn``: scikit-learn's KMeans; ``faiss``: faiss-cpu with random restarts;
+``torch``: the ``fast`` algorithm in torch, on the GPU when there is one. Every caller names the backend: a run
+takes ``kmeans_backend`` (null: chosen for the run's device), a command outside training
+``device_settings.OUTSIDE_TRAINING``. Training uses it for SCCL's centroid initialisation and AECL's
+pseudo-labels; evaluation for every KMeans score.
 """
 from __future__ import annotations
 
@@ -15,7 +16,6 @@ import numpy as np
 from errors import UserError
 
 KMEANS_BACKENDS = ("fast", "sklearn", "faiss", "torch")
-DEFAULT_KMEANS_BACKEND = "fast"
 DTYPES = {"float32": np.float32, "float64": np.float64}
 
 
@@ -45,9 +45,13 @@ class KMeansResult:
         return distances.argmin(axis=1).astype(np.int64)
 
 
-def resolve_kmeans_backend(backend: str | None) -> str:
-    """``backend`` checked, or the default (``DEFAULT_KMEANS_BACKEND``) for None."""
-    backend = DEFAULT_KMEANS_BACKEND if backend is None else str(backend)
+def check_kmeans_backend(backend: str | None) -> str:
+    """``backend``, one of :data:`KMEANS_BACKENDS`; None (nothing chose one) is refused, not replaced."""
+    if backend is None:
+        raise KMeansBackendError(
+            "no KMeans backend given (kmeans_backend is null): run.py chooses it for the run's device "
+            f"(device_settings.py); elsewhere name one of {', '.join(KMEANS_BACKENDS)}")
+    backend = str(backend)
     if backend not in KMEANS_BACKENDS:
         raise KMeansBackendError(f"unknown KMeans backend '{backend}'; choose one of {', '.join(KMEANS_BACKENDS)}")
     return backend
@@ -65,7 +69,7 @@ def kmeans_fit(
 ) -> KMeansResult:
     """KMeans of ``embeddings`` [n, d] into ``num_clusters``; the same seed gives the same clusters.
 
-    Backends (``KMEANS_BACKENDS``; None: ``DEFAULT_KMEANS_BACKEND``):
+    Backends (``KMEANS_BACKENDS``; None is refused: the caller names one):
 
     - ``fast``: scikit-learn's algorithm with a faster initialisation: ``n_init`` restarts, each a
       greedy k-means++ initialisation (``greedy_kmeans_plusplus``, seeded by ``seed``) followed by
@@ -84,7 +88,7 @@ def kmeans_fit(
       (scikit-learn's 1e-4 when None; this backend only)) on
       ``dtype`` (float32 by default; ``float64`` is what the older evaluations used).
     """
-    backend = resolve_kmeans_backend(backend)
+    backend = check_kmeans_backend(backend)
     if tol is not None and backend != "sklearn":
         raise ValueError(f"tol is scikit-learn's convergence tolerance: use backend='sklearn' (got '{backend}')")
     if dtype not in DTYPES:

@@ -49,6 +49,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from datamodules.download.catalogue import data_root  # noqa: E402
+from device_settings import Device, device_defaults  # noqa: E402
 from lightning_modules.shared.encoder import CHUNK_IF_BELOW  # noqa: E402
 from lightning_modules.shared.token_batches import length_chunks  # noqa: E402
 from scripts.bench.reference_step import AuthorsSCCLStep  # noqa: E402
@@ -56,7 +57,8 @@ from scripts.bench.report import EVAL_VARIANTS, PARTS, document, machine, render
 
 BATCH = 64
 MAX_LENGTH = 32
-CHUNK = 1024  # the default encoder_chunk_tokens (conf/config.yaml)
+CPU_RUN = device_defaults(Device("cpu"))  # the speed settings of a run on the CPU, what this benchmark measures
+CHUNK = CPU_RUN["encoder_chunk_tokens"]
 
 
 # ----------------------------------------------------------------------------- data
@@ -104,7 +106,7 @@ def sccl_model():
     from lightning_modules.sccl.module import SCCL
 
     torch.manual_seed(0)
-    model = SCCL(num_clusters=20, backbone=BACKBONE, instance_weight=1.0, cluster_weight=1.0)
+    model = SCCL(num_clusters=20, backbone=BACKBONE, chunk_tokens=CHUNK, instance_weight=1.0, cluster_weight=1.0)
     model.log = lambda *args, **kwargs: None  # no Trainer here
     return model
 
@@ -113,7 +115,7 @@ def aecl_model():
     from lightning_modules.aecl.module import AECL
 
     torch.manual_seed(0)
-    model = AECL(num_clusters=20, backbone=BACKBONE)
+    model = AECL(num_clusters=20, backbone=BACKBONE, chunk_tokens=CHUNK)
     model.log = lambda *args, **kwargs: None
     return model
 
@@ -386,13 +388,14 @@ def part_e2e(args) -> dict:
 def part_inrun(args) -> dict:
     """One periodic evaluation as ClusteringEvaluator makes it, timed in pieces, old vs default backend."""
     from callbacks.evaluation.clustering_eval import evaluate_outputs
-    from lightning_modules.shared.eval_outputs import collect_eval_outputs
     from datamodules.short_text import ShortTextDataModule
-    from lightning_modules.shared.kmeans import DEFAULT_KMEANS_BACKEND, kmeans_fit
+    from lightning_modules.shared.eval_outputs import collect_eval_outputs
+    from lightning_modules.shared.kmeans import kmeans_fit
 
     dm = ShortTextDataModule(data_dir=args.data_dir, file="stackoverflow.csv", text_column="text0",
                              aug_columns=["text1"], num_clusters=20, tokenizer="minilm", batch_size=BATCH,
-                             eval_batch_size=256, seed=0)
+                             eval_batch_size=256, seed=0,
+                             loader={k.split(".", 1)[1]: v for k, v in CPU_RUN.items() if k.startswith("loader.")})
     dm.setup()
     model = sccl_model()
     set_sccl_centroids(model, dm.corpus)
@@ -400,7 +403,8 @@ def part_inrun(args) -> dict:
     out: dict = {"n": len(dm.texts), "variants": {}}
     dm.eval_dataloader()  # token counts for the length-sorted batches are computed once per run, not per evaluation
     for name, backend, dtype in (("before (sklearn float64)", "sklearn", "float64"),
-                                 (f"default ({DEFAULT_KMEANS_BACKEND} float32)", DEFAULT_KMEANS_BACKEND, "float32")):
+                                 (f"default ({CPU_RUN['kmeans_backend']} float32)", CPU_RUN["kmeans_backend"],
+                                  "float32")):
         t0 = time.perf_counter()
         outputs = collect_eval_outputs(model, dm.eval_dataloader())
         t1 = time.perf_counter()

@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from datamodules.download.catalogue import data_root  # noqa: E402
+from device_settings import CPU_CHUNK_TOKENS  # noqa: E402
 
 START, END = "<!-- grad-cache:start -->", "<!-- grad-cache:end -->"
 CASES = (("pairsupcon", 1024), ("sccl", 400))
@@ -54,13 +55,14 @@ def child(method: str, batch_size: int, grad_cache_tokens: int, steps: int, data
     if method == "pairsupcon":
         from lightning_modules.pairsupcon.module import PairSupCon
 
-        module = PairSupCon(backbone="minilm", grad_cache_tokens=grad_cache_tokens)
+        module = PairSupCon(backbone="minilm", chunk_tokens=CPU_CHUNK_TOKENS, grad_cache_tokens=grad_cache_tokens)
         tok = module.encoder.tokenize
         batch = {"s1": tok(a), "s2": tok(b), "labels": torch.tensor([1, 0] * (batch_size // 2))}
     else:
         from lightning_modules.sccl.module import SCCL
 
-        module = SCCL(num_clusters=20, backbone="minilm", grad_cache_tokens=grad_cache_tokens)
+        module = SCCL(num_clusters=20, backbone="minilm", chunk_tokens=CPU_CHUNK_TOKENS,
+                      grad_cache_tokens=grad_cache_tokens)
         module.set_centroids(torch.randn(20, module.encoder.dim))
         tok = module.encoder.tokenize
         batch = {"index": torch.arange(batch_size), "view1": tok(b), "view2": tok(a[::-1]), "original": tok(a)}

@@ -166,6 +166,7 @@ def main(argv=None) -> None:
     import pandas as pd
     from transformers import AutoModel, AutoTokenizer
 
+    from device_settings import OUTSIDE_TRAINING
     from evaluation.clustering.metrics import cluster_accuracy, clustering_scores, kmeans_scores
 
     try:
@@ -269,7 +270,8 @@ def main(argv=None) -> None:
         embeddings = torch.cat([e for e, _ in recorded["eval"]]).numpy()
         head = torch.cat([p for _, p in recorded["eval"]]).numpy()
         stage = 1 if epoch <= args.stage1_epoch else 2 if epoch <= args.stage1_epoch + args.stage2_epoch else 3
-        km = kmeans_scores(embeddings, truth, args.class_num, seeds=(args.seed,))
+        km = kmeans_scores(embeddings, truth, args.class_num, seeds=(args.seed,),
+                           backend=OUTSIDE_TRAINING["kmeans_backend"])
         confidence = torch.cat(recorded["confident"])
         row = {
             "epoch": epoch + 1, "stage": stage, "step": (epoch + 1) * args_in.batches,

@@ -46,14 +46,14 @@ def main(argv: list[str] | None = None) -> int:
     import pandas as pd
     import torch
 
-    from lightning_modules.shared.encoder import TextEncoder
+    from lightning_modules.shared.encoder import EncoderSettings, TextEncoder
 
     frame = pd.read_csv(args.data)
     missing = {args.text_column, args.label_column} - set(frame.columns)
     if missing:
         raise SystemExit(f"error: {args.data} has no column {sorted(missing)}; its columns: {list(frame.columns)}")
     labels = pd.factorize(frame[args.label_column])[0]
-    encoder = TextEncoder.from_name(args.backbone, max_length=args.max_length).eval()
+    encoder = TextEncoder.from_name(args.backbone, EncoderSettings.outside_training(max_length=args.max_length)).eval()
     with torch.no_grad():
         embeddings = encoder.encode(frame[args.text_column].astype(str).tolist(), batch_size=256).float().numpy()
     single = single_init_accuracies(embeddings, labels, args.clusters, args.seeds)

@@ -5,6 +5,7 @@ import torch
 from callbacks.evaluation.clustering_eval import ClusteringEvaluator, evaluate_outputs
 from lightning_modules.sccl.callbacks.centroid_init import kmeans_init
 from lightning_modules.shared.eval_outputs import collect_eval_outputs
+from tests.helpers.speed import KMEANS
 
 
 def blobs(seed=0):
@@ -16,46 +17,46 @@ def blobs(seed=0):
 
 def test_kmeans_init_finds_centres_and_is_seeded():
     x, _, centres = blobs()
-    found = kmeans_init(x, 3, seed=0)
+    found = kmeans_init(x, 3, seed=0, backend=KMEANS)
     assert found.shape == (3, 2) and found.dtype == torch.float32
     # every true centre has a found centre within 0.2
     dist = torch.cdist(torch.tensor(centres, dtype=torch.float32), found)
     assert (dist.min(dim=1).values < 0.2).all()
-    assert torch.equal(found, kmeans_init(x, 3, seed=0))
+    assert torch.equal(found, kmeans_init(x, 3, seed=0, backend=KMEANS))
 
 
 def test_evaluate_outputs_scores_kmeans_and_head():
     x, y, _ = blobs()
     head = torch.tensor((y + 1) % 3)  # a permutation of the truth
-    metrics, predictions = evaluate_outputs({"embeddings": x, "head_pred": head}, y, 3)
+    metrics, predictions = evaluate_outputs({"embeddings": x, "head_pred": head}, y, 3, kmeans_backend=KMEANS)
     assert metrics["kmeans_acc"] == 1.0 and metrics["head_acc"] == 1.0
     assert set(predictions) == {"kmeans", "head"} and len(predictions["kmeans"]) == 30
 
 
 def test_evaluate_outputs_without_labels_gives_predictions_only():
     x, _, _ = blobs()
-    metrics, predictions = evaluate_outputs({"embeddings": x}, None, 3)
+    metrics, predictions = evaluate_outputs({"embeddings": x}, None, 3, kmeans_backend=KMEANS)
     assert not any(k.endswith(("_acc", "_nmi", "_ari", "_ami")) for k in metrics)
     assert metrics["kmeans_silhouette"] > 0.5 and "kmeans_changed" not in metrics  # no earlier evaluation
     assert len(set(predictions["kmeans"])) == 3
-    metrics, _ = evaluate_outputs({"embeddings": x}, None, 3, label_free_sample=None)
+    metrics, _ = evaluate_outputs({"embeddings": x}, None, 3, label_free_sample=None, kmeans_backend=KMEANS)
     assert metrics == {}
 
 
 def test_evaluator_best_step_and_state_round_trip():
-    ev = ClusteringEvaluator(every_n_steps=5)
+    ev = ClusteringEvaluator(every_n_steps=5, kmeans_backend=KMEANS)
     ev.before = {"step": 0, "kmeans_acc": 0.2}
     ev.history = [{"step": 5, "kmeans_acc": 0.5}, {"step": 10, "kmeans_acc": 0.7}, {"step": 15, "kmeans_acc": 0.6}]
     assert ev.best()["step"] == 10
     summary = ev.summary()
     assert summary["best_step"] == 10 and summary["best_selected_with_labels"] is True
-    restored = ClusteringEvaluator()
+    restored = ClusteringEvaluator(kmeans_backend=KMEANS)
     restored.load_state_dict(ev.state_dict())
     assert restored.before == ev.before and restored.history == ev.history
 
 
 def test_evaluator_without_labels_has_no_best():
-    ev = ClusteringEvaluator()
+    ev = ClusteringEvaluator(kmeans_backend=KMEANS)
     ev.history = [{"step": 5}]
     assert ev.summary()["best"] is None and ev.summary()["best_selected_with_labels"] is False
 
@@ -64,7 +65,7 @@ def test_evaluator_rejects_negative_interval():
     import pytest
 
     with pytest.raises(ValueError, match="every_n_steps"):
-        ClusteringEvaluator(every_n_steps=-1)
+        ClusteringEvaluator(every_n_steps=-1, kmeans_backend=KMEANS)
 
 
 class _Echo(torch.nn.Module):

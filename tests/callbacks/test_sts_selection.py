@@ -9,6 +9,7 @@ import torch
 from scipy.stats import spearmanr
 
 from callbacks.evaluation.sts_selection import StsSelection, selection_update
+from tests.helpers.speed import CHUNKS
 
 
 def run_rule(scores, patience, min_delta=0.0):
@@ -135,7 +136,7 @@ def test_cli_evaluates_a_lightning_checkpoint_with_its_eval_pooling(tmp_path):
     from evaluation.benchmarks.sts import main
     from lightning_modules.simcse.module import SimCSE
 
-    module = SimCSE(backbone="tiny")
+    module = SimCSE(backbone="tiny", chunk_tokens=CHUNKS)
     with torch.no_grad():  # weights the fresh tiny backbone does not have
         module.encoder.backbone.embeddings.word_embeddings.weight.mul_(3.0)
     path = tmp_path / "m.ckpt"

@@ -14,6 +14,7 @@ import datamodules.nli as nli
 from datamodules.nli import NLIDataModule, StreamingNLIDataset
 from datamodules.nli_files import NLIFormatError, count_pairs, detect_format, read_pairs
 from datamodules.streaming import EpochAwareLoader
+from tests.helpers.speed import LOADER
 
 # gold labels as in the SNLI release: '-' marks pairs without annotator consensus
 ROWS = [
@@ -209,7 +210,8 @@ def test_epoch_aware_loader_sets_epoch_and_rank_before_iterating(tmp_path):
 @pytest.mark.parametrize("streaming", [True, False])
 def test_datamodule_batches(tmp_path, streaming):
     path = numbered_csv(tmp_path, 9)
-    dm = NLIDataModule(path=str(path), batch_size=4, max_length=8, tokenizer="tiny", streaming=streaming, seed=0)
+    dm = NLIDataModule(path=str(path), batch_size=4, max_length=8, tokenizer="tiny", streaming=streaming, seed=0,
+                       loader=LOADER)
     batches = list(dm.train_dataloader())
     assert [len(b["labels"]) for b in batches] == [4, 4, 1]
     batch = batches[0]
@@ -227,7 +229,7 @@ def test_datamodule_batches(tmp_path, streaming):
 
 def test_datamodule_needs_a_path():
     with pytest.raises(ValueError, match="path=<file>"):
-        NLIDataModule()
+        NLIDataModule(loader=LOADER)
 
 
 # -- shared data (SOURCES.md counts) --------------------------------------------------------------
@@ -262,7 +264,8 @@ def test_lightning_trainer_reshuffles_stream_each_epoch(tmp_path):
             return torch.optim.SGD(self.parameters(), lr=0.1)
 
     path = numbered_csv(tmp_path, 30)
-    dm = NLIDataModule(path=str(path), batch_size=4, tokenizer="tiny", streaming=True, buffer_size=30, num_workers=2)
+    dm = NLIDataModule(path=str(path), batch_size=4, tokenizer="tiny", streaming=True, buffer_size=30,
+                       loader={**LOADER, "num_workers": 2})
     model = Recorder()
     trainer = L.Trainer(
         max_epochs=2,

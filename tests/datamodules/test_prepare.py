@@ -5,6 +5,7 @@ import pandas as pd
 import pytest
 
 from datamodules.prepare import choose_positions, main, nli_pairs, substitute_file
+from tests.helpers.speed import LOADER
 
 TEXTS = ["brain fluid buildup delay giffords rehab", "trailer talk week movie rite mechanic week opportunity",
          "stocks fell sharply on monday after the report", "a cat", "the new phone has a bigger screen and battery"]
@@ -70,7 +71,7 @@ def test_nli_triplets_become_entailment_and_contradiction_pairs_that_the_nli_loa
         ["Two dogs run .", "Dogs move .", "entailment"], ["Two dogs run .", "Cats sit .", "contradiction"]]
     from datamodules.nli import NLIDataModule
 
-    dm = NLIDataModule(data_dir=str(tmp_path), file="pairs.csv", tokenizer="tiny", batch_size=2)
+    dm = NLIDataModule(data_dir=str(tmp_path), file="pairs.csv", tokenizer="tiny", batch_size=2, loader=LOADER)
     dm.setup("fit")
     labels = [int(v) for batch in dm.train_dataloader() for v in batch["labels"]]
     assert sorted(labels) == [0, 0, 1, 1]  # contradiction 0, entailment 1

@@ -7,13 +7,14 @@ from datamodules.short_text import ShortTextDataModule
 from datamodules.short_text_corpus import load_corpus
 from errors import DataConfigError
 from tests.helpers.data_files import write_csv
+from tests.helpers.speed import LOADER
 
 
 def make_dm(path, **kwargs):
     defaults = dict(data_dir=str(path.parent), file=path.name, text_column="text0", aug_columns=["text1"],
                     tokenizer="tiny", batch_size=8, eval_batch_size=5)
     defaults.update(kwargs)
-    return ShortTextDataModule(**defaults)
+    return ShortTextDataModule(**defaults, loader=LOADER)
 
 
 def test_explicit_views_and_padding_to_longest(toy_corpus):
@@ -131,7 +132,7 @@ def test_tsv_is_read_tab_separated(tmp_path):
 
 def test_bad_augmentation_mode():
     with pytest.raises(DataConfigError, match="explicit.*virtual"):
-        ShortTextDataModule(augmentation="mixed")
+        ShortTextDataModule(augmentation="mixed", loader=LOADER)
 
 
 def test_length_grouped_batches_cover_each_row_once_and_follow_the_epoch():

@@ -12,6 +12,7 @@ from torch.utils.data import DataLoader
 from datamodules.streaming import EpochAwareLoader
 from datamodules.streaming_text import StreamingTextDataModule, StreamingTextDataset
 from errors import UserError
+from tests.helpers.speed import LOADER
 
 
 def write_lines(path: Path, lines: list[str], newline: str = "\n") -> Path:
@@ -141,7 +142,7 @@ def test_memory_does_not_grow_with_file_size(tmp_path):
 def test_missing_and_empty_files_are_clear_errors(tmp_path):
     missing = tmp_path / "nowhere" / "wiki1m.txt"
     with pytest.raises(FileNotFoundError, match=r"nowhere/wiki1m\.txt.*data_dir"):
-        StreamingTextDataModule(missing, tokenizer=object())
+        StreamingTextDataModule(missing, tokenizer=object(), loader=LOADER)
     with pytest.raises(FileNotFoundError, match="data_dir"):
         StreamingTextDataset(missing)
     empty = tmp_path / "empty.txt"
@@ -149,7 +150,7 @@ def test_missing_and_empty_files_are_clear_errors(tmp_path):
     blank = write_lines(tmp_path / "blank.txt", ["", "  ", "\t"])
     for path in (empty, blank):
         with pytest.raises(ValueError, match=f"{path.name} is empty"):
-            StreamingTextDataModule(path, tokenizer=object())
+            StreamingTextDataModule(path, tokenizer=object(), loader=LOADER)
     with pytest.raises(UserError, match="is a folder; set dataset.path"):
         StreamingTextDataset(tmp_path)
     with pytest.raises(ValueError, match="rank"):
@@ -167,7 +168,7 @@ def test_datamodule_batches_pad_to_longest_and_keep_texts(tmp_path):
     tokenizer = load_tokenizer("minilm")
     texts = ["a cat", "a much longer sentence about cats and dogs and birds and more", "dogs bark", "hi"]
     path = write_lines(tmp_path / "four.txt", texts)
-    dm = StreamingTextDataModule(path, batch_size=4, max_length=8, buffer_size=0, tokenizer=tokenizer)
+    dm = StreamingTextDataModule(path, batch_size=4, max_length=8, buffer_size=0, tokenizer=tokenizer, loader=LOADER)
     (batch,) = list(dm.train_dataloader())
     assert batch["texts"] == texts
     lengths = [len(tokenizer(t, truncation=True, max_length=8)["input_ids"]) for t in texts]
@@ -177,7 +178,8 @@ def test_datamodule_batches_pad_to_longest_and_keep_texts(tmp_path):
     assert batch["token_counts"] == lengths  # made on the host: the encoder plans its chunks without a GPU read
     assert set(batch) <= {"input_ids", "attention_mask", "token_type_ids", "texts", "token_counts"}
 
-    short = StreamingTextDataModule(path, batch_size=2, max_length=32, buffer_size=0, tokenizer_name="minilm")
+    short = StreamingTextDataModule(path, batch_size=2, max_length=32, buffer_size=0, tokenizer_name="minilm",
+                                    loader=LOADER)
     first = next(iter(short.train_dataloader()))
     assert first["texts"] == texts[:2]
     assert first["input_ids"].shape == (2, max(len(tokenizer(t)["input_ids"]) for t in texts[:2]))
@@ -204,7 +206,8 @@ def test_trainer_two_epochs_two_workers_sees_every_line_in_new_order(tmp_path):
 
     texts = sentences(203)  # 102 + 101 per worker: 7 + 7 batches of 16, DataLoader's guess is 13
     path = write_lines(tmp_path / "c.txt", texts)
-    dm = StreamingTextDataModule(path, batch_size=16, buffer_size=50, num_workers=2, tokenizer_name="minilm")
+    dm = StreamingTextDataModule(path, batch_size=16, buffer_size=50, tokenizer_name="minilm",
+                                 loader={**LOADER, "num_workers": 2})
     model = Recorder()
     trainer = L.Trainer(
         max_epochs=2,

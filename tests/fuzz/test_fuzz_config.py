@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from omegaconf import OmegaConf
 
 from tests.helpers.fuzz_strategies import budget, user_error_or
+from tests.helpers.speed import KMEANS
 
 TOKENS = ["0", "1", "2", "3", "-1", "-2", "-5", "32", "127", "128", "129", "512", "513", "100000", "0.0", "0.5",
           "1e-5", "-1e-5", "1e-300", "2.5", "nan", "inf", "-inf", "true", "false", "null", "abc", "'5'", "''",
@@ -122,7 +123,8 @@ def test_the_clustering_evaluator_arguments(below_token, patience_token, every_t
 
     below, patience, every = parse(below_token), parse(patience_token), parse(every_token)
     with user_error_or("stop_when_changed_below", "stop_patience", "every_n_steps") as outcome:
-        ClusteringEvaluator(every_n_steps=every, stop_when_changed_below=below, stop_patience=patience)
+        ClusteringEvaluator(every_n_steps=every, stop_when_changed_below=below, stop_patience=patience,
+                            kmeans_backend=KMEANS)
     allowed = ((below is None or (number(below) and 0 < below < 1)) and integer(patience) and patience >= 1
                and integer(every) and every >= 0)
     assert (outcome["error"] is None) == allowed, (below, patience, every, outcome["error"])

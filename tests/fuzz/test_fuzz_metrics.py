@@ -13,6 +13,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from tests.helpers.fuzz_strategies import budget, user_error_or
+from tests.helpers.speed import KMEANS
 
 # points on a coarse grid: exact ties and coinciding points are frequent, near-ties (which no formula can
 # settle in floating point) never happen
@@ -203,7 +204,8 @@ def test_choose_k_recommends_a_scanned_k_or_says_why_not(case, spec, rule):
 
     x, _ = case
     with user_error_or(f"'{spec}'", "no K has a finite") as outcome:
-        result = choose_k(x.astype(np.float32), spec, seeds=2, rule=rule, hdbscan_min_cluster_size=2)
+        result = choose_k(x.astype(np.float32), spec, seeds=2, rule=rule, hdbscan_min_cluster_size=2,
+                          kmeans_backend=KMEANS)
     if outcome["error"] is not None:
         return
     ks = result["ks"]

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from tests.helpers.fuzz_files import has_text, kept_rows, write_table
 from tests.helpers.fuzz_strategies import ENCODINGS, FORMATS, budget, tables, user_error_or
+from tests.helpers.speed import LOADER
 
 
 def corpus_case():
@@ -53,7 +54,7 @@ def test_short_text_corpus_reads_what_was_written_or_names_the_problem(case):
         written = write_table(Path(folder), texts, labels, fmt, encoding)
         declared = written.encoding if same_encoding else ("latin-1" if written.encoding != "latin-1" else "utf-8")
         dm = ShortTextDataModule(data_dir=folder, file=written.path.name, augmentation="virtual",
-                                 num_clusters=k, encoding=declared)
+                                 num_clusters=k, encoding=declared, loader=LOADER)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # dropped rows, no label column: warned, and checked below
             with user_error_or(written.path.name, "dataset.", "num_clusters") as outcome:

@@ -1,5 +1,5 @@
-"""Speed settings chosen per device (lightning_modules/shared/device_defaults.py), without a GPU: the device is
-faked."""
+"""Speed settings chosen per device (device_settings.py), without a GPU: the device is faked. Below the
+configuration nothing chooses them by itself."""
 from __future__ import annotations
 
 import logging
@@ -7,8 +7,9 @@ import logging
 import pytest
 import torch
 
-from lightning_modules.shared import device_defaults
-from lightning_modules.shared.device_defaults import SETTINGS, Device, resolve_settings
+import device_settings
+from device_settings import OUTSIDE_TRAINING, SETTINGS, Device, resolve_settings
+from errors import ConfigError
 
 CPU, H100, T4 = Device("cpu", None, 2), Device("cuda", 80.0, 16), Device("cuda", 15.0, 4)
 NOTHING_SET = {key: None for key in SETTINGS}
@@ -46,9 +47,9 @@ def test_an_explicit_setting_wins_on_every_device():
 
 
 def test_the_device_comes_from_the_accelerator_and_the_card(monkeypatch):
-    assert device_defaults.run_device("cpu").kind == "cpu"
+    assert device_settings.run_device("cpu").kind == "cpu"
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert device_defaults.run_device("gpu").kind == "cpu"  # asked for a GPU, none there: Lightning fails later
+    assert device_settings.run_device("gpu").kind == "cpu"  # asked for a GPU, none there: Lightning fails later
 
     class Properties:
         total_memory = 80 * 2**30
@@ -56,9 +57,9 @@ def test_the_device_comes_from_the_accelerator_and_the_card(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: Properties())
-    device = device_defaults.run_device("gpu")
+    device = device_settings.run_device("gpu")
     assert device.kind == "cuda" and device.memory_gib == pytest.approx(80.0)
-    assert device_defaults.run_device("cpu").kind == "cpu"
+    assert device_settings.run_device("cpu").kind == "cpu"
 
 
 @pytest.mark.parametrize("device,expected_chunk,expected_workers", [(CPU, 1024, 0), (H100, 8192, 4)])
@@ -67,17 +68,16 @@ def test_the_run_fills_the_config_states_each_setting_and_the_datamodule_gets_th
     import run
     from tests.helpers import compose_config, toy_overrides
 
-    monkeypatch.setattr(device_defaults, "run_device", lambda accelerator: device)
+    monkeypatch.setattr(device_settings, "run_device", lambda accelerator: device)
     cfg = compose_config(toy_overrides(toy_corpus), tmp_path)
     with caplog.at_level(logging.INFO, logger="run"):
         run.resolve_speed_settings(cfg)
-    assert cfg.method.chunk_tokens == expected_chunk and cfg.dataset.num_workers == expected_workers
+    assert cfg.method.chunk_tokens == expected_chunk and cfg.dataset.loader.num_workers == expected_workers
     line = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("speed settings"))
     source = "gpu default" if device.kind == "cuda" else "cpu default"
     for key in SETTINGS:
         assert f"{key}=" in line and source in line
     datamodule = run.instantiate_datamodule(cfg)
-    run.loader_settings(cfg, datamodule)
     datamodule.setup("fit")
     loader = datamodule.train_dataloader()
     assert loader.num_workers == expected_workers and loader.pin_memory is (device.kind == "cuda")
@@ -88,15 +88,47 @@ def test_a_command_line_value_is_kept_by_the_run(toy_corpus, tmp_path, monkeypat
     import run
     from tests.helpers import compose_config, toy_overrides
 
-    monkeypatch.setattr(device_defaults, "run_device", lambda accelerator: H100)
-    cfg = compose_config(toy_overrides(toy_corpus) + ["encoder_chunk_tokens=512", "dataset.num_workers=0"], tmp_path)
+    monkeypatch.setattr(device_settings, "run_device", lambda accelerator: H100)
+    cfg = compose_config(toy_overrides(toy_corpus) + ["encoder_chunk_tokens=512", "loader.num_workers=0"], tmp_path)
     with caplog.at_level(logging.INFO, logger="run"):
         run.resolve_speed_settings(cfg)
-    assert cfg.method.chunk_tokens == 512 and cfg.dataset.num_workers == 0
+    assert cfg.method.chunk_tokens == 512 and cfg.dataset.loader.num_workers == 0
     assert "encoder_chunk_tokens=512 (config)" in caplog.text
 
 
-def test_a_module_built_without_the_run_gets_the_cpu_chunks():
-    from lightning_modules.shared.encoder import TextEncoder
+def test_below_the_configuration_nothing_chooses_a_setting_by_itself(toy_corpus):
+    import dataclasses
 
-    assert TextEncoder.from_name("tiny", chunk_tokens=None).chunk_tokens == 1024
+    import numpy as np
+
+    from datamodules.short_text import ShortTextDataModule
+    from lightning_modules.sccl import SCCL
+    from lightning_modules.shared.encoder import EncoderSettings, TextEncoder
+    from lightning_modules.shared.kmeans import KMeansBackendError, kmeans_fit
+
+    with pytest.raises(TypeError, match=r"needs \['chunk_tokens'\].*encoder_chunk_tokens.*device_settings.py"):
+        SCCL(num_clusters=3, backbone="tiny")
+    unchosen = dataclasses.replace(EncoderSettings.outside_training(), chunk_tokens=None)
+    with pytest.raises(ConfigError, match="encoder_chunk_tokens is null.*device_settings.py"):
+        TextEncoder.from_name("tiny", unchosen)
+    loader = {"num_workers": None, "pin_memory": False, "persistent_workers": False, "prefetch_factor": None}
+    with pytest.raises(ConfigError, match=r"not set \['num_workers'\].*device_settings.py"):
+        ShortTextDataModule(data_dir=str(toy_corpus.parent), file=toy_corpus.name, tokenizer="tiny",
+                            augmentation="virtual", loader=loader)
+    with pytest.raises(KMeansBackendError, match="kmeans_backend is null.*device_settings.py"):
+        kmeans_fit(np.zeros((4, 2), dtype=np.float32), 2)
+
+
+@pytest.mark.parametrize("command", ["evaluation.clustering.choose_k", "evaluation.benchmarks.evaluate_model"])
+def test_the_evaluation_commands_show_the_value_outside_training(command, capsys):
+    import importlib
+
+    with pytest.raises(SystemExit):
+        importlib.import_module(command).main(["--help"])
+    assert f"default {OUTSIDE_TRAINING['kmeans_backend']}" in " ".join(capsys.readouterr().out.split())
+
+
+def test_an_encoder_outside_training_makes_one_padded_call_per_batch():
+    from lightning_modules.shared.encoder import EncoderSettings
+
+    assert EncoderSettings.outside_training().chunk_tokens == OUTSIDE_TRAINING["encoder_chunk_tokens"] == 0

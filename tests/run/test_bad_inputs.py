@@ -21,6 +21,7 @@ import validation
 from errors import USER_ERROR_EXIT_CODE, UserError, find_user_error
 from tests.helpers import compose_config
 from tests.helpers.data_files import FAST, write_nli, write_short_text_csv, write_stsb, write_wiki
+from tests.helpers.speed import CHUNKS, LOADER
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -213,7 +214,7 @@ def test_rows_without_any_text_are_dropped_with_their_file_lines(tmp_path):
                     "b,,only aug\na,third,\n", encoding="utf-8")
     with pytest.warns(UserWarning, match=r"holes.csv: dropped 2 row\(s\) with no text .*file lines 3, 6\)"):
         dm = ShortTextDataModule(str(tmp_path), "holes.csv", text_column="text0", aug_columns=["text1"],
-                                 augmentation="explicit", num_clusters=2)
+                                 augmentation="explicit", num_clusters=2, loader=LOADER)
         dm.setup()
     assert dm.texts == ["first", "second\nspans two lines", "only aug", "third"]
     assert dm.lines == [2, 4, 7, 8] and list(dm.labels) == ["a", "b", "b", "a"]
@@ -317,7 +318,7 @@ def test_checkpoint_method_inferred_from_hyper_parameters():
     """Checkpoints without a recorded class (older runs, copied away from their run folder)."""
     from lightning_modules.sccl.module import SCCL
 
-    hparams = dict(SCCL(num_clusters=3, backbone="tiny").hparams)
+    hparams = dict(SCCL(num_clusters=3, backbone="tiny", chunk_tokens=CHUNKS).hparams)
     assert validation.infer_class(set(hparams)) == "lightning_modules.sccl.SCCL"
     assert validation.infer_class({"backbone", "lr"}) is None
 

@@ -144,13 +144,14 @@ def test_supported_pairing_runs_one_step(method, dataset, tmp_path):
 @pytest.mark.parametrize("method", ["sccl", "aecl"])
 def test_benchmark_configs_read_a_file_of_their_layout(method, dataset, tmp_path):
     """Each benchmark config (file name, columns, K) validates and reads a file laid out like the real one."""
-    from run import instantiate_datamodule
+    from run import instantiate_datamodule, resolve_speed_settings
 
     cfg = compose_config([f"method={method}", f"dataset={dataset}", f"data_dir={tmp_path}", "backbone=tiny"],
                          tmp_path / "run")
     k = cfg.dataset.num_clusters
     write_short_text_csv(tmp_path / cfg.dataset.file, n_per_topic=2, topics=k)
     validation.validate(cfg)
+    resolve_speed_settings(cfg)  # as the run does before building anything
     datamodule = instantiate_datamodule(cfg)
     datamodule.setup("fit")
     validation.check_data(cfg, datamodule)

@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from tests.helpers import load_script
+from tests.helpers.speed import CHUNKS
 
 AUTHORS = load_script("studies/authors_aecl")
 D, M = 128, 3
@@ -50,7 +51,7 @@ def trained():
     from lightning_modules.aecl import AECL
 
     torch.manual_seed(0)
-    ours = AECL(num_clusters=M, backbone="tiny", reference=True, lr=5e-6, head_lr_multiplier=100.0)
+    ours = AECL(num_clusters=M, backbone="tiny", chunk_tokens=CHUNKS, reference=True, lr=5e-6, head_lr_multiplier=100.0)
     ours.log = lambda *args, **kwargs: None
     optimizer = ours.configure_optimizers()
     texts = ["alpha beta gamma", "delta epsilon", "zeta eta theta iota", "kappa lambda mu", "nu xi omicron pi"]

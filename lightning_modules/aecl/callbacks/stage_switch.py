@@ -7,7 +7,7 @@ from lightning.pytorch.utilities import rank_zero_warn
 
 from errors import ConfigError, WrongMethodError
 from lightning_modules.shared.eval_outputs import cached_eval_outputs
-from lightning_modules.shared.kmeans import kmeans_fit, resolve_kmeans_backend
+from lightning_modules.shared.kmeans import check_kmeans_backend, kmeans_fit
 
 MODULE_NEEDS = ("stage", "set_stage", "set_pseudo_labels", "pseudo_label_epoch", "num_clusters", "eval_step")
 
@@ -72,8 +72,8 @@ class AECLStageSwitch(Callback):
     drives_aecl_stages = True  # the module warns when no callback with this flag is present
 
     def __init__(
-        self, e1: int | None = None, e2: int | None = None, kmeans_seed: int = 0, kmeans_n_init: int = 10,
-        kmeans_backend: str | None = None, schedule: str = "paper", pseudo_labels: str = "every_epoch",
+        self, e1: int | None = None, e2: int | None = None, kmeans_seed: int = 0, kmeans_n_init: int = 10, *,
+        kmeans_backend: str, schedule: str = "paper", pseudo_labels: str = "every_epoch",
         kmeans_max_iter: int | None = None, kmeans_tol: float | None = None,
     ):
         _check_epochs(e1, e2)
@@ -82,7 +82,7 @@ class AECLStageSwitch(Callback):
         stage1_epochs(0, schedule)  # checks the name
         if pseudo_labels not in PSEUDO_LABELS:
             raise ConfigError(f"AECLStageSwitch: pseudo_labels must be one of {PSEUDO_LABELS}, got {pseudo_labels!r}")
-        if kmeans_tol is not None and resolve_kmeans_backend(kmeans_backend) != "sklearn":
+        if kmeans_tol is not None and check_kmeans_backend(kmeans_backend) != "sklearn":
             raise ConfigError("AECLStageSwitch: kmeans_tol is scikit-learn's tolerance; set kmeans_backend=sklearn")
         self.schedule = schedule
         self.pseudo_labels = pseudo_labels
@@ -92,7 +92,7 @@ class AECLStageSwitch(Callback):
         self.e2 = e2
         self.kmeans_seed = kmeans_seed
         self.kmeans_n_init = kmeans_n_init
-        self.kmeans_backend = resolve_kmeans_backend(kmeans_backend)
+        self.kmeans_backend = check_kmeans_backend(kmeans_backend)
         self._saved_schedule: dict | None = None
 
     def setup(self, trainer, pl_module, stage: str) -> None:

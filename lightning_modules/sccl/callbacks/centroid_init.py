@@ -7,12 +7,11 @@ from lightning.pytorch.callbacks import Callback
 
 from errors import ConfigError
 from lightning_modules.shared.eval_outputs import cached_eval_outputs
-from lightning_modules.shared.kmeans import kmeans_fit, resolve_kmeans_backend
+from lightning_modules.shared.kmeans import check_kmeans_backend, kmeans_fit
 
 
 def kmeans_init(
-    embeddings: torch.Tensor | np.ndarray, num_clusters: int, seed: int = 0, n_init: int = 10,
-    backend: str | None = None,
+    embeddings: torch.Tensor | np.ndarray, num_clusters: int, seed: int = 0, n_init: int = 10, *, backend: str,
 ) -> torch.Tensor:
     """KMeans centres [K, d] of ``embeddings`` [N, d], deterministic for a given seed (``kmeans_fit``'s backend)."""
     data = embeddings.numpy() if isinstance(embeddings, torch.Tensor) else np.asarray(embeddings)
@@ -30,12 +29,12 @@ class KMeansCentroidInit(Callback):
     run keeps the centroids it saved. Under DDP the centres of rank 0 are broadcast.
     """
 
-    def __init__(self, seed: int = 0, n_init: int = 10, kmeans_backend: str | None = None):
+    def __init__(self, seed: int = 0, n_init: int = 10, *, kmeans_backend: str):
         if n_init < 1:
             raise ConfigError(f"method.callbacks.centroid_init.n_init must be >= 1, got {n_init}")
         self.seed = seed
         self.n_init = n_init
-        self.kmeans_backend = resolve_kmeans_backend(kmeans_backend)
+        self.kmeans_backend = check_kmeans_backend(kmeans_backend)
 
     def on_train_start(self, trainer, pl_module) -> None:
         self._initialise_if_needed(trainer, pl_module)
@@ -47,6 +46,6 @@ class KMeansCentroidInit(Callback):
         if not getattr(pl_module, "needs_centroid_init", False):
             return
         embeddings = cached_eval_outputs(trainer, pl_module)["embeddings"]
-        centres = kmeans_init(embeddings, pl_module.num_clusters, self.seed, self.n_init, self.kmeans_backend)
+        centres = kmeans_init(embeddings, pl_module.num_clusters, self.seed, self.n_init, backend=self.kmeans_backend)
         centres = trainer.strategy.broadcast(centres, src=0)
         pl_module.set_centroids(centres)

@@ -7,13 +7,14 @@ import numpy as np
 import torch
 
 from evaluation.benchmarks.embedding_cache import EmbeddingCache, weights_fingerprint
-from lightning_modules.shared.encoder import TextEncoder
+from lightning_modules.shared.encoder import EncoderSettings, TextEncoder
+from tests.helpers.speed import CHUNKS, LOADER
 
 TEXTS = ["a first text", "second one here", "a first text", "the third and longest text of all", "second one here"]
 
 
 def test_each_distinct_text_is_embedded_once_and_values_match_the_encoder():
-    encoder = TextEncoder.from_name("tiny")
+    encoder = TextEncoder.from_name("tiny", EncoderSettings.outside_training())
     cache = EmbeddingCache(encoder, batch_size=2)
     out = cache.encode(TEXTS, "mean")
     assert out.shape == (5, encoder.dim) and out.dtype == np.float32
@@ -31,7 +32,7 @@ def test_each_distinct_text_is_embedded_once_and_values_match_the_encoder():
 
 
 def test_disk_cache_is_reused_only_for_the_same_weights(tmp_path):
-    encoder = TextEncoder.from_name("tiny")
+    encoder = TextEncoder.from_name("tiny", EncoderSettings.outside_training())
     first = EmbeddingCache(encoder, tmp_path).encode(TEXTS, "mean")
     reread = EmbeddingCache(encoder, tmp_path)
     assert np.array_equal(reread.encode(TEXTS, "mean"), first) and reread.encoded_texts == 0
@@ -43,7 +44,7 @@ def test_disk_cache_is_reused_only_for_the_same_weights(tmp_path):
 
 
 def test_fingerprint_depends_on_every_weight():
-    a, b = TextEncoder.from_name("tiny"), TextEncoder.from_name("tiny")
+    a, b = (TextEncoder.from_name("tiny", EncoderSettings.outside_training()) for _ in range(2))
     assert weights_fingerprint(a) == weights_fingerprint(b)
     with torch.no_grad():
         list(b.parameters())[-1][0] += 1e-3
@@ -58,8 +59,9 @@ def test_in_run_callbacks_share_one_encoder_pass_per_step(toy_corpus, monkeypatc
     from lightning_modules.sccl.module import SCCL
 
     dm = ShortTextDataModule(data_dir=str(toy_corpus.parent), file=toy_corpus.name, text_column="text0",
-                             aug_columns=["text1"], num_clusters=3, tokenizer="tiny", batch_size=8, seed=0)
-    module = SCCL(num_clusters=3, backbone="tiny")
+                             aug_columns=["text1"], num_clusters=3, tokenizer="tiny", batch_size=8, seed=0,
+                             loader=LOADER)
+    module = SCCL(num_clusters=3, backbone="tiny", chunk_tokens=CHUNKS)
     passes = []
     real = eval_outputs.collect_eval_outputs
     monkeypatch.setattr(eval_outputs, "collect_eval_outputs", lambda m, loader: passes.append(1) or real(m, loader))

@@ -9,6 +9,7 @@ from evaluation.benchmarks.clustering_tasks import clustering_markdown, clusteri
 from evaluation.benchmarks.encoder_evaluation import compare, evaluate_encoder
 from evaluation.benchmarks.evaluate_model import main
 from tests.helpers.data_files import write_csv
+from tests.helpers.speed import KMEANS
 
 # 1-D positions per text: class a at 0,0,0 and one at 10; class b at 10,10,10 and one at 0.
 # KMeans (k=2) finds {0} and {10}: each cluster holds 3 of one class and 1 of the other -> ACC 6/8.
@@ -62,7 +63,7 @@ def test_project_benchmark_configs_are_readable():
 def test_clustering_scores_hand_value_and_skips_absent_files(fake_benchmarks):
     conf, data = fake_benchmarks
     sets = [clustering_set(n, data, conf) for n in ("mixed", "inferred", "absent")]
-    result = evaluate_clustering(fake_encode, sets, seeds=(0, 1, 2))
+    result = evaluate_clustering(fake_encode, sets, seeds=(0, 1, 2), kmeans_backend=KMEANS)
     mixed = result["datasets"]["mixed"]
     assert mixed["acc"] == pytest.approx(0.75) and mixed["acc_std"] == pytest.approx(0.0)
     assert (mixed["n"], mixed["k"]) == (8, 2)
@@ -76,10 +77,10 @@ def test_clustering_scores_hand_value_and_skips_absent_files(fake_benchmarks):
 
 
 def test_evaluate_encoder_with_a_tiny_encoder_restores_its_token_limit(fake_benchmarks):
-    from lightning_modules.shared.encoder import TextEncoder
+    from lightning_modules.shared.encoder import EncoderSettings, TextEncoder
 
     conf, data = fake_benchmarks
-    encoder = TextEncoder.from_name("tiny", max_length=17)
+    encoder = TextEncoder.from_name("tiny", EncoderSettings.outside_training(max_length=17))
     result = evaluate_encoder(
         encoder,
         "mean",
@@ -89,6 +90,7 @@ def test_evaluate_encoder_with_a_tiny_encoder_restores_its_token_limit(fake_benc
         seeds=2,
         clustering_names=["mixed", "absent"],
         conf_dir=conf,
+        kmeans_backend=KMEANS,
     )
     assert encoder.max_length == 17
     assert set(result["clustering"]["datasets"]) == {"mixed"} and result["clustering"]["max_length"] == 32

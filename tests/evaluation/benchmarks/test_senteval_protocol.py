@@ -13,6 +13,7 @@ from evaluation.benchmarks.senteval.protocols import TransferOptionsError
 from evaluation.benchmarks.senteval.readers import read_binary, read_sick_entailment, senteval_order
 from evaluation.benchmarks.transfer import check_transfer_options, evaluate_transfer, to_markdown
 from tests.evaluation.benchmarks.test_transfer import keyword_encoder, make_senteval, write_lines
+from tests.helpers.speed import KMEANS
 
 
 def blobs(n: int, seed: int, dim: int = 8) -> tuple[np.ndarray, np.ndarray]:
@@ -326,6 +327,7 @@ def test_final_evaluation_checks_transfer_options_before_training():
     from callbacks.evaluation.final_eval import FinalEvaluation
 
     FinalEvaluation(tasks=["transfer"], transfer_options={"protocol": "sklearn", "kfold": 3})
-    FinalEvaluation(tasks=["clustering"], transfer_options={"protocol": "nonsense"})  # transfer not asked for
+    # transfer not asked for
+    FinalEvaluation(tasks=["clustering"], transfer_options={"protocol": "nonsense"}, kmeans_backend=KMEANS)
     with pytest.raises(TransferOptionsError, match="unknown transfer protocol 'nonsense'"):
         FinalEvaluation(tasks=["transfer"], transfer_options={"protocol": "nonsense"})

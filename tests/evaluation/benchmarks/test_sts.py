@@ -254,8 +254,8 @@ def test_cli_writes_table_and_json(tmp_path, capsys, monkeypatch):
 
     made = {}
 
-    def from_name(name, pooling="mean", **kwargs):
-        made.update(name=name, pooling=pooling, encoder=_FakeTextEncoder())
+    def from_name(name, settings, **kwargs):
+        made.update(name=name, pooling=settings.pooling, encoder=_FakeTextEncoder())
         return made["encoder"]
 
     monkeypatch.setattr(encoder_module.TextEncoder, "from_name", staticmethod(from_name))
@@ -290,9 +290,9 @@ def test_cli_writes_table_and_json(tmp_path, capsys, monkeypatch):
 @pytest.mark.slow
 @pytest.mark.skipif(not REAL_DATA.is_dir(), reason="shared SentEval data not present")
 def test_minilm_on_real_stsb_dev():
-    from lightning_modules.shared.encoder import TextEncoder
+    from lightning_modules.shared.encoder import EncoderSettings, TextEncoder
 
-    encoder = TextEncoder.from_name("minilm", pooling="mean", max_length=128)
+    encoder = TextEncoder.from_name("minilm", EncoderSettings.outside_training("mean", 128))
     score = stsb_dev_spearman(lambda texts: encoder.encode(texts, batch_size=128), REAL_DATA)
     # all-MiniLM-L6-v2 is trained on paraphrase data and scores well above 0.8 on STS-B.
     assert score > 0.8

@@ -13,6 +13,7 @@ import torch
 from evaluation.benchmarks.senteval.protocols import cv_select_and_fit, pair_features
 from evaluation.benchmarks.senteval.readers import TransferDataError, read_binary, read_mrpc, read_sst2, read_trec
 from evaluation.benchmarks.transfer import evaluate_transfer, main
+from tests.helpers.speed import CHUNKS
 
 FAST = {"protocol": "sklearn", "kfold": 2, "inner_kfold": 2}  # SentEval uses 10; 2 keeps unit tests fast
 TREC_CLASSES = ("ABBR", "DESC", "ENTY", "HUM", "LOC", "NUM")
@@ -191,8 +192,8 @@ def test_encoder_with_wrong_shape_is_reported(tmp_path):
 
 
 class FakeTextEncoder:
-    def __init__(self, name, pooling="mean", max_length=32):
-        self.args = (name, pooling, max_length)
+    def __init__(self, name, settings):
+        self.args = (name, settings.pooling, settings.max_length)
 
     def eval(self):
         return self
@@ -265,7 +266,7 @@ def test_cli_takes_a_checkpoint_like_every_evaluation_cli(tmp_path):
     """--model goes through evaluation.model_io.load: a .ckpt of a run is evaluated with its own eval pooling."""
     from lightning_modules.simcse.module import SimCSE
 
-    module = SimCSE(backbone="tiny")
+    module = SimCSE(backbone="tiny", chunk_tokens=CHUNKS)
     path = tmp_path / "m.ckpt"
     torch.save({"state_dict": module.state_dict(), "hyper_parameters": dict(module.hparams)}, path)
     root = make_senteval(tmp_path / "data", n=8, tasks=("MR",))

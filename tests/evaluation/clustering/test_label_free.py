@@ -19,6 +19,7 @@ from evaluation.clustering.label_free import (
     size_entropy,
     stable_step,
 )
+from tests.helpers.speed import KMEANS
 
 
 def blobs(k=3, per=20, dim=8, spread=0.05, seed=0):
@@ -123,7 +124,7 @@ def test_parse_k_and_recommend_rule():
 
 def test_choose_k_finds_well_separated_blobs():
     x, _ = blobs(k=4, per=25, spread=0.02)
-    result = choose_k(x, "2:8", seeds=3, silhouette_sample=1000, hdbscan_min_cluster_size=5)
+    result = choose_k(x, "2:8", seeds=3, silhouette_sample=1000, hdbscan_min_cluster_size=5, kmeans_backend=KMEANS)
     assert result["recommended"]["k"] == 4
     assert [r["k"] for r in result["rows"]] == list(range(2, 9))
     assert result["rows"][2]["stability"] == pytest.approx(1.0)
@@ -202,11 +203,11 @@ def test_evaluator_arguments_are_checked_and_previous_assignments_survive_a_chec
                 {"stop_when_changed_below": 1.5}, {"stop_patience": 0},
                 {"stop_when_changed_below": 0.1, "label_free": False}):
         with pytest.raises(ConfigError):
-            ClusteringEvaluator(**bad)
-    evaluator = ClusteringEvaluator()
+            ClusteringEvaluator(**bad, kmeans_backend=KMEANS)
+    evaluator = ClusteringEvaluator(kmeans_backend=KMEANS)
     evaluator.previous = {"kmeans": np.array([0, 2, 1])}
     evaluator.stopped = {"step": 5, "rule": "x"}
-    restored = ClusteringEvaluator()
+    restored = ClusteringEvaluator(kmeans_backend=KMEANS)
     restored.load_state_dict(evaluator.state_dict())
     assert restored.previous["kmeans"].tolist() == [0, 2, 1] and restored.stopped == {"step": 5, "rule": "x"}
 

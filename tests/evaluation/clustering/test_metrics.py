@@ -3,6 +3,7 @@ import pytest
 
 from evaluation.clustering.metrics import cluster_accuracy, clustering_scores, kmeans_scores
 from lightning_modules.shared.kmeans import kmeans_fit
+from tests.helpers.speed import KMEANS
 
 
 def test_permuted_labelling_scores_one():
@@ -30,13 +31,13 @@ def test_kmeans_scores_mean_and_std_over_seeds():
     centres = np.array([[0, 0], [10, 0], [0, 10]])
     x = np.concatenate([c + rng.normal(size=(20, 2)) for c in centres])
     y = np.repeat([0, 1, 2], 20)
-    scores = kmeans_scores(x, y, 3, seeds=range(3))
+    scores = kmeans_scores(x, y, 3, seeds=range(3), backend=KMEANS)
     assert scores["acc"] == 1.0 and scores["acc_std"] == 0.0
     assert set(scores) >= {"nmi", "nmi_std", "ari", "ami"}
 
 
 def test_kmeans_is_repeatable_and_checks_cluster_count():
     x = np.random.default_rng(1).normal(size=(30, 4))
-    assert (kmeans_fit(x, 4, seed=3).labels_ == kmeans_fit(x, 4, seed=3).labels_).all()
+    assert (kmeans_fit(x, 4, seed=3, backend=KMEANS).labels_ == kmeans_fit(x, 4, seed=3, backend=KMEANS).labels_).all()
     with pytest.raises(ValueError, match="only 30 samples"):
-        kmeans_fit(x, 31)
+        kmeans_fit(x, 31, backend=KMEANS)

@@ -5,6 +5,8 @@ import json
 import pytest
 import torch
 
+from tests.helpers.speed import CHUNKS
+
 TEXTS = [
     "A man is playing a guitar.",
     "Two dogs run through the snow!",
@@ -27,7 +29,7 @@ def pairsupcon_module():
     from lightning_modules.pairsupcon.module import PairSupCon
 
     torch.manual_seed(0)
-    return perturbed(PairSupCon(backbone="tiny")).eval()
+    return perturbed(PairSupCon(backbone="tiny", chunk_tokens=CHUNKS)).eval()
 
 
 def st_embeddings(folder):
@@ -61,10 +63,10 @@ def test_pairsupcon_module_round_trip_mean_pooling(pairsupcon_module, tmp_path):
 def test_cls_poolings_round_trip(pooling, modules, tmp_path):
     from evaluation.model_io.export import export_encoder
     from evaluation.model_io.load import load_encoder
-    from lightning_modules.shared.encoder import TextEncoder
+    from lightning_modules.shared.encoder import EncoderSettings, TextEncoder
 
     torch.manual_seed(0)
-    encoder = perturbed(TextEncoder.from_name("tiny", pooling="cls")).eval()
+    encoder = perturbed(TextEncoder.from_name("tiny", EncoderSettings.outside_training("cls"))).eval()
     info = export_encoder(encoder, pooling, tmp_path)
     assert info["sentence_transformers_modules"] == modules
     expected = encoder.encode(TEXTS, pooling=pooling)

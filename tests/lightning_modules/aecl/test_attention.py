@@ -9,6 +9,7 @@ from torch import nn
 
 from errors import ConfigError
 from lightning_modules.aecl.attention import SampleAttention, TransformerSampleAttention, build_attention
+from tests.helpers.speed import CHUNKS
 
 
 def _copy_into_torch_layer(ours: TransformerSampleAttention) -> nn.TransformerEncoderLayer:
@@ -93,7 +94,7 @@ def test_aecl_attention_follows_reference_unless_named():
     from lightning_modules.aecl import AECL
 
     def module(**kwargs):
-        return AECL(num_clusters=3, backbone="tiny", projection_dim=8, **kwargs)
+        return AECL(num_clusters=3, backbone="tiny", chunk_tokens=CHUNKS, projection_dim=8, **kwargs)
 
     assert isinstance(module(reference=False).attention, SampleAttention)
     assert isinstance(module(reference=True).attention, TransformerSampleAttention)
@@ -110,7 +111,8 @@ def test_checkpoint_with_the_paper_network_loads_into_a_reference_module(tmp_pat
     from lightning_modules.aecl import AECL
 
     torch.manual_seed(4)
-    old = AECL(num_clusters=3, backbone="tiny", projection_dim=8, reference=True, attention="paper")
+    old = AECL(num_clusters=3, backbone="tiny", chunk_tokens=CHUNKS, projection_dim=8, reference=True,
+               attention="paper")
     hparams = dict(old.hparams)
     hparams.pop("attention")  # what an older checkpoint's hyper-parameters hold
     path = tmp_path / "old.ckpt"

@@ -15,6 +15,7 @@ from lightning_modules.aecl.callbacks.stage_switch import AECLStageSwitch, stage
 from run import train
 from tests.helpers import compose_config
 from tests.helpers.aecl import aecl_toy_overrides
+from tests.helpers.speed import CHUNKS, KMEANS
 
 
 # -- attention network -------------------------------------------------------------------------------
@@ -55,7 +56,7 @@ def test_stage_for_epoch_switches_at_e1_and_e1_plus_e2():
                                     {"pseudo_labels": "twice"}, {"kmeans_tol": 0.01, "kmeans_backend": "fast"}])
 def test_stage_switch_validates_arguments(kwargs):
     with pytest.raises(ValueError):
-        AECLStageSwitch(**kwargs)
+        AECLStageSwitch(**{"kmeans_backend": KMEANS, **kwargs})
 
 
 class _FakeAECL:
@@ -85,7 +86,7 @@ def test_stage_switch_recomputes_kmeans_labels_at_each_stage_two_epoch(monkeypat
 
     monkeypatch.setattr(stage_switch, "cached_eval_outputs", fake_outputs)
     module = _FakeAECL()
-    callback = AECLStageSwitch(kmeans_seed=0, kmeans_n_init=2)
+    callback = AECLStageSwitch(kmeans_seed=0, kmeans_n_init=2, kmeans_backend=KMEANS)
     strategy = SimpleNamespace(broadcast=lambda x, src=0: x)
     callback.setup(None, module, "fit")
     assert (callback.e1, callback.e2) == (1, 2)  # taken from the module
@@ -133,7 +134,7 @@ def test_reference_schedule_computes_the_pseudo_labels_once_and_keeps_them(monke
 
 def test_stage_switch_rejects_other_modules():
     with pytest.raises(TypeError, match="set_stage"):
-        AECLStageSwitch(e1=1, e2=1).setup(None, torch.nn.Linear(1, 1), "fit")
+        AECLStageSwitch(e1=1, e2=1, kmeans_backend=KMEANS).setup(None, torch.nn.Linear(1, 1), "fit")
 
 
 # -- the module's objective per stage ---------------------------------------------------------------------
@@ -142,7 +143,8 @@ def tiny_aecl():
     from lightning_modules.aecl.module import AECL
 
     torch.manual_seed(0)
-    module = AECL(num_clusters=3, backbone="tiny", lambda1=2.0, lambda2=3.0, lambda3=0.5, lambda4=7.0)
+    module = AECL(num_clusters=3, backbone="tiny", chunk_tokens=CHUNKS, lambda1=2.0, lambda2=3.0, lambda3=0.5,
+                  lambda4=7.0)
     texts = ["pasta sauce bake", "planet orbit star", "python bug loop", "bread oven soup", "comet rocket moon"]
     tokens = module.encoder.tokenize(texts)
     reversed_tokens = module.encoder.tokenize([t[::-1] for t in texts])
@@ -202,7 +204,8 @@ def test_instance_loss_form_follows_reference_unless_named(reference, instance_l
     from lightning_modules.aecl.module import AECL
 
     torch.manual_seed(0)
-    module = AECL(num_clusters=3, backbone="tiny", reference=reference, instance_loss=instance_loss, lambda1=1.0)
+    module = AECL(num_clusters=3, backbone="tiny", chunk_tokens=CHUNKS, reference=reference,
+                  instance_loss=instance_loss, lambda1=1.0)
     assert module.instance_loss_form == form
     module.eval()  # no dropout: the step and the check below see the same outputs
     tokens = module.encoder.tokenize(["pasta sauce bake", "planet orbit star", "python bug loop", "bread oven"])
@@ -221,13 +224,13 @@ def test_unknown_instance_loss_form_is_a_clear_error():
     from lightning_modules.aecl.module import AECL
 
     with pytest.raises(ValueError, match="instance_loss"):
-        AECL(num_clusters=3, backbone="tiny", instance_loss="code")
+        AECL(num_clusters=3, backbone="tiny", chunk_tokens=CHUNKS, instance_loss="code")
 
 
 def test_stage_two_without_pseudo_labels_says_which_callback_is_missing():
     from lightning_modules.aecl.module import AECL
 
-    module = AECL(num_clusters=3, backbone="tiny")
+    module = AECL(num_clusters=3, backbone="tiny", chunk_tokens=CHUNKS)
     tokens = module.encoder.tokenize(["a b", "c d", "e f"])
     module.set_stage(2)
     module.log = lambda *args, **kwargs: None
@@ -240,10 +243,10 @@ def test_stage_two_without_pseudo_labels_says_which_callback_is_missing():
 def test_pseudo_labels_load_into_a_fresh_module():
     from lightning_modules.aecl.module import AECL
 
-    module = AECL(num_clusters=3, backbone="tiny")
+    module = AECL(num_clusters=3, backbone="tiny", chunk_tokens=CHUNKS)
     module.set_stage(3)
     module.set_pseudo_labels(torch.tensor([2, 0, -1, 1]), epoch=4)
-    fresh = AECL(num_clusters=3, backbone="tiny")
+    fresh = AECL(num_clusters=3, backbone="tiny", chunk_tokens=CHUNKS)
     fresh.load_state_dict(module.state_dict())
     assert fresh.stage == 3 and fresh.pseudo_labels.tolist() == [2, 0, -1, 1] and int(fresh.pseudo_label_epoch) == 4
 

@@ -16,6 +16,7 @@ from lightning_modules.shared.inbatch_clustering import (
 )
 from lightning_modules.simcse.losses import infonce_with_hard_negatives
 from tests.helpers.clusterns import naive_bml, naive_greedy
+from tests.helpers.speed import CHUNKS
 
 # the module tests call training_step without a Trainer; self.log then only warns
 pytestmark = pytest.mark.filterwarnings("ignore:You are trying to `self.log\\(\\)`")
@@ -30,8 +31,8 @@ D = 32  # width of the tiny backbone, where the centroids live
 def make_module(**kwargs):
     from lightning_modules.clusterns.module import ClusterNS
 
-    defaults = dict(num_clusters=3, backbone="tiny", temperature=0.05, momentum=0.1, kmean_cosine=0.4,
-                    bml_weight=0.5, bml_alpha=0.1, bml_beta=0.3, seed=0)
+    defaults = dict(num_clusters=3, backbone="tiny", chunk_tokens=CHUNKS, temperature=0.05, momentum=0.1,
+                    kmean_cosine=0.4, bml_weight=0.5, bml_alpha=0.1, bml_beta=0.3, seed=0)
     return ClusterNS(**{**defaults, **kwargs})
 
 

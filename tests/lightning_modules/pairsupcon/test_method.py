@@ -16,6 +16,7 @@ from lightning_modules.pairsupcon.losses import (
 )
 from tests.helpers.data_files import write_csv
 from tests.helpers.ddp import spawn_gloo
+from tests.helpers.speed import CHUNKS, KMEANS
 
 
 # -------------------------------------------------------------------------------- naive references
@@ -140,7 +141,7 @@ def tiny_module_factory():
 
     def make(**kwargs):
         torch.manual_seed(0)
-        return PairSupCon(backbone="tiny", **kwargs)
+        return PairSupCon(backbone="tiny", chunk_tokens=CHUNKS, **kwargs)
 
     return make
 
@@ -386,7 +387,8 @@ def test_final_evaluation_passes_its_token_limits(monkeypatch):
         return {"notes": []}
 
     monkeypatch.setattr(final_eval, "evaluate_encoder", fake_evaluate)
-    callback = final_eval.FinalEvaluation(tasks=["clustering"], clustering_max_length=64, sts_max_length=64)
+    callback = final_eval.FinalEvaluation(tasks=["clustering"], clustering_max_length=64, sts_max_length=64,
+                                          kmeans_backend=KMEANS)
     trainer = type("T", (), {"is_global_zero": True, "global_step": 3})()
     module = type("M", (), {"encoder": None, "eval_pooling": "mean"})()
     callback.on_train_end(trainer, module)

@@ -8,6 +8,7 @@ import torch
 from run import train
 from tests.helpers import compose_config, toy_overrides
 from tests.helpers.data_files import write_csv
+from tests.helpers.speed import CHUNKS
 
 
 def run_toy(csv_path, out_dir, extra=(), steps=4):
@@ -97,9 +98,9 @@ def test_file_without_labels_trains_and_writes_predictions(tmp_path):
 
 
 def test_backbone_trains_with_dropout_so_virtual_views_differ():
-    from lightning_modules.shared.encoder import TextEncoder
+    from lightning_modules.shared.encoder import EncoderSettings, TextEncoder
 
-    encoder = TextEncoder.from_name("minilm")
+    encoder = TextEncoder.from_name("minilm", EncoderSettings.outside_training())
     assert encoder.training and all(m.training for m in encoder.modules())
     tokens = encoder.tokenize(["the same text twice"] * 2)
     first, second = encoder(**tokens)
@@ -166,7 +167,8 @@ def test_sequential_variant_switches_objective_at_the_step():
 
     from lightning_modules.sccl.module import SCCL
 
-    module = SCCL(num_clusters=2, backbone="tiny", objective="sequential", sequential_switch_step=3)
+    module = SCCL(num_clusters=2, backbone="tiny", chunk_tokens=CHUNKS, objective="sequential",
+                  sequential_switch_step=3)
     seen = []
     for step in range(5):
         module._trainer = SimpleNamespace(global_step=step)
@@ -181,6 +183,6 @@ def test_sequential_variant_needs_its_switch_step():
     from lightning_modules.sccl.module import SCCL
 
     with pytest.raises(ConfigError, match="sequential_switch_step"):
-        SCCL(num_clusters=2, backbone="tiny", objective="sequential")
+        SCCL(num_clusters=2, backbone="tiny", chunk_tokens=CHUNKS, objective="sequential")
     with pytest.raises(ConfigError, match="objective=sequential only"):
-        SCCL(num_clusters=2, backbone="tiny", sequential_switch_step=5)
+        SCCL(num_clusters=2, backbone="tiny", chunk_tokens=CHUNKS, sequential_switch_step=5)

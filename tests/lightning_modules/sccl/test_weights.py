@@ -6,8 +6,9 @@ import pytest
 import torch
 
 from lightning_modules.sccl.module import SCCL, resolve_loss_weights
-from run import instantiate_method
+from run import instantiate_method, resolve_speed_settings
 from tests.helpers import compose_config
+from tests.helpers.speed import CHUNKS
 
 
 @pytest.mark.parametrize(
@@ -43,6 +44,7 @@ def test_unknown_setting_or_mode_is_a_clear_error():
 )
 def test_configs_give_the_module_the_weights_of_their_mode(tmp_path, overrides, expected):
     cfg = compose_config(["method=sccl", *overrides, "backbone=tiny"], tmp_path)
+    resolve_speed_settings(cfg)  # as the run does before building anything
     module = instantiate_method(cfg)
     assert (module.instance_weight, module.cluster_weight) == expected
     assert (module.hparams.instance_weight, module.hparams.cluster_weight) == expected  # what results record
@@ -50,7 +52,7 @@ def test_configs_give_the_module_the_weights_of_their_mode(tmp_path, overrides, 
 
 def test_training_loss_uses_the_resolved_weights():
     torch.manual_seed(0)
-    module = SCCL(num_clusters=2, backbone="tiny", augmentation="virtual")
+    module = SCCL(num_clusters=2, backbone="tiny", chunk_tokens=CHUNKS, augmentation="virtual")
     module.set_centroids(torch.randn(2, module.encoder.dim))
     module.eval()  # the same embeddings for both views: the loss terms are deterministic
     tokens = module.encoder.tokenize(["pasta sauce", "planet orbit", "python bug", "bread oven"])
@@ -63,7 +65,7 @@ def test_training_loss_uses_the_resolved_weights():
 
 
 def test_weights_set_for_one_mode_refuse_a_datamodule_of_the_other():
-    module = SCCL(num_clusters=2, backbone="tiny", augmentation="explicit")
+    module = SCCL(num_clusters=2, backbone="tiny", chunk_tokens=CHUNKS, augmentation="explicit")
     module._trainer = SimpleNamespace(datamodule=SimpleNamespace(augmentation="virtual"))
     with pytest.raises(ValueError, match="method.augmentation=virtual"):
         module.on_fit_start()

@@ -7,8 +7,9 @@ import itertools
 import pytest
 import torch
 
-from lightning_modules.shared.encoder import TextEncoder
+from lightning_modules.shared.encoder import EncoderSettings, TextEncoder
 from lightning_modules.shared.token_batches import length_chunks
+from tests.helpers.speed import CHUNKS
 
 TEXTS = [
     "short",
@@ -24,7 +25,8 @@ ATOL = 1e-5
 
 
 def make_encoder(pooling: str = "mean", chunk_tokens: int = 0) -> TextEncoder:
-    return TextEncoder.from_name("tiny", pooling=pooling, chunk_tokens=chunk_tokens)
+    settings = EncoderSettings(pooling, 32, chunk_tokens, concat_views=True, grad_cache_tokens=0, prompt_templates=None)
+    return TextEncoder.from_name("tiny", settings)
 
 
 # -- the chunk planner ---------------------------------------------------------------------------------
@@ -97,7 +99,7 @@ def _short_text_batch(module, n_views: int) -> dict:
 def _sccl():
     from lightning_modules.sccl.module import SCCL
 
-    module = SCCL(num_clusters=3, backbone="tiny")
+    module = SCCL(num_clusters=3, backbone="tiny", chunk_tokens=CHUNKS)
     module.set_centroids(torch.randn(3, module.encoder.dim, generator=torch.Generator().manual_seed(1)))
     return module, _short_text_batch(module, 3)
 
@@ -105,14 +107,14 @@ def _sccl():
 def _aecl():
     from lightning_modules.aecl.module import AECL
 
-    module = AECL(num_clusters=3, backbone="tiny")
+    module = AECL(num_clusters=3, backbone="tiny", chunk_tokens=CHUNKS)
     return module, _short_text_batch(module, 2)
 
 
 def _pairsupcon():
     from lightning_modules.pairsupcon.module import PairSupCon
 
-    module = PairSupCon(backbone="tiny")
+    module = PairSupCon(backbone="tiny", chunk_tokens=CHUNKS)
     tok = module.encoder.tokenize
     return module, {"s1": tok(TEXTS), "s2": tok(TEXTS[1:] + TEXTS[:1]), "labels": torch.tensor([1, 0] * 4)}
 
@@ -120,14 +122,14 @@ def _pairsupcon():
 def _simcse():
     from lightning_modules.simcse.module import SimCSE
 
-    module = SimCSE(backbone="tiny")
+    module = SimCSE(backbone="tiny", chunk_tokens=CHUNKS)
     return module, {"index": torch.arange(len(TEXTS)), "original": module.encoder.tokenize(TEXTS)}
 
 
 def _clusterns():
     from lightning_modules.clusterns.module import ClusterNS
 
-    module = ClusterNS(num_clusters=2, backbone="tiny")
+    module = ClusterNS(num_clusters=2, backbone="tiny", chunk_tokens=CHUNKS)
     return module, {"index": torch.arange(len(TEXTS)), "original": module.encoder.tokenize(TEXTS)}
 
 

@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from lightning_modules.shared.backbone import BackboneUnavailableError, load_backbone
-from lightning_modules.shared.encoder import TextEncoder, mean_pool
+from lightning_modules.shared.encoder import EncoderSettings, TextEncoder, mean_pool
 
 
 def test_mean_pool_ignores_padding():
@@ -18,7 +18,7 @@ def test_hub_backbone_offline_names_the_offline_choice(monkeypatch):
 
 
 def test_encode_keeps_input_order_when_sorting_by_length():
-    encoder = TextEncoder.from_name("tiny")
+    encoder = TextEncoder.from_name("tiny", EncoderSettings.outside_training())
     texts = ["a much longer text than the others here", "short", "mid length text"]
     together = encoder.encode(texts, batch_size=2, sort_by_length=True)
     alone = torch.cat([encoder.encode([t]) for t in texts])
@@ -26,10 +26,10 @@ def test_encode_keeps_input_order_when_sorting_by_length():
 
 
 def test_pooling_choices():
-    encoder = TextEncoder.from_name("tiny", pooling="cls")
+    encoder = TextEncoder.from_name("tiny", EncoderSettings.outside_training("cls"))
     tokens = encoder.tokenize(["hello world"])
     assert encoder(**tokens).shape == (1, 32)
     raw = encoder(**tokens, pooling="cls_before_pooler")
     assert not torch.allclose(encoder(**tokens), raw)  # the MLP is applied only for `cls`
     with pytest.raises(ValueError, match="pooling must be one of"):
-        TextEncoder.from_name("tiny", pooling="max")
+        TextEncoder.from_name("tiny", EncoderSettings.outside_training("max"))

@@ -7,11 +7,10 @@ import pytest
 from errors import UserError
 from evaluation.clustering.metrics import clustering_scores, kmeans_scores
 from lightning_modules.shared.kmeans import (
-    DEFAULT_KMEANS_BACKEND,
     KMEANS_BACKENDS,
+    check_kmeans_backend,
     greedy_kmeans_plusplus,
     kmeans_fit,
-    resolve_kmeans_backend,
 )
 
 
@@ -82,11 +81,12 @@ def test_sklearn_float64_is_still_available_and_close_to_float32():
 
 
 def test_backend_names_are_checked():
-    assert resolve_kmeans_backend(None) == DEFAULT_KMEANS_BACKEND
+    with pytest.raises(UserError, match="no KMeans backend given"):
+        check_kmeans_backend(None)
     with pytest.raises(UserError, match="unknown KMeans backend .scipy.*fast, sklearn, faiss"):
         kmeans_fit(blobs()[0], 3, backend="scipy")
     with pytest.raises(ValueError, match="only 3 samples"):
-        kmeans_fit(np.zeros((3, 2), dtype=np.float32), 4)
+        kmeans_fit(np.zeros((3, 2), dtype=np.float32), 4, backend="fast")
 
 
 @pytest.mark.parametrize("backend", KMEANS_BACKENDS)

@@ -12,6 +12,7 @@ from omegaconf import OmegaConf
 
 from lightning_modules.shared.precision import gpu_precision, register_precision_resolver
 from tests.helpers import compose_config
+from tests.helpers.speed import LOADER
 
 
 def fake_gpu(monkeypatch, capability):
@@ -53,7 +54,8 @@ def _losses(toy_corpus, precision: str) -> list[float]:
 
     L.seed_everything(0, verbose=False)
     dm = ShortTextDataModule(data_dir=str(toy_corpus.parent), file=toy_corpus.name, text_column="text0",
-                             aug_columns=["text1"], num_clusters=3, tokenizer="tiny", batch_size=12, seed=0)
+                             aug_columns=["text1"], num_clusters=3, tokenizer="tiny", batch_size=12, seed=0,
+                             loader=LOADER)
     module = SCCL(num_clusters=3, backbone="tiny", lr=1e-4, chunk_tokens=64)
     module.set_centroids(torch.randn(3, module.encoder.dim, generator=torch.Generator().manual_seed(0)))
     seen: list[float] = []

@@ -5,6 +5,7 @@ import torch
 
 from errors import ConfigError
 from lightning_modules.shared.prompt import PromptTemplates, split_template
+from tests.helpers.speed import CHUNKS
 
 # the module tests call training_step without a Trainer; self.log then only warns
 pytestmark = pytest.mark.filterwarnings("ignore:You are trying to `self.log\\(\\)`")
@@ -22,9 +23,9 @@ def tokenizer():
 
 
 def tiny_encoder(pooling="prompt_before_pooler", templates=(BERT_FIRST, BERT_SECOND)):
-    from lightning_modules.shared.encoder import TextEncoder
+    from lightning_modules.shared.encoder import EncoderSettings, TextEncoder
 
-    encoder = TextEncoder.from_name("tiny", pooling=pooling, max_length=32, prompt_templates=list(templates))
+    encoder = TextEncoder.from_name("tiny", EncoderSettings.outside_training(pooling, 32, list(templates)))
     return encoder.eval()  # no dropout: the hand-made references below run the backbone once more
 
 
@@ -108,10 +109,10 @@ def test_training_views_use_the_two_templates_then_the_mlp(tokenizer):
 
 
 def test_prompt_pooling_without_templates_is_a_clear_error():
-    from lightning_modules.shared.encoder import TextEncoder
+    from lightning_modules.shared.encoder import EncoderSettings, TextEncoder
 
     with pytest.raises(ConfigError, match="prompt_templates"):
-        TextEncoder.from_name("tiny", pooling="prompt_before_pooler")
+        TextEncoder.from_name("tiny", EncoderSettings.outside_training("prompt_before_pooler"))
 
 
 def test_prompt_clusterns_composes_with_clustering_and_bml_as_the_non_prompt_one(tokenizer):
@@ -119,8 +120,8 @@ def test_prompt_clusterns_composes_with_clustering_and_bml_as_the_non_prompt_one
     through warm-up, centroid initialisation and a clustered step (hard negatives + BML)."""
     from lightning_modules.clusterns.module import ClusterNS
 
-    settings = dict(num_clusters=2, backbone="tiny", temperature=0.05, momentum=0.1, kmean_cosine=1.0,
-                    bml_weight=0.5, bml_alpha=0.1, bml_beta=0.3, seed=0)
+    settings = dict(num_clusters=2, backbone="tiny", chunk_tokens=CHUNKS, temperature=0.05, momentum=0.1,
+                    kmean_cosine=1.0, bml_weight=0.5, bml_alpha=0.1, bml_beta=0.3, seed=0)
     prompt = ClusterNS(pooling="prompt", eval_pooling="prompt_before_pooler", prompt_denoise=True,
                        prompt_templates=[BERT_FIRST, BERT_SECOND], **settings).eval()
     plain = ClusterNS(**settings)

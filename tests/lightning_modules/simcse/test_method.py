@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from lightning_modules.simcse.losses import infonce_with_hard_negatives
+from tests.helpers.speed import CHUNKS, LOADER
 
 
 def cos(a, b) -> float:
@@ -72,7 +73,7 @@ def test_loss_ignores_embedding_norms():
 def simcse():
     from lightning_modules.simcse.module import SimCSE
 
-    return SimCSE(backbone="tiny", lr=1e-3, lr_schedule="linear")
+    return SimCSE(backbone="tiny", chunk_tokens=CHUNKS, lr=1e-3, lr_schedule="linear")
 
 
 def test_text_tokens_reads_every_batch_kind():
@@ -131,12 +132,13 @@ def test_linear_schedule_decays_to_zero(simcse):
 
 
 def test_wiki_dataset_config_builds_the_streaming_datamodule(tmp_path):
-    from run import instantiate_datamodule, instantiate_method
+    from run import instantiate_datamodule, instantiate_method, resolve_speed_settings
     from tests.helpers import compose_config
 
     (tmp_path / "wiki_sample.txt").write_text("first sentence\n\nsecond sentence\n")
     cfg = compose_config(["method=clusterns", "dataset=wiki", f"data_dir={tmp_path}", "backbone=tiny"], tmp_path)
     assert cfg.dataset.name == "wiki" and cfg.dataset.num_clusters is None
+    resolve_speed_settings(cfg)  # as the run does before building anything
     dm = instantiate_datamodule(cfg)
     dm.setup("fit")
     assert len(dm.dataset) == 2 and dm.batch_size == cfg.batch_size
@@ -189,7 +191,7 @@ def test_streaming_datamodule_rebuilds_its_shard_when_ddp_starts(tmp_path, monke
 
     path = tmp_path / "t.txt"
     path.write_text("".join(f"line {i}\n" for i in range(10)))
-    dm = streaming.StreamingTextDataModule(path, tokenizer=object())
+    dm = streaming.StreamingTextDataModule(path, tokenizer=object(), loader=LOADER)
     dm.setup("fit")  # run.py does this before the Trainer starts the process group
     assert (dm.dataset.rank, dm.dataset.world_size) == (0, 1)
     monkeypatch.setattr(streaming, "distributed_rank_world", lambda rank=None, world=None: (1, 2))
