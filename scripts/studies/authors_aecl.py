@@ -1,7 +1,7 @@
 """The AECL authors' own training (YZH0905/AECL-STC) at a small budget, beside `run.py experiment=aecl_<set>`.
 
 Nothing of theirs is part of this project: the script reads their files from a snapshot of their repository
-(a git directory, e.g. the one the `fetch` tool makes, or a checkout) into a temporary folder, changes only what
+(`git clone --bare` of it, or a checkout) into a temporary folder, changes only what
 cannot run here (the device: their code calls `.to('cuda')`; the backbone: their `SentenceTransformer
 ('pretrain-model')` becomes a local folder; the data file), and drives their `train(args, epoch, kmeans_labels)`
 exactly as their `__main__` does (where sentence-transformers is not installed, the module their unused
