@@ -14,7 +14,9 @@ import contextlib
 import errno
 import functools
 import os
+import shutil
 import sys
+from pathlib import Path
 from typing import Callable, TypeVar
 
 USER_ERROR_EXIT_CODE = 2
@@ -83,32 +85,52 @@ class OutputWriteError(UserError, OSError):
 
 
 # OS errors that are the machine's state, never a bug of ours: reported as one line wherever raised
-# (outputs here, checkpoints in callbacks.safety.checkpointing), each with these words
+# (output_error: results, tables, checkpoints), each with these words
 ENVIRONMENT_ERRNOS = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is exceeded",
                       errno.EFBIG: "the file is larger than this process may write",
                       errno.EROFS: "the file system is read-only", errno.EACCES: "permission denied"}
 
 
-def output_error(err: OSError, path: str | os.PathLike | None = None) -> OutputWriteError:
-    """A one-line ``OutputWriteError`` for an OS error raised while writing ``path``."""
-    target = path or err.filename
-    reason = ENVIRONMENT_ERRNOS.get(err.errno, err.strerror or str(err))
-    where = f"'{target}'" if target else "an output file"
+def output_error(err: BaseException, path: str | os.PathLike | None = None, what: str = "",
+                 atomic: bool = False) -> OutputWriteError:
+    """The one-line ``OutputWriteError`` of every failed write: ``err`` raised while writing ``path`` (``what``
+    it is, e.g. ``checkpoint``), its cause in the words of :data:`ENVIRONMENT_ERRNOS`, the space left there
+    and, for a write through a temporary file and a rename (``atomic``), whether an earlier file under that
+    name is intact."""
+    target = path or getattr(err, "filename", None)
+    folder = Path(target).parent if target else None
+    code = getattr(err, "errno", None)
+    if code is None and folder is not None and "write failed" in str(err):  # torch's zip writer: ENOSPC as text
+        with contextlib.suppress(OSError):
+            if shutil.disk_usage(folder).free < 64 * 2**20:
+                code = errno.ENOSPC
+    detail = getattr(err, "strerror", None) or str(err)
+    reason = f"{ENVIRONMENT_ERRNOS[code]} ({detail})" if code in ENVIRONMENT_ERRNOS else detail
+    free = ""
+    if folder is not None:
+        with contextlib.suppress(OSError):
+            free = f", {shutil.disk_usage(folder).free / 2**30:.1f} GiB free there"
+    kept = ""
+    if atomic and target:
+        kept = (f"; the previous {what or 'file'} under that name is intact" if Path(target).exists()
+                else "; no file was left behind")
+    where = f"{what} '{target}'".lstrip() if target else "an output file"
     return OutputWriteError(
-        f"cannot write {where}: {reason} ({err.strerror or err}). Free disk space or make the folder writable, "
-        "or write elsewhere (run.py: `hydra.run.dir=<folder>` or `paths.log_dir=<folder>`; CLIs: `--out <folder>`)."
+        f"cannot write {where}: {reason}{free}{kept}. Free disk space or make the folder writable, or write "
+        "elsewhere (run.py: `hydra.run.dir=<folder>` or `paths.log_dir=<folder>`; CLIs: `--out <folder>`)."
     )
 
 
 @contextlib.contextmanager
-def writing(path: str | os.PathLike):
-    """Turns an ``OSError`` raised while writing ``path`` into an ``OutputWriteError`` naming it."""
+def writing(path: str | os.PathLike, what: str = "", atomic: bool = False, catch: tuple = (OSError,)):
+    """Turns an error of ``catch`` raised while writing ``path`` into the ``OutputWriteError`` of
+    :func:`output_error` (``what`` and ``atomic`` as there)."""
     try:
         yield
     except UserError:
         raise
-    except OSError as err:
-        raise output_error(err, path) from err
+    except catch as err:
+        raise output_error(err, path, what, atomic) from err
 
 
 def _environment_error(err: BaseException) -> OutputWriteError | None:

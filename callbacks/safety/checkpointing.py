@@ -2,8 +2,8 @@
 
 - :func:`atomic_save` is how the project writes every checkpoint (``atomic_files``: into a temporary
   file in the target's folder, flushed and fsync'ed, then renamed over the target). A crash
-  or a full disk leaves the previous file intact under its name; a failed write is one
-  :class:`CheckpointWriteError` naming the file and the cause.
+  or a full disk leaves the previous file intact under its name; a failed write is the one
+  ``errors.OutputWriteError`` of every failed write (``errors.writing``), naming the file and the cause.
 - :class:`AtomicCheckpointIO` makes ``trainer.save_checkpoint`` use it (``last.ckpt``,
   ``best.ckpt``, Lightning's SLURM ``hpc_ckpt_*.ckpt``).
 - :class:`LastCheckpoint` writes ``last.ckpt`` every ``every_n_steps`` optimizer steps and/or
@@ -16,12 +16,9 @@
 """
 from __future__ import annotations
 
-import contextlib
-import errno
 import logging
 import math
 import os
-import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -32,54 +29,30 @@ from lightning.pytorch.callbacks import Checkpoint
 
 import atomic_files
 from callbacks.safety import interrupt
-from errors import ENVIRONMENT_ERRNOS, ConfigError, UserError
+from errors import ConfigError, UserError, writing
 
 log = logging.getLogger(__name__)
-
-
-class CheckpointWriteError(UserError, OSError):
-    """A checkpoint could not be written; the previous file under that name is untouched."""
 
 
 class NonFiniteWeightsError(UserError, FloatingPointError):
     """The model's weights hold NaN or inf; they are not saved over the last good checkpoint."""
 
 
-def _write_error(path: Path, err: BaseException) -> CheckpointWriteError:
-    code = getattr(err, "errno", None)
-    if code is None and "write failed" in str(err):  # torch's zip writer turns ENOSPC into a RuntimeError
-        with contextlib.suppress(OSError):
-            if shutil.disk_usage(path.parent).free < 64 * 2**20:
-                code = errno.ENOSPC
-    reason = ENVIRONMENT_ERRNOS.get(code, str(err))
-    previous = "the previous checkpoint under that name is intact" if path.exists() else "no file was left behind"
-    free = ""
-    with contextlib.suppress(OSError):
-        free = f", {shutil.disk_usage(path.parent).free / 2**30:.1f} GiB free there"
-    return CheckpointWriteError(
-        f"cannot write checkpoint {path}: {reason}{free}; {previous}. Free space (or fix the permissions) "
-        "and resume from the last checkpoint, or write the run elsewhere with `hydra.run.dir=<folder>`."
-    )
-
-
 def atomic_save(obj: Any, path: str | os.PathLike) -> None:
     """``torch.save(obj)`` to ``path`` so that ``path`` is either the old file or the complete new one.
 
-    Raises :class:`CheckpointWriteError` when the write fails (disk full, permissions, ...); the
-    temporary file is removed.
+    A failed write (disk full, permissions, ...) raises ``errors.OutputWriteError``; the temporary file is
+    removed.
     """
-    try:
+    # torch's zip writer reports a failed write as a RuntimeError
+    with writing(path, "checkpoint", atomic=True, catch=(OSError, RuntimeError)):
         atomic_files.atomic_write(path, lambda handle: torch.save(obj, handle))
-    except (OSError, RuntimeError) as err:  # torch's zip writer reports a failed write as a RuntimeError
-        raise _write_error(Path(path), err) from err
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     """Write a small text file (results.json, reports) with the same temporary-file-and-rename rule."""
-    try:
+    with writing(path, atomic=True):
         atomic_files.atomic_write_text(path, text)
-    except OSError as err:
-        raise _write_error(Path(path), err) from err
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):

@@ -20,9 +20,9 @@ import pytest
 import torch
 
 from callbacks.safety import interrupt
-from callbacks.safety.checkpointing import CheckpointWriteError, LastCheckpoint, NonFiniteWeightsError, atomic_save
+from callbacks.safety.checkpointing import LastCheckpoint, NonFiniteWeightsError, atomic_save
 from callbacks.safety.nonfinite import NonFiniteLossError
-from errors import ConfigError, MissingFileError
+from errors import ConfigError, MissingFileError, OutputWriteError
 from run import train
 from run_control import FinalEvaluationError
 from tests.helpers import compose_config, toy_overrides
@@ -254,7 +254,7 @@ def test_a_failed_write_leaves_the_previous_checkpoint(tmp_path, monkeypatch):
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(torch, "save", disk_full)
-    with pytest.raises(CheckpointWriteError, match="the disk is full.*previous checkpoint .* is intact"):
+    with pytest.raises(OutputWriteError, match="checkpoint .*the disk is full.*previous checkpoint .* is intact"):
         atomic_save({"step": 2, "w": torch.zeros(3)}, path)
     monkeypatch.undo()
     assert torch.load(path)["step"] == 1 and sorted(p.name for p in tmp_path.iterdir()) == ["last.ckpt"]
@@ -266,13 +266,14 @@ def test_a_write_cut_short_by_the_kernel_leaves_the_previous_checkpoint(tmp_path
     script = textwrap.dedent(f"""
         import resource, signal, sys, torch
         sys.path.insert(0, {str(ROOT)!r})
-        from callbacks.safety.checkpointing import CheckpointWriteError, atomic_save
+        from callbacks.safety.checkpointing import atomic_save
+        from errors import OutputWriteError
         atomic_save({{"step": 1}}, {str(tmp_path / 'last.ckpt')!r})
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (2**20, 2**20))
         try:
             atomic_save({{"step": 2, "w": torch.zeros(2**20)}}, {str(tmp_path / 'last.ckpt')!r})
-        except CheckpointWriteError as err:
+        except OutputWriteError as err:
             print(err)
         """)
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
