@@ -1,11 +1,12 @@
-"""End-of-training evaluation of the trained encoder on clustering benchmarks, STS or transfer.
+"""End-of-training evaluation of the trained encoder on clustering benchmarks, transfer or MTEB.
 
 For methods trained on data that is not the evaluation data (PairSupCon on NLI): when training
 ends, the module's encoder is evaluated with ``evaluation.benchmarks.evaluate_model.evaluate_encoder``
 (the same code as ``python -m evaluation.benchmarks.evaluate_model``, so the numbers are the CLI's) and
 the results are written into the run directory as ``evaluation.md``/``evaluation.json``.
-``summary()`` gives the headline numbers for results.json. (STS alone, with sts.md/sts.json, is
-``callbacks.evaluation.sts_eval.FinalStsEvaluation``; PairSupCon's config uses both.)
+``summary()`` gives the headline numbers for results.json. STS at the end of training has one callback of its
+own, ``callbacks.evaluation.sts_eval.FinalStsEvaluation`` (sts.md/sts.json, best or final weights, STS-B dev);
+this one refuses the ``sts`` task.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Sequence
 from lightning.pytorch.callbacks import Callback
 
 import run_folder
+from errors import ConfigError
 from evaluation.benchmarks.clustering_tasks import BENCHMARKS
 from evaluation.benchmarks.encoder_evaluation import evaluate_encoder, headline_rows, write_outputs
 
@@ -26,8 +28,8 @@ class FinalEvaluation(Callback):
     """Evaluates ``pl_module.encoder`` with ``pl_module.eval_pooling`` once, at the end of training.
 
     Args:
-        tasks: subset of ``clustering``, ``sts``, ``transfer``, ``mteb``.
-        senteval_dir: SentEval's ``downstream`` folder (STS and transfer data).
+        tasks: subset of ``clustering``, ``transfer``, ``mteb`` (not ``sts``: method.callbacks.sts_eval).
+        senteval_dir: SentEval's ``downstream`` folder (the transfer data).
         short_text_dir: folder of the clustering benchmark CSVs.
         clustering_datasets: conf/dataset names to cluster (default: the eight benchmarks;
             absent files are skipped with a note).
@@ -42,7 +44,7 @@ class FinalEvaluation(Callback):
             checked here, before training (an unknown name, or a Hub task offline, stops the run).
         mteb_max_length: MTEB's token limit (default: the run's ``encoder.max_length``).
         clustering_max_length: token limit of the clustering embeddings (32, the papers' training length;
-            PairSupCon's evaluation code: 64). sts_max_length: STS's (None: the backbone's limit).
+            PairSupCon's evaluation code: 64).
         results_key: the results.json section (and file stem, ``<results_key>.md``) of this evaluation,
             so that two instances (PairSupCon's and the generic ``callbacks.mteb``) do not collide.
     """
@@ -65,7 +67,6 @@ class FinalEvaluation(Callback):
         mteb_max_length: int | None = None,
         results_key: str = "final_evaluation",
         clustering_max_length: int = 32,
-        sts_max_length: int | None = None,
     ):
         from lightning_modules.shared.kmeans import check_kmeans_backend
 
@@ -73,7 +74,9 @@ class FinalEvaluation(Callback):
         self.kmeans_backend = check_kmeans_backend(kmeans_backend) if "clustering" in tasks else None
         self.results_key = results_key
         self.clustering_max_length = clustering_max_length
-        self.sts_max_length = sts_max_length
+        if "sts" in tasks:
+            raise ConfigError("FinalEvaluation: STS at the end of training is method.callbacks.sts_eval "
+                              "(callbacks.evaluation.sts_eval.FinalStsEvaluation); remove sts from tasks")
         self.tasks = list(tasks)
         if "mteb" in self.tasks and not mteb_tasks:
             self.tasks.remove("mteb")  # the generic entry of conf/callbacks: off until tasks are named
@@ -120,7 +123,6 @@ class FinalEvaluation(Callback):
             kmeans_backend=self.kmeans_backend,
             mteb_options=mteb_options,
             clustering_max_length=self.clustering_max_length,
-            sts_max_length=self.sts_max_length,
             **kwargs,
         )
         self.result.update(step=trainer.global_step, date=dt.date.today().isoformat(),

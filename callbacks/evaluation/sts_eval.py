@@ -1,4 +1,6 @@
-"""Seven-task STS evaluation at the end of training (docs/evaluation.md), on the best or the final weights."""
+"""STS at the end of training (docs/evaluation.md), on the best or the final weights: the seven test tasks and,
+when asked, STS-B dev (the score a method that selects no checkpoint is tuned on). The one end-of-training STS
+callback: FinalEvaluation leaves STS to it."""
 from __future__ import annotations
 
 import copy
@@ -12,7 +14,7 @@ from lightning.pytorch.callbacks import Callback
 
 from callbacks.evaluation.sts_selection import StsSelection
 from errors import ConfigError, MissingFileError
-from evaluation.benchmarks.sts import SEVEN, encoder_encode_fn, evaluate_sts, markdown_table
+from evaluation.benchmarks.sts import SEVEN, encoder_encode_fn, evaluate_sts, markdown_table, stsb_dev_spearman
 from evaluation.model_io.load import checkpoint_encoder_weights
 
 WEIGHTS = ("best", "final")
@@ -36,9 +38,12 @@ class FinalStsEvaluation(Callback):
         weights: ``best`` — the weights ``StsSelection`` kept (``best.ckpt``; the final weights
             when there is no selection callback or no best yet); ``final`` — the last weights.
         aggregation: STS12-16 aggregation (``all``, as SimCSE and ClusterNS report).
+        dev: also score STS-B **dev** with the same weights (``sts.dev.spearman`` in results.json: PairSupCon's
+            objective, which keeps its last step and so has no selection score to tune on); its file is checked
+            when fitting starts, so a wrong folder does not cost a training run.
 
     The module itself is left untouched: best weights are loaded into a copy of its encoder.
-    Runs on rank 0 only; prints the table.
+    Rank 0 evaluates and prints the table; the dev score is broadcast, so every rank returns the same objective.
     """
 
     results_key = "sts"
@@ -54,6 +59,7 @@ class FinalStsEvaluation(Callback):
         max_length: int | None = None,
         batch_size: int = 128,
         print_table: bool = True,
+        dev: bool = False,
     ):
         if weights not in WEIGHTS:
             raise ConfigError(f"method.callbacks.sts_eval.weights must be one of {WEIGHTS}, got '{weights}'")
@@ -66,20 +72,36 @@ class FinalStsEvaluation(Callback):
         self.max_length = max_length
         self.batch_size = batch_size
         self.print_table = print_table
+        self.dev = dev
         self.results: dict | None = None
+        self.dev_result: dict | None = None
 
     def on_fit_start(self, trainer, pl_module) -> None:
         if not self.data_dir.is_dir():
             raise MissingFileError(
                 f"STS data folder {self.data_dir} not found; set sts_data_dir to SentEval's 'downstream' folder."
             )
+        dev_file = self.data_dir / "STS" / "STSBenchmark" / "sts-dev.csv"
+        if self.dev and not dev_file.is_file():
+            raise MissingFileError(
+                f"STS-B dev file {dev_file} not found (method.callbacks.sts_eval.dev=true, data from sts_data_dir); "
+                "point sts_data_dir at SentEval's 'downstream' folder, or set method.callbacks.sts_eval.dev=false "
+                "(the run then has no default objective)."
+            )
 
     def on_train_end(self, trainer, pl_module) -> None:
         selection = next((cb for cb in trainer.callbacks if isinstance(cb, StsSelection)), None)
         if selection is not None:
             selection.on_train_end(trainer, pl_module)  # idempotent: a last evaluation may find a new best
-        if not trainer.is_global_zero:
-            return
+        dev, step = float("nan"), trainer.global_step
+        if trainer.is_global_zero:
+            dev, step = self._evaluate(trainer, pl_module, selection)
+        if self.dev:
+            self.dev_result = {"spearman": float(trainer.strategy.broadcast(dev, src=0)),
+                               "step": int(trainer.strategy.broadcast(step, src=0))}
+
+    def _evaluate(self, trainer, pl_module, selection) -> tuple[float, int]:
+        """The test tasks (and the dev score) of the chosen weights, on rank 0: (dev Spearman or NaN, step)."""
         encoder, used, step = pl_module.encoder, "final", trainer.global_step
         best = selection.best_file if selection is not None else None  # also a resumed run's earlier best.ckpt
         if self.weights == "best" and best is not None and selection.best_step is not None:
@@ -104,12 +126,19 @@ class FinalStsEvaluation(Callback):
             (self.output_dir / "sts.json").write_text(json.dumps(self.results, indent=2), encoding="utf-8")
         if self.print_table:
             print(table, flush=True)
+        if not self.dev:
+            return float("nan"), step
+        dev = stsb_dev_spearman(encode, self.data_dir)
+        log.info("STS-B dev Spearman of the %s weights (step %d): %.2f", used, step, 100 * dev)
+        return dev, step
 
     def summary(self) -> dict | None:
-        if self.results is None:
-            return None
+        dev = {"dev": self.dev_result} if self.dev_result is not None else {}
+        if self.results is None:  # ranks other than 0: the dev score alone, for the objective
+            return dev or None
         r = self.results
         return {
+            **dev,
             "weights": r["weights"],
             "step": r["step"],
             "pooling": r["pooling"],

@@ -218,7 +218,7 @@ def sts_values(run: Run) -> dict | None:
         values["avg"] = sts["avg"]
     dev = ((run.results or {}).get("sts_selection") or {}).get("best")
     if not is_finite_number(dev):
-        dev = ((run.results or {}).get("sts_dev") or {}).get("spearman")
+        dev = (sts.get("dev") or {}).get("spearman")
     if is_finite_number(dev):
         values["dev"] = dev
     values["_tasks"] = sts.get("avg_over") or [t for t in STS_TASKS if t in values]
@@ -390,7 +390,7 @@ def markdown(agg: dict, title: str = "Results") -> str:
         table, modal = sts_markdown(agg["sts"])
         lines += ["", "## STS (Spearman x100; STS12-16 as the runs aggregated them, STS-B/SICK-R test)", "",
                   f"n = {modal} seeds per cell unless marked (n=...). STS-B dev: the score used for selection "
-                  "(sts_selection.best) or the final dev score (sts_dev).", ""]
+                  "(sts_selection.best) or the final dev score (sts.dev).", ""]
         lines += table
     if not agg["clustering"]["rows"] and not agg["sts"]["rows"]:
         lines += ["", "No run has clustering scores or STS results."]

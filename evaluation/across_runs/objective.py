@@ -2,7 +2,7 @@
 
 ``objective`` names a number in ``results.json`` by its dotted path, e.g.
 ``clustering.final.kmeans_acc``, ``clustering.final.head_nmi``, ``sts_selection.best``,
-``sts.avg``, ``sts_dev.spearman``. Every default is **maximised** (accuracies, NMI, Spearman);
+``sts.avg``, ``sts.dev.spearman``. Every default is **maximised** (accuracies, NMI, Spearman);
 a sweep that optimises something else sets ``hydra.sweeper.direction=minimize``.
 
 ``objective: auto`` (the default) takes the method's own ``default_objective``, a class attribute declared
@@ -17,7 +17,8 @@ entry's ``direction`` says ``minimize``, and a sweep over them sets ``hydra.swee
 stand for ``clustering.final.kmeans_<name>``. ``auto`` on a clustering run without labels falls back
 to ``clustering.final.kmeans_silhouette`` and notes it.
 
-Test scores (``sts.*``: STS12-16, STS-B test, SICK-R; ``final_evaluation``) are never a default:
+Test scores (``sts.spearman.*``, ``sts.avg``: STS12-16, STS-B test, SICK-R; ``final_evaluation``) are never a
+default (``sts.dev`` is STS-B dev):
 tuning on them would report a tuned-on-test number. ``auto`` that finds no such number (e.g.
 clustering without labels) gives no objective (None) and says so; ``objective: null`` turns it
 off. A named objective that the run did not produce stops the run with a ``UserError`` that lists
@@ -35,7 +36,7 @@ log = logging.getLogger(__name__)
 
 AUTO = "auto"
 DIRECTION = "maximize"
-FALLBACKS = ("clustering.final.kmeans_acc", "sts_selection.best", "sts_dev.spearman")
+FALLBACKS = ("clustering.final.kmeans_acc", "sts_selection.best", "sts.dev.spearman")
 LABEL_FREE_FALLBACK = "clustering.final.kmeans_silhouette"
 # objective=<shorthand> -> (dotted path, direction)
 SHORTHANDS = {
@@ -52,8 +53,7 @@ CALLBACK_SECTIONS = {
     "final": "the clustering evaluator (dataset.callbacks.clustering_eval; short-text datasets)",
     "best": "the clustering evaluator (dataset.callbacks.clustering_eval; short-text datasets)",
     "sts_selection": "STS-B dev selection (method.callbacks.sts_selection; simcse, clusterns)",
-    "sts": "the final STS evaluation (method.callbacks.sts_eval)",
-    "sts_dev": "the final STS-B dev score (method.callbacks.sts_dev; pairsupcon)",
+    "sts": "the final STS evaluation (method.callbacks.sts_eval; with dev=true also STS-B dev: pairsupcon)",
     "final_evaluation": "the end-of-training evaluation (method.callbacks.final_eval with tasks set)",
     "attention": "AECL's attention NS (method.callbacks.attention_ns)",
 }

@@ -71,8 +71,8 @@ def summary_numbers(results: Mapping) -> dict:
     if is_finite_number(selection.get("best")):
         out["sts_selection/best"] = selection["best"]
         out["sts_selection/best_step"] = selection.get("best_step")
-    if is_finite_number((results.get("sts_dev") or {}).get("spearman")):
-        out["sts_dev/spearman"] = results["sts_dev"]["spearman"]
+    if is_finite_number((sts.get("dev") or {}).get("spearman")):
+        out["sts/dev"] = sts["dev"]["spearman"]
     headline = (results.get("final_evaluation") or {}).get("headline") or {}
     out.update({f"final_evaluation/{k}": v for k, v in headline.items() if is_finite_number(v)})
     for key in ("steps", "train_wall_seconds"):

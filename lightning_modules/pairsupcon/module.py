@@ -38,7 +38,7 @@ class PairSupCon(TextRepresentationModule):
   year = {2021}
 }"""
     trains_on = (NLI,)
-    default_objective = "sts_dev.spearman"
+    default_objective = "sts.dev.spearman"
 
     @classmethod
     def min_batch_size(cls, method_cfg) -> int:

@@ -49,7 +49,7 @@ def declared_default(method: str) -> str | None:
         ("aecl", CLUSTERING, ("clustering.final.head_acc", 0.66)),
         ("clusterns", STS, ("sts_selection.best", 0.71)),
         ("simcse", STS, ("sts_selection.best", 0.71)),
-        ("pairsupcon", {"sts_dev": {"spearman": 0.42}, "sts": {"avg": 0.9}}, ("sts_dev.spearman", 0.42)),
+        ("pairsupcon", {"sts": {"avg": 0.9, "dev": {"spearman": 0.42}}}, ("sts.dev.spearman", 0.42)),
         ("my_method", STS, ("sts_selection.best", 0.71)),  # unknown method: first default that exists
     ],
 )
@@ -57,7 +57,8 @@ def test_auto_objective_per_method_never_a_test_score(method, results, expected)
     entry = objective_entry("auto", declared_default(method), results)
     assert (entry["name"], entry["value"]) == expected
     assert entry["direction"] == "maximize" and "error" not in entry
-    assert not entry["name"].startswith("sts.")  # STS12-16 / STS-B test / SICK-R are test scores
+    # STS12-16 / STS-B test / SICK-R are test scores (sts.dev is STS-B dev)
+    assert not entry["name"].startswith(("sts.spearman", "sts.avg", "final_evaluation"))
 
 
 def test_auto_without_labels_gives_no_objective_and_says_why():
@@ -117,7 +118,7 @@ def test_search_spaces_name_an_objective_for_their_method():
     from omegaconf import OmegaConf
 
     for name, expected in [("sccl_optuna", "clustering.final.kmeans_acc"), ("aecl_optuna", "clustering.final.head_acc"),
-                           ("clusterns_optuna", "sts_selection.best"), ("pairsupcon_optuna", "sts_dev.spearman")]:
+                           ("clusterns_optuna", "sts_selection.best"), ("pairsupcon_optuna", "sts.dev.spearman")]:
         cfg = OmegaConf.load(CONF / "hparams_search" / f"{name}.yaml")
         assert cfg.objective == expected and cfg.hydra.sweeper.direction == "maximize"
 

@@ -7,6 +7,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
+from errors import ConfigError
 from lightning_modules.pairsupcon.losses import (
     WEIGHTINGS,
     instance_discrimination_loss,
@@ -282,7 +283,7 @@ def write_tiny_sts(folder):
     ]
     lines = [f"main-captions\tMSRvid\t2012test\t{i:04d}\t{s}\t{a}\t{b}" for i, (a, b, s) in enumerate(rows)]
     (stsb / "sts-test.csv").write_text("\n".join(lines) + "\n")
-    (stsb / "sts-dev.csv").write_text("\n".join(lines[::-1]) + "\n")  # callbacks.evaluation.sts_dev (the objective)
+    (stsb / "sts-dev.csv").write_text("\n".join(lines[::-1]) + "\n")  # sts_eval's dev score (the objective)
     return folder
 
 
@@ -331,9 +332,9 @@ def test_pairsupcon_trains_and_evaluates_at_the_end(tiny_nli, tmp_path):
     assert results["method"] == "pairsupcon" and results["steps"] == 3
     assert results["sts"]["weights"] == "final" and results["sts"]["avg_over"] == ["STSB"]
     assert -1 <= results["sts"]["avg"] <= 1
-    assert results["sts_dev"]["step"] == 3 and -1 <= results["sts_dev"]["spearman"] <= 1
-    assert results["objective"]["name"] == "sts_dev.spearman"
-    assert results["objective"]["value"] == results["sts_dev"]["spearman"]
+    assert results["sts"]["dev"]["step"] == 3 and -1 <= results["sts"]["dev"]["spearman"] <= 1
+    assert results["objective"]["name"] == "sts.dev.spearman"
+    assert results["objective"]["value"] == results["sts"]["dev"]["spearman"]
     sts = json.loads((out / "sts.json").read_text())
     assert list(sts["tasks"]) == ["STSB"] and sts["tasks"]["STSB"]["n"] == 6
     final = results["final_evaluation"]
@@ -387,12 +388,13 @@ def test_final_evaluation_passes_its_token_limits(monkeypatch):
         return {"notes": []}
 
     monkeypatch.setattr(final_eval, "evaluate_encoder", fake_evaluate)
-    callback = final_eval.FinalEvaluation(tasks=["clustering"], clustering_max_length=64, sts_max_length=64,
-                                          kmeans_backend=KMEANS)
+    callback = final_eval.FinalEvaluation(tasks=["clustering"], clustering_max_length=64, kmeans_backend=KMEANS)
     trainer = type("T", (), {"is_global_zero": True, "global_step": 3})()
     module = type("M", (), {"encoder": None, "eval_pooling": "mean"})()
     callback.on_train_end(trainer, module)
-    assert seen["clustering_max_length"] == 64 and seen["sts_max_length"] == 64
+    assert seen["clustering_max_length"] == 64
+    with pytest.raises(ConfigError, match="method.callbacks.sts_eval"):  # one end-of-training STS path
+        final_eval.FinalEvaluation(tasks=["clustering", "sts"], kmeans_backend=KMEANS)
 
 
 def test_distilbert_row_runs_a_few_steps_on_the_tiny_backbone(tmp_path, tiny_nli):
