@@ -21,6 +21,7 @@ to stderr, so ``python run.py ... > table.txt`` captures only the table.
 from __future__ import annotations
 
 import logging
+import sys
 import warnings
 from typing import Callable
 
@@ -78,33 +79,54 @@ def configure(root_handlers_present: bool | None = None) -> None:
     """
     import lightning  # noqa: F401 - attaches its handlers on import; they are removed below
 
-    if root_handlers_present is None:
-        root_handlers_present = bool(logging.getLogger().handlers)
-    for name in _LIGHTNING_LOGGERS:
-        logger = logging.getLogger(name)
-        if root_handlers_present:
-            for handler in list(logger.handlers):
-                if type(handler) is logging.StreamHandler:  # not file handlers someone added on purpose
-                    logger.removeHandler(handler)
-            logger.propagate = True
+    _configure(root_handlers_present)
+
+
+def configure_tool() -> None:
+    """:func:`configure` for a command that has not imported Lightning or transformers, without importing them:
+    a tool's ``--help`` answers at once (importing Lightning alone takes seconds). The result is the same:
+    Lightning, imported later, sends its lines to the root handlers when there are some (``info_logs``) and
+    keeps its own handler otherwise; transformers, imported later, starts with its bars off."""
+    _configure(None)
+
+
+def _configure(root_handlers_present: bool | None) -> None:
+    if "lightning" in sys.modules:  # its handlers are attached on import: route them once
+        if root_handlers_present is None:
+            root_handlers_present = bool(logging.getLogger().handlers)
+        for name in _LIGHTNING_LOGGERS:
+            logger = logging.getLogger(name)
+            if root_handlers_present:
+                for handler in list(logger.handlers):
+                    if type(handler) is logging.StreamHandler:  # not file handlers someone added on purpose
+                        logger.removeHandler(handler)
+                logger.propagate = True
     _filter_lightning_loggers(DropAdverts)
     quiet_warnings()
     # faiss (the KMeans backend) logs at INFO which CPU extensions it could not load, on every import
     logging.getLogger("faiss.loader").setLevel(logging.WARNING)
     try:
-        from huggingface_hub.utils import enable_progress_bars
-        from transformers.utils import logging as hf_logging
-    except ImportError:  # pragma: no cover - both are dependencies
+        from huggingface_hub.utils import disable_progress_bars, enable_progress_bars
+    except ImportError:  # pragma: no cover - a dependency of transformers
         return
-    hf_logging.disable_progress_bar()  # transformers' own bars ("Loading weights")
-    enable_progress_bars()  # ... but a first download of a Hub backbone keeps its progress bar
+    if "transformers" in sys.modules:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # transformers' own bars ("Loading weights")
+        enable_progress_bars()  # ... but a first download of a Hub backbone keeps its progress bar
+    else:
+        # transformers takes its bars' state from the Hub's global one when it is imported; the Hub's own
+        # download bars are named huggingface_hub.* and stay on
+        disable_progress_bars()
+        enable_progress_bars("huggingface_hub")
 
 
 def run_cli(main: Callable[[], object], info_logs: bool = False) -> None:
-    """The ``if __name__ == "__main__"`` of a ``python -m`` command: the quiet console of :func:`configure`
-    (with ``info_logs``, the command's own INFO lines on stderr, message only), then ``main()``. Its
-    ``UserError`` becomes one line and exit status 2 through ``errors.exit_on_user_error`` on ``main``."""
+    """The tail of every tool (``python tools.py <command>`` and its ``python -m`` module): the quiet console of
+    :func:`configure_tool` (with ``info_logs``, the command's own INFO lines on stderr, message only), then
+    ``main()``. Its ``UserError`` becomes one line and exit status 2 through ``errors.exit_on_user_error`` on
+    ``main``."""
     if info_logs:
         logging.basicConfig(level=logging.INFO, format="%(message)s")
-    configure()
+    configure_tool()
     main()

@@ -2,7 +2,7 @@
 
 Every error whose message already tells the user what is wrong and how to fix it (a bad key, a
 missing file, an undecodable byte, a checkpoint of another method, ...) derives from
-``UserError``. Entry points (``run.py`` and every ``python -m ...`` CLI) print such an error as
+``UserError``. Entry points (``run.py`` and every command of ``tools.py``) print such an error as
 one line on stderr, without a traceback, and exit with status 2; anything else is a bug and keeps
 its traceback. New error kinds subclass ``UserError``; no entry point keeps a list of them.
 An ``OSError`` that only reflects the machine's state (disk full, read-only file system,

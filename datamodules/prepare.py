@@ -1,10 +1,10 @@
 """Turn public files into what the paper recipes read (docs/data.md, "Preparing the authors' data").
 
     # SCCL's two contextual-substitution views (the authors' <set>_trans_subst_20.csv):
-    python -m datamodules.prepare substitute --input searchsnippets.csv --text-column text0 \
+    python tools.py prepare substitute --input searchsnippets.csv --text-column text0 \
         [--models roberta-base,bert-base-uncased] [--share 0.2] [--seed 0] [--output <file>]
     # SimCSE's NLI triplets (nli_for_simcse.csv: sent0, sent1, hard_neg) as PairSupCon's labelled pairs:
-    python -m datamodules.prepare nli-pairs --input nli_for_simcse.csv [--output nli_pairs.csv]
+    python tools.py prepare nli-pairs --input nli_for_simcse.csv [--output nli_pairs.csv]
 
 ``substitute`` writes ``label, text, text1, text2``: ``text`` the original, ``text1`` with a share of
 its words replaced by the first masked language model's predictions, ``text2`` the same with the
@@ -198,7 +198,7 @@ def nli_pairs(path: Path, output: Path, encoding: str | None = None):
 
 @exit_on_user_error
 def main(argv: Sequence[str] | None = None):
-    parser = argparse.ArgumentParser(prog="python -m datamodules.prepare", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python tools.py prepare", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     s = sub.add_parser("substitute", help="SCCL's two contextual-substitution views of a short-text file")
     s.add_argument("--input", required=True, type=Path)

@@ -269,7 +269,7 @@ class ShortTextDataModule(LazyTokenizer, ResumableData, L.LightningDataModule):
         if self.requested_clusters == "auto":
             raise DataConfigError("dataset.num_clusters=auto is resolved by run.py before training "
                                   "(evaluation.clustering.choose_k); outside run.py, choose K with "
-                                  "`python -m evaluation.clustering.choose_k` "
+                                  "`python tools.py choose-k` "
                                   "and set it.")
         if self.requested_clusters is not None:
             if int(self.requested_clusters) < 2:

@@ -37,7 +37,7 @@ def read_table(path: Path, encoding: str | None = None) -> pd.DataFrame:
     if not path.exists():
         raise DataConfigError(
             f"Data file '{path}' does not exist. Set `data_dir=<folder>` (and `dataset.file=<name>`) "
-            "to where the file is; the benchmark sets: `python -m datamodules.download` (docs/data.md)."
+            "to where the file is; the benchmark sets: `python tools.py download` (docs/data.md)."
         )
     try:
         frame = text_io.read_table(path, encoding)

@@ -119,6 +119,6 @@ def check_checkpoint(cfg: DictConfig) -> dict | None:
         raise CheckpointError(
             f"ckpt_path={path} holds the weights only (no optimizer state; e.g. the STS selection's best.ckpt), so "
             "a run cannot continue from it. Resume from <run folder>/checkpoints/last.ckpt; to evaluate these "
-            f"weights: `python -m evaluation.benchmarks.evaluate_model --model {path}`."
+            f"weights: `python tools.py evaluate --model {path}`."
         )
     return hparams

@@ -2,7 +2,7 @@
 
 For methods trained on data that is not the evaluation data (PairSupCon on NLI): when training
 ends, the module's encoder is evaluated with ``evaluation.benchmarks.evaluate_model.evaluate_encoder``
-(the same code as ``python -m evaluation.benchmarks.evaluate_model``, so the numbers are the CLI's) and
+(the same code as ``python tools.py evaluate``, so the numbers are the CLI's) and
 the results are written into the run directory as ``evaluation.md``/``evaluation.json``.
 ``summary()`` gives the headline numbers for results.json. STS at the end of training has one callback of its
 own, ``callbacks.evaluation.sts_eval.FinalStsEvaluation`` (sts.md/sts.json, best or final weights, STS-B dev);

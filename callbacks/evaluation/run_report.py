@@ -212,7 +212,7 @@ class RunReport(Callback):
             message = f"{what} failed: {type(err).__name__}: {err}"
             self.errors.append(message)
             hint = {"plots": "plots {}", "report page": "describe {} --html"}.get(what, "describe {}")
-            log.warning("%s (the run's results are kept; rerun with python -m evaluation.%s)", message,
+            log.warning("%s (the run's results are kept; rerun with python tools.py %s)", message,
                         hint.format(self.output_dir))
 
     def _resumed_before(self, trainer) -> Path | None:

@@ -1,7 +1,7 @@
 """Offline text augmentation for the short-text clustering data (docs/data.md).
 
 Augmented views are generated once, before training, into extra columns of the data file
-(``python -m datamodules.augment INPUT --output OUT --method eda|contextual``); the settings
+(``python tools.py augment INPUT --output OUT --method eda|contextual``); the settings
 used are recorded in ``OUT.augment.json``. EDA lives in :mod:`.eda`, the masked-LM augmenter in
 :mod:`.contextual` (imported lazily: it needs torch and transformers).
 """

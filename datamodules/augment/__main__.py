@@ -1,7 +1,7 @@
 """Command line: add augmentation columns to a short-text CSV/TSV, once, before training.
 
-    python -m datamodules.augment INPUT --output OUT --method eda --copies 2
-    python -m datamodules.augment OUT --in-place --method contextual --model bert-base-uncased
+    python tools.py augment INPUT --output OUT --method eda --copies 2
+    python tools.py augment OUT --in-place --method contextual --model bert-base-uncased
 
 New columns are ``<prefix>_1 .. <prefix>_<copies>`` (prefix ``eda`` / ``ctx`` by default). The
 settings of every run that produced a column of OUT are kept in ``OUT.augment.json``; running
@@ -129,7 +129,7 @@ def merge_settings(previous: dict | None, run: dict, final_columns: Sequence[str
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m datamodules.augment",
+        prog="python tools.py augment",
         description="Add EDA or masked-LM (contextual) augmentation columns to a short-text CSV/TSV.",
     )
     parser.add_argument("input", type=Path, help="CSV or TSV file with a text column")
@@ -193,7 +193,7 @@ def check_arguments(args: argparse.Namespace) -> tuple[Path, Path]:
     if target != source and target.exists() and not args.overwrite:
         raise AugmentError(
             f"output '{target}' exists; pass --overwrite to replace it, or add columns to it with "
-            f"'python -m datamodules.augment {target} --in-place ...'"
+            f"'python tools.py augment {target} --in-place ...'"
         )
     if not target.parent.is_dir():
         raise AugmentError(f"output folder '{target.parent}' does not exist")
@@ -294,7 +294,7 @@ def augment_file(args: argparse.Namespace, argv: Sequence[str]) -> dict:
         "seconds": round(elapsed, 2),
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "versions": package_versions(),
-        "command": "python -m datamodules.augment " + shlex.join(argv),
+        "command": "python tools.py augment " + shlex.join(argv),
     }
     record = merge_settings(previous, run, list(frame.columns), target)
     atomic_write_text(settings_path(target), json.dumps(record, indent=2) + "\n", newline="")

@@ -1,10 +1,10 @@
 """Fetch the public files of the paper rows and build what the recipes read (docs/data.md, "Download").
 
-    python -m datamodules.download                      # everything but SCCL's views, into data/
-    python -m datamodules.download wiki nli senteval    # items or groups (see --list)
-    python -m datamodules.download sccl_views           # SCCL's contextual views (masked LMs; hours on a CPU)
-    python -m datamodules.download --list
-    python -m datamodules.download --dest <folder>      # another data folder ($PROJECT_DATA_DIR's default too)
+    python tools.py download                      # everything but SCCL's views, into data/
+    python tools.py download wiki nli senteval    # items or groups (see --list)
+    python tools.py download sccl_views           # SCCL's contextual views (masked LMs; hours on a CPU)
+    python tools.py download --list
+    python tools.py download --dest <folder>      # another data folder ($PROJECT_DATA_DIR's default too)
 
 Files already there are kept; a download broken off continues from its ``.part`` file. Without network it
 stops with one line per missing file (its URL and where to put it) and exit status 2.

@@ -57,14 +57,14 @@ def googlenews_ts(item: Item, root: Path, log: Callable[[str], None]) -> None:
     else:
         from datamodules.augment.__main__ import main as augment
 
-        log(f"{source.name} has no EDA column: making one with `python -m datamodules.augment --method eda`")
+        log(f"{source.name} has no EDA column: making one with `python tools.py augment --method eda`")
         with tempfile.TemporaryDirectory(dir=root) as tmp:
             plain, augmented = Path(tmp) / "ts.csv", Path(tmp) / "ts_eda.csv"
             out.to_csv(plain, index=False)
             status = augment([str(plain), "--output", str(augmented), "--method", "eda", "--copies", "1",
                               "--text-column", "text0", "--seed", "0", "--no-progress"])
             if status:
-                raise ConfigError(f"`python -m datamodules.augment` failed on {source} (status {status}); see above.")
+                raise ConfigError(f"`python tools.py augment` failed on {source} (status {status}); see above.")
             out["text1"] = pd.read_csv(augmented, dtype=str, keep_default_na=False)["eda_1"]
     out.to_csv(root / item.path, index=False)
 

@@ -1,6 +1,6 @@
 """Every public file a paper row reads, where it comes from, and what is built from it.
 
-The one list of the project's data files: ``python -m datamodules.download`` fetches and builds from it,
+The one list of the project's data files: ``python tools.py download`` fetches and builds from it,
 ``validation.check_corpus`` names the download of a missing corpus from it, and ``evaluation.across_runs.reproduce``
 lists each row's files with it. Paths are relative to the data folder (``data_root()``), which has the
 layout the dataset configs read: ``short_text/``, ``wiki/``, ``nli/``, ``senteval/downstream/``.
@@ -14,7 +14,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 # the variable the configs read (conf/config.yaml: data_dir, sts_data_dir; conf/dataset/wiki.yaml, nli.yaml)
 DATA_ENV = "PROJECT_DATA_DIR"
-COMMAND = "python -m datamodules.download"
+COMMAND = "python tools.py download"
 
 AECL_REPO = "https://raw.githubusercontent.com/YZH0905/AECL-STC/45f938637bb974b615fc46949fb26dada094d0ca"
 SIMCSE_DATA = "https://huggingface.co/datasets/princeton-nlp/datasets-for-simcse/resolve/main"
@@ -85,10 +85,10 @@ ITEMS: tuple[Item, ...] = (
     Item(name="googlenews_ts", path="short_text/googlenews_ts.csv", inputs=("googlenews_ts_authors",),
          build="googlenews_ts", rows=11109,
          what="GoogleNews-TS as label, text0, text1: the authors' EDA column where TS.csv has one, else one made "
-              "by `python -m datamodules.augment --method eda`", groups=("short_text", "aecl", "sccl")),
+              "by `python tools.py augment --method eda`", groups=("short_text", "aecl", "sccl")),
     *(Item(name=f"{name}_views", path=f"short_text/{name}_trans_subst_20.csv", inputs=(name,), build="sccl_views",
            slow=True, groups=("sccl_views",),
-           what=f"SCCL's two contextual-substitution views of {name} (`python -m datamodules.prepare substitute`, "
+           what=f"SCCL's two contextual-substitution views of {name} (`python tools.py prepare substitute`, "
                 "roberta-base and bert-base-uncased from the Hugging Face Hub)")
       for name in SHORT_TEXT_SETS),
     Item(name="wiki1m", path="wiki/wiki1m_for_simcse.txt", url=f"{SIMCSE_DATA}/wiki1m_for_simcse.txt", rows=1_000_000,
@@ -102,7 +102,7 @@ ITEMS: tuple[Item, ...] = (
          groups=("nli",)),
     Item(name="nli_pairs", path="nli/nli_pairs.csv", inputs=("nli_for_simcse",), build="nli_pairs", rows=551_202,
          what="PairSupCon's pairs: entailment and contradiction pair of each triplet "
-              "(`python -m datamodules.prepare nli-pairs`)", groups=("nli",)),
+              "(`python tools.py prepare nli-pairs`)", groups=("nli",)),
     Item(name="nli_sample", path="nli/nli_sample.csv", inputs=("nli_pairs",), build="nli_sample",
          rows=20000, sample=True,
          what="20,000 pairs of nli_pairs.csv drawn with seed 0 (dataset=nli's sample)", groups=("nli",)),

@@ -1,7 +1,7 @@
 """One table from many runs: mean ± std over seeds, datasets as columns, methods/variants as rows.
 
-    python -m evaluation.across_runs.aggregate logs/train/multiruns/<time>            # a multirun folder
-    python -m evaluation.across_runs.aggregate <run dir> <run dir> ... --out tables/  # any run folders
+    python tools.py aggregate logs/train/multiruns/<time>            # a multirun folder
+    python tools.py aggregate <run dir> <run dir> ... --out tables/  # any run folders
 
 Runs are grouped by everything in their configuration that differs except the seed: each run's
 ``config_resolved.yaml`` (else Hydra's ``.hydra/config.yaml``) is flattened, and a key joins a
@@ -452,7 +452,7 @@ def aggregate_folders(paths: Sequence[str | Path]) -> tuple[dict, list[Run]]:
 # -- CLI --------------------------------------------------------------------------------------------------------
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m evaluation.across_runs.aggregate",
+        prog="python tools.py aggregate",
         description="Mean ± std over seeds of many runs: clustering (datasets as columns) and STS tables.",
     )
     parser.add_argument("paths", nargs="+", help="multirun folder(s) and/or run folders")

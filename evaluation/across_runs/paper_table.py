@@ -1,7 +1,7 @@
 """A paper's published table beside this project's runs (docs/evaluation.md, "The paper's table beside yours").
 
-    python -m evaluation.across_runs.paper_table sccl_table1 --runs logs/train/multiruns/<sweep>
-    python -m evaluation.across_runs.paper_table --list
+    python tools.py paper-table sccl_table1 --runs logs/train/multiruns/<sweep>
+    python tools.py paper-table --list
 
 The published numbers are data: ``evaluation/across_runs/paper_tables/<table>.yaml`` (the paper, the table, one entry
 per row with its values per dataset, which runs it is compared with, and the command that makes such a
@@ -169,7 +169,7 @@ def markdown(table: dict, result: dict) -> str:
 
 @exit_on_user_error
 def main(argv: Sequence[str] | None = None) -> str:
-    parser = argparse.ArgumentParser(prog="python -m evaluation.across_runs.paper_table",
+    parser = argparse.ArgumentParser(prog="python tools.py paper-table",
                                      description=__doc__.split("\n")[0])
     parser.add_argument("table", nargs="?", help=f"one of: {', '.join(available())} (or a .yaml file)")
     parser.add_argument("--runs", type=Path, help="folder searched for results.json and evaluate_model JSON files")

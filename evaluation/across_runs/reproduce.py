@@ -1,6 +1,6 @@
 """One command per paper table: check the data, launch every row x seed, print the table beside the paper's.
 
-    python -m evaluation.across_runs.reproduce sccl_table1 [--seeds 0,1,2] [--rows sccl_agnews,...] \
+    python tools.py reproduce sccl_table1 [--seeds 0,1,2] [--rows sccl_agnews,...] \
         [--launcher local|slurm]
         [--out logs/reproduce/<table>] [--dry-run] [overrides ...]
 
@@ -295,7 +295,7 @@ def describe(table_name: str, table: dict, runs: list[Run], baselines: list[str]
 
 @exit_on_user_error
 def main(argv: Sequence[str] | None = None) -> str:
-    parser = argparse.ArgumentParser(prog="python -m evaluation.across_runs.reproduce",
+    parser = argparse.ArgumentParser(prog="python tools.py reproduce",
                                      description=__doc__.split("\n")[0])
     parser.add_argument("table", help=f"one of: {', '.join(paper_table.available())} (or a .yaml file)")
     parser.add_argument("--seeds", default="0,1,2")

@@ -18,7 +18,7 @@ from errors import ConfigError, MissingFileError
 
 ROOT = Path(__file__).resolve().parents[2]
 CONF_DATASETS = ROOT / "conf" / "dataset"
-# the data folder of `python -m datamodules.download` ($PROJECT_DATA_DIR, else the repository's data/)
+# the data folder of `python tools.py download` ($PROJECT_DATA_DIR, else the repository's data/)
 DATA = data_root()
 # PairSupCon Table 1 order and column names
 BENCHMARKS = (

@@ -1,9 +1,9 @@
 """Evaluate any model on clustering, STS and transfer from one command (docs/evaluation.md).
 
-    python -m evaluation.benchmarks.evaluate_model --model <run dir | .ckpt | folder | Hub name | minilm>
+    python tools.py evaluate --model <run dir | .ckpt | folder | Hub name | minilm>
         [--tasks clustering,sts,transfer,mteb] [--mteb-tasks STS12,my.csv] [--out DIR] [--seeds 10]
         [--short-text-dir data/short_text] [--senteval-dir data/senteval/downstream]
-    python -m evaluation.benchmarks.evaluate_model --compare a.json b.json ...
+    python tools.py evaluate --compare a.json b.json ...
 
 - clustering: the PairSupCon protocol (Table 1): embeddings from the model's evaluation pooling,
   KMeans with seeds 0..S-1 (``evaluation.clustering.metrics.kmeans_scores``), ACC and NMI mean (std) per
@@ -87,7 +87,7 @@ def evaluate_baseline(args, tasks: Sequence[str], label: str, log, start: float)
 
 @exit_on_user_error
 def main(argv: Sequence[str] | None = None) -> dict | str:
-    parser = argparse.ArgumentParser(prog="python -m evaluation.benchmarks.evaluate_model",
+    parser = argparse.ArgumentParser(prog="python tools.py evaluate",
                                      description=__doc__.split("\n")[0])
     parser.add_argument("--model", help="run dir, .ckpt, sentence-transformers/HF folder, Hub name, minilm or tiny; "
                         "tfidf or bow: the bag-of-words clustering baselines")

@@ -1,6 +1,6 @@
 """MTEB tasks run through the ``mteb`` package with this project's encoder (docs/evaluation.md, "MTEB").
 
-    python -m evaluation.benchmarks.evaluate_model --model <run | export | Hub name> --tasks mteb \
+    python tools.py evaluate --model <run | export | Hub name> --tasks mteb \
         --mteb-tasks STS12,Banking77Classification,my_texts.csv
 
 The encoder MTEB sees is ours: the texts go through the same ``encode`` as every other task

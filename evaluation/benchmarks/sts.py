@@ -22,8 +22,8 @@ correlation; SimCSE's and ClusterNS's 'test' numbers), ``mean`` (mean of per-sub
 or ``wmean`` (that mean weighted by subset size). Correlations are returned as fractions in
 [-1, 1]; the Markdown table shows them x100.
 
-CLI: ``python -m evaluation.benchmarks.sts --model minilm --out /tmp/sts``, or for a trained run
-``python -m evaluation.benchmarks.sts --checkpoint <run>/checkpoints/best.ckpt --out <run>/sts``.
+CLI: ``python tools.py sts --model minilm --out /tmp/sts``, or for a trained run
+``python tools.py sts --checkpoint <run>/checkpoints/best.ckpt --out <run>/sts``.
 """
 
 from __future__ import annotations
@@ -376,7 +376,7 @@ def encoder_encode_fn(
 
 @exit_on_user_error
 def main(argv: Sequence[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(prog="python -m evaluation.benchmarks.sts", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python tools.py sts", description=__doc__.split("\n")[0])
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--model", help="run folder, .ckpt, exported or Hugging Face model folder, Hub name, "
                         "'minilm' or 'tiny' (evaluation.model_io.load)")

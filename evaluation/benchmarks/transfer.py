@@ -34,22 +34,11 @@ import logging
 import time
 import warnings
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
-from sklearn.exceptions import ConvergenceWarning
-from sklearn.model_selection import train_test_split
 
 from errors import exit_on_user_error
-from evaluation.benchmarks.senteval import classifier as senteval_classifier
-from evaluation.benchmarks.senteval.protocols import (
-    MRPC_FEATURES,
-    SentEvalProtocol,
-    SklearnProtocol,
-    TransferOptionsError,
-    make_protocol,
-    pair_features,
-)
 from evaluation.benchmarks.senteval.readers import (
     ALL_TASKS,
     CV_TASKS,
@@ -65,7 +54,19 @@ from evaluation.benchmarks.senteval.readers import (
     read_trec,
     senteval_order,
 )
-from evaluation.benchmarks.senteval.tasks import PROTOCOL_NAMES, PROTOCOLS, present_tasks, summarise
+from evaluation.benchmarks.senteval.tasks import (
+    MRPC_FEATURES,
+    PROTOCOL_NAMES,
+    PROTOCOLS,
+    SETTING_NAMES,
+    TransferOptionsError,
+    present_tasks,
+    summarise,
+)
+
+# the classifiers (torch, scikit-learn) are imported where they are used: `tools.py transfer --help` needs neither
+if TYPE_CHECKING:
+    from evaluation.benchmarks.senteval.protocols import SentEvalProtocol, SklearnProtocol
 
 Encode = Callable[[list[str]], np.ndarray]
 log = logging.getLogger(__name__)
@@ -96,6 +97,8 @@ def check_transfer_options(options: dict | None) -> None:
 
         check_toolkit_options(options)
         return
+    from evaluation.benchmarks.senteval.protocols import make_protocol
+
     keys = ("seed", "kfold", "inner_kfold", "setting", "classifier", "jobs")
     make_protocol(protocol, **{k: options[k] for k in keys if k in options})
 
@@ -104,6 +107,8 @@ def check_transfer_options(options: dict | None) -> None:
 def _subsample(split: Split, max_train: int | None, seed: int) -> Split:
     if max_train is None or len(split) <= max_train:
         return split
+    from sklearn.model_selection import train_test_split
+
     idx, _ = train_test_split(np.arange(len(split)), train_size=max_train, stratify=split.labels, random_state=seed)
     return split.subset(np.sort(idx))
 
@@ -143,6 +148,8 @@ def evaluate_task(
     full = len(splits["train"])
     splits = {name: prepare(split, subsample=name == "train") for name, split in splits.items()}
     if task in PAIR_TASKS:
+        from evaluation.benchmarks.senteval.protocols import pair_features
+
         X = {
             name: pair_features(_embed(encode, s.texts), _embed(encode, s.texts_b), mrpc_features)
             for name, s in splits.items()
@@ -210,6 +217,10 @@ def evaluate_transfer(
         return run_toolkit(encode, data_dir, tasks, setting, seed, kfold, classifier, toolkit_classifier, batch_size)
     if toolkit_classifier is not None:
         raise TransferOptionsError("toolkit_classifier is an option of protocol=senteval-toolkit only.")
+    from sklearn.exceptions import ConvergenceWarning
+
+    from evaluation.benchmarks.senteval.protocols import make_protocol
+
     proto = make_protocol(protocol, seed, kfold, inner_kfold, setting, classifier, jobs)
     results: dict[str, dict] = {}
     for task, folder in present_tasks(data_dir, tasks, results):
@@ -282,7 +293,7 @@ def to_markdown(result: dict, title: str = "SentEval transfer") -> str:
 @exit_on_user_error
 def main(argv: Sequence[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(
-        prog="python -m evaluation.benchmarks.transfer",
+        prog="python tools.py transfer",
         description="SentEval transfer tasks on frozen embeddings under a named protocol (default: SentEval's "
         "PyTorch logistic regression, as the papers report).",
     )
@@ -306,7 +317,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
     parser.add_argument(
         "--setting",
         default="default",
-        choices=sorted(senteval_classifier.SETTINGS),
+        choices=SETTING_NAMES,
         help="SentEval classifier setting (senteval, senteval-toolkit)",
     )
     parser.add_argument("--max-train", type=int, default=None, help="subsample training sets (CV pools) to this size")

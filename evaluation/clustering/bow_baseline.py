@@ -1,7 +1,7 @@
 """The bag-of-words rows of SCCL's and AECL's tables: KMeans on BoW counts or TF-IDF vectors of each dataset.
 
-    python -m evaluation.benchmarks.evaluate_model --model tfidf --tasks clustering
-    python -m evaluation.benchmarks.evaluate_model --model bow --tasks clustering
+    python tools.py evaluate --model tfidf --tasks clustering
+    python tools.py evaluate --model bow --tasks clustering
 
 The vectoriser is fitted on the texts of the dataset being clustered (lowercased words of 2+
 characters, English stop words removed; TF-IDF with scikit-learn's smoothed idf and L2-normalised

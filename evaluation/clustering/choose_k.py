@@ -1,7 +1,7 @@
 """Choose the number of clusters K without labels (docs/clusters.md, "Without labels").
 
-    python -m evaluation.clustering.choose_k --input texts.csv [--text-column text] [--model minilm] --k 2:60
-    python -m evaluation.clustering.choose_k --input logs/train/runs/<run>/<time> --k 2:60:2 --out choose_k/
+    python tools.py choose-k --input texts.csv [--text-column text] [--model minilm] --k 2:60
+    python tools.py choose-k --input logs/train/runs/<run>/<time> --k 2:60:2 --out choose_k/
 
 The texts are embedded once (``--embedding-cache`` keeps them on disk; a run folder gives its
 end-of-run embeddings, ``embeddings/after.npy``, and embeds nothing). For each K, KMeans is fitted
@@ -288,7 +288,7 @@ def embed_texts(texts: list[str], model: str, pooling: str | None, max_length: i
 
 @exit_on_user_error
 def main(argv: Sequence[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(prog="python -m evaluation.clustering.choose_k",
+    parser = argparse.ArgumentParser(prog="python tools.py choose-k",
                                      description=__doc__.split("\n")[0])
     parser.add_argument("--input", required=True, type=Path,
                         help="a text file (CSV/TSV, JSON Lines, Parquet, one text per line) or a run folder")

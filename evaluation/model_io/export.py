@@ -1,6 +1,6 @@
 """Export a trained encoder for use outside this project.
 
-    python -m evaluation.model_io.export --run <run dir | .ckpt | any model reference> --out DIR
+    python tools.py export --run <run dir | .ckpt | any model reference> --out DIR
 
 writes
 - ``DIR/hf``: the backbone and tokenizer (``save_pretrained``), loadable with
@@ -13,7 +13,7 @@ writes
   ``--max-seq-length`` says otherwise. No Normalize module is added: embeddings are the same
   vectors the project evaluates.
 - from a clustering run (and without ``--pooling``): the run's ``kmeans_centroids.npy``, its ``.json``
-  and ``clusters.json`` inside ``DIR/sentence-transformers``, for ``python -m evaluation.model_io.predict``.
+  and ``clusters.json`` inside ``DIR/sentence-transformers``, for ``python tools.py predict``.
 - from a run folder: a model card, ``README.md`` in both folders (``evaluation.model_io.model_card``).
 
 ``--push-to-hub <repo id>`` then uploads the sentence-transformers folder to the Hugging Face Hub; without
@@ -27,8 +27,6 @@ import argparse
 import json
 from pathlib import Path
 from typing import Sequence
-
-from torch import nn
 
 import run_folder
 from errors import ConfigError, UserError, exit_on_user_error
@@ -86,12 +84,13 @@ def export_encoder(
     """Write ``out_dir/hf`` and ``out_dir/sentence-transformers`` for a ``TextEncoder``."""
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import Dense, Pooling, Transformer
+    from torch import nn
 
     if getattr(encoder, "prompt", None) is not None and pooling.startswith("prompt"):
         raise ConfigError(
             f"this model embeds a text by the [MASK] state of a template (pooling '{pooling}', PromptBERT), which a "
             "sentence-transformers folder cannot express; evaluate it from its run folder or checkpoint "
-            "(python -m evaluation.benchmarks.evaluate_model --model <run>), or export another pooling with "
+            "(python tools.py evaluate --model <run>), or export another pooling with "
              "--pooling mean"
         )
     if pooling not in ST_POOLING:
@@ -171,7 +170,7 @@ def copy_cluster_files(model_ref: str | Path, st_dir: Path) -> list[str]:
 
 @exit_on_user_error
 def main(argv: Sequence[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(prog="python -m evaluation.model_io.export", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python tools.py export", description=__doc__.split("\n")[0])
     parser.add_argument("--run", required=True, help="run dir, .ckpt, or any model reference load_encoder accepts")
     parser.add_argument("--out", required=True, type=Path, help="output folder (hf/ and sentence-transformers/)")
     parser.add_argument("--pooling", default=None, choices=sorted(ST_POOLING), help="default: the model's eval pooling")

@@ -4,7 +4,7 @@ A reference can be
 - a run directory of ``run.py`` (holds ``config_resolved.yaml`` and ``checkpoints/last.ckpt``);
 - a Lightning checkpoint ``*.ckpt``;
 - a sentence-transformers folder (``modules.json``: Transformer + Pooling [+ Dense] [+ Normalize]),
-  e.g. one written by ``python -m evaluation.model_io.export``;
+  e.g. one written by ``python tools.py export``;
 - a plain Hugging Face model folder, a Hub name, or the aliases ``minilm`` / ``tiny``.
 
 Checkpoints: Lightning stores the module's ``save_hyperparameters`` (backbone, pooling,

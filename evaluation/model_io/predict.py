@@ -1,6 +1,6 @@
 """Assign new texts to the clusters of a trained run.
 
-    python -m evaluation.model_io.predict --run <run folder | .ckpt | sentence-transformers export> \\
+    python tools.py predict --run <run folder | .ckpt | sentence-transformers export> \\
         --input new.csv --text-column text --output assigned.csv
 
 The texts are embedded with the run's trained encoder (its evaluation pooling and max_length), then
@@ -34,14 +34,16 @@ import logging
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
-import torch
 
 import run_folder
 from errors import MissingFileError, UserError, exit_on_user_error, writing
 from evaluation.run_report import run_files
+
+if TYPE_CHECKING:  # torch is imported where a model runs: `tools.py predict --help` needs none of it
+    import torch
 
 log = logging.getLogger(__name__)
 
@@ -139,7 +141,7 @@ def _centroids(folder: Path, reference: Path | None = None) -> np.ndarray:
     if not path.is_file():
         raise PredictInputError(
             f"No {run_files.CENTROIDS} in '{reference or folder}' or beside it: export the model from a run that "
-            "has them (`python -m evaluation.model_io.export --run <run folder>` copies them), or pass the run folder."
+            "has them (`python tools.py export --run <run folder>` copies them), or pass the run folder."
         )
     return np.load(path).astype(np.float32)
 
@@ -174,7 +176,7 @@ def cluster_words(folder: Path, partition: str, top_n: int) -> dict[int, str]:
     path = folder / run_files.CLUSTERS_JSON
     if not path.is_file():
         warnings.warn(f"no {run_files.CLUSTERS_JSON} in '{folder}': the top_words column stays empty "
-                      f"(write it with `python -m evaluation.run_report.describe <run folder>`).", stacklevel=2)
+                      f"(write it with `python tools.py describe <run folder>`).", stacklevel=2)
         return {}
     clusters = json.loads(path.read_text(encoding="utf-8")).get("partitions", {}).get(partition, [])
     return {c["cluster"]: ", ".join(w for w, _ in c["top_words"][:top_n]) for c in clusters}
@@ -205,6 +207,8 @@ def predict(reference, input_path, text_column: str = "text", output=None, assig
     keep = np.flatnonzero(~blank)
     embeddings = model.encoder.encode([texts[i] for i in keep], batch_size=batch_size, pooling=model.pooling)
     if use_head:
+        import torch
+
         context = _context_embeddings(model, context_size, seed, batch_size) if model.module.cluster_context else None
         with torch.no_grad():
             p = model.module.cluster_probabilities(embeddings, context)  # [N, K]
@@ -247,7 +251,7 @@ def write_rows(path: Path, rows: list[dict]) -> None:
 
 @exit_on_user_error
 def main(argv: Sequence[str] | None = None) -> list[dict]:
-    parser = argparse.ArgumentParser(prog="python -m evaluation.model_io.predict", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python tools.py predict", description=__doc__.split("\n")[0])
     parser.add_argument("--run", required=True, help="run folder, its .ckpt, or a sentence-transformers export")
     parser.add_argument("--input", required=True, type=Path, help="CSV/TSV of new texts (.tsv: tab-separated)")
     parser.add_argument("--text-column", default="text", help="column holding the texts (default: text)")

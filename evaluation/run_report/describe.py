@@ -1,6 +1,6 @@
 """What each cluster of a run is about: size, top words, representative texts, majority label.
 
-    python -m evaluation.run_report.describe <run folder> [--top-words 10] [--representatives 3] [--html]
+    python tools.py describe <run folder> [--top-words 10] [--representatives 3] [--html]
 
 writes ``<run>/clusters.md`` and ``<run>/clusters.json`` (a clustering run writes them itself at the
 end of training; this command redoes them, e.g. with other settings), with ``--html`` also
@@ -200,7 +200,7 @@ def markdown(report: dict) -> str:
 
 @exit_on_user_error
 def main(argv: Sequence[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(prog="python -m evaluation.run_report.describe",
+    parser = argparse.ArgumentParser(prog="python tools.py describe",
                                      description=__doc__.split("\n")[0])
     parser.add_argument("run", type=Path, help="run folder (holds predictions.csv)")
     parser.add_argument("--top-words", type=int, default=10, help="words per cluster (default 10)")

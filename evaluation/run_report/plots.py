@@ -1,6 +1,6 @@
 """Pictures of a run: 2-D maps of the embeddings, the matched confusion matrix, training curves.
 
-    python -m evaluation.run_report.plots <run folder> [--projection tsne|umap|pca] [--max-points 3000] [--seed 0]
+    python tools.py plots <run folder> [--projection tsne|umap|pca] [--max-points 3000] [--seed 0]
 
 writes PNG files into ``<run>/plots/`` (a run writes them itself at the end of training, with
 ``callbacks.report.projection``, t-SNE by default):
@@ -404,7 +404,7 @@ def _cluster_plots(run_dir, out, title, projection, max_points, seed, partition,
 
 @exit_on_user_error
 def main(argv: Sequence[str] | None = None) -> list[Path]:
-    parser = argparse.ArgumentParser(prog="python -m evaluation.run_report.plots", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python tools.py plots", description=__doc__.split("\n")[0])
     parser.add_argument("run", type=Path, help="run folder")
     parser.add_argument("--projection", default="tsne", choices=PROJECTIONS, help="2-D map (default tsne)")
     parser.add_argument("--max-points", type=int, default=3000, help="texts drawn on the maps (default 3000)")

@@ -1,4 +1,4 @@
-"""python -m datamodules.download against a local HTTP server: download, checks, resume, offline, builds."""
+"""python tools.py download against a local HTTP server: download, checks, resume, offline, builds."""
 from __future__ import annotations
 
 import hashlib

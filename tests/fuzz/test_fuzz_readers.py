@@ -82,7 +82,7 @@ def test_short_text_corpus_reads_what_was_written_or_names_the_problem(case):
 @example(([], None), "csv", "utf-8")
 @example(([" "], None), "txt", "utf-8")
 def test_cli_readers_of_choose_k_and_predict(table, fmt, encoding):
-    """``python -m evaluation.clustering.choose_k`` and ``python -m evaluation.model_io.predict`` read through the
+    """``python tools.py choose-k`` and ``python tools.py predict`` read through the
     same reader."""
     from evaluation.clustering.choose_k import read_texts as choose_k_texts
     from evaluation.model_io.predict import read_texts as predict_texts

@@ -1,4 +1,5 @@
-"""console.run_cli, the tail of every `python -m` command: a user error is one line on stderr and exit 2."""
+"""console.run_cli, the tail of every tool (`python tools.py <command>` and its `python -m` module): a user error
+is one line on stderr and exit 2."""
 import subprocess
 import sys
 from pathlib import Path
@@ -9,11 +10,13 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("command, named", [
-    (["evaluation.model_io.export", "--run", "no/such/run", "--out", "out"], "no/such/run"),
-    (["evaluation.model_io.predict", "--run", "no/such/run", "--input", "x.csv", "--output", "y.csv"], "x.csv"),
+    (["-m", "evaluation.model_io.export", "--run", "no/such/run", "--out", "out"], "no/such/run"),
+    (["-m", "evaluation.model_io.predict", "--run", "no/such/run", "--input", "x.csv", "--output", "y.csv"], "x.csv"),
+    ([str(ROOT / "tools.py"), "export", "--run", "no/such/run", "--out", "out"], "no/such/run"),
+    ([str(ROOT / "tools.py"), "predict", "--run", "no/such/run", "--input", "x.csv", "--output", "y.csv"], "x.csv"),
 ])
 def test_a_user_error_is_one_line_and_exit_2(command, named, tmp_path):
-    done = subprocess.run([sys.executable, "-m", *command], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    done = subprocess.run([sys.executable, *command], cwd=tmp_path, capture_output=True, text=True, timeout=300,
                           env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()

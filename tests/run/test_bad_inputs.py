@@ -311,7 +311,7 @@ def test_weights_only_checkpoint_cannot_be_resumed(tmp_path):
                 "hyper_parameters": {"backbone": "tiny", "num_clusters": 4}}, path)
     message = user_error(tiny_csv(tmp_path) + [f"ckpt_path={path}"], tmp_path / "run")
     assert "holds the weights only" in message and "checkpoints/last.ckpt" in message
-    assert f"python -m evaluation.benchmarks.evaluate_model --model {path}" in message
+    assert f"python tools.py evaluate --model {path}" in message
 
 
 def test_checkpoint_method_inferred_from_hyper_parameters():

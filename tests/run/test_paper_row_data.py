@@ -45,7 +45,7 @@ def test_every_paper_row_without_its_corpus_names_the_file_url_and_command(row, 
     message = str(err.value)
     assert f"'{tmp_path / item.path}' is missing" in message
     assert catalogue.origins(item)[0] in message and catalogue.origins(item)[0].startswith("https://")
-    assert f"Get it with `python -m datamodules.download {item.name}`" in message
+    assert f"Get it with `python tools.py download {item.name}`" in message
     assert message.endswith("or train on its sample with dataset.sample=true.") and "\n" not in message
 
 
@@ -59,7 +59,7 @@ def test_run_py_stops_with_one_line_and_exit_2(row, tmp_path):
     item = expected_item(row)
     errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
     assert len(errors) == 1 and f"{item.path}' is missing" in errors[0]
-    assert f"python -m datamodules.download {item.name}" in errors[0]
+    assert f"python tools.py download {item.name}" in errors[0]
     assert "Traceback" not in done.stderr
     assert not (tmp_path / "run" / "results.json").exists()
 

@@ -1,6 +1,6 @@
 """Few-shot transfer (PairSupCon, Table 6): SentEval tasks with a few labelled examples per class.
 
-    python -m evaluation.benchmarks.evaluate_model --model <run | folder | Hub name> --tasks few_shot \
+    python tools.py evaluate --model <run | folder | Hub name> --tasks few_shot \
         [--few-shot-k 16] [--few-shot-sets 5]
 
 For each task, ``sets`` training sets are drawn, each with ``k`` examples of every class (a generator

@@ -37,13 +37,11 @@ from sklearn.metrics import f1_score
 from sklearn.model_selection import StratifiedKFold
 from threadpoolctl import threadpool_limits
 
-from errors import UserError
 from evaluation.benchmarks.senteval import classifier as senteval_classifier
-from evaluation.benchmarks.senteval.tasks import PROTOCOLS
+from evaluation.benchmarks.senteval.tasks import MRPC_FEATURES, PROTOCOLS, TransferOptionsError
 
 C_GRID_SPLIT = tuple(2.0**t for t in range(-2, 4))  # SentEval InnerKFold / Split classifiers
 C_GRID_KFOLD = tuple(2.0**t for t in range(-1, 6))  # SentEval KFoldClassifier (TREC, MRPC)
-MRPC_FEATURES = ("senteval", "full")
 
 log = logging.getLogger(__name__)
 
@@ -151,10 +149,6 @@ def pair_features(u: np.ndarray, v: np.ndarray, kind: str = "senteval") -> np.nd
 
 
 # -- protocols -----------------------------------------------------------------------------------
-class TransferOptionsError(UserError, ValueError):
-    """A transfer option (protocol, setting, fold count...) is unknown or inconsistent."""
-
-
 class SklearnProtocol:
     """scikit-learn logistic regression with SentEval's usepytorch=False grids (module docstring)."""
 

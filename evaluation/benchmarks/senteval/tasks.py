@@ -12,6 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
+from errors import UserError
+
 TASK_FOLDERS = {
     "MR": "MR",
     "CR": "CR",
@@ -28,6 +30,14 @@ PROTOCOL_NAMES = {
     "sklearn": "scikit-learn logistic regression (SentEval's usepytorch=False grids; not the papers' protocol)",
     "senteval-toolkit": "the SentEval toolkit itself (senteval.engine.SE) with our encoder as its batcher",
 }
+MRPC_FEATURES = ("senteval", "full")
+# the keys of classifier.SETTINGS (SentEval's README configurations), named here so that the transfer tool's
+# options are known without importing torch and scikit-learn (`tools.py transfer --help`)
+SETTING_NAMES = ("default", "prototyping")
+
+
+class TransferOptionsError(UserError, ValueError):
+    """A transfer option (protocol, setting, fold count...) is unknown or inconsistent."""
 
 
 

@@ -1,4 +1,4 @@
-"""The SentEval toolkit itself on our encoder: ``python -m evaluation.benchmarks.transfer --protocol senteval-toolkit``.
+"""The SentEval toolkit itself on our encoder: ``python tools.py transfer --protocol senteval-toolkit``.
 
 For users who have SentEval installed (it is not on PyPI; see ``INSTALL``): our encoder is handed
 to ``senteval.engine.SE(params, batcher, prepare)`` as its batcher, so the numbers are the

@@ -1,4 +1,4 @@
-"""python -m evaluation.across_runs.reproduce: the dry-run listing, and a two-row x two-seed table end to end on
+"""python tools.py reproduce: the dry-run listing, and a two-row x two-seed table end to end on
 the CPU."""
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def test_dry_run_lists_the_eight_rows_three_seeds_and_their_files(tmp_path, caps
     assert text.count("  $ python run.py --multirun") == 8
     assert "estimate:" in text
     # the untrained rows' commands
-    assert "BoW, agnews: python -m evaluation.benchmarks.evaluate_model --model bow" in text
+    assert "BoW, agnews: python tools.py evaluate --model bow" in text
 
 
 def test_sts_rows_list_the_senteval_folder_too(tmp_path):
@@ -143,7 +143,7 @@ def test_a_missing_file_stops_before_any_run(tmp_path, capsys):
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert err.strip() == (f"error: {folder / 'tweet_trans_subst_20.csv'} is missing; get it with "
-                           f"`python -m datamodules.download tweet_views --dest {tmp_path}`")
+                           f"`python tools.py download tweet_views --dest {tmp_path}`")
     assert not (tmp_path / "out" / "sccl_tweet").exists()
 
 

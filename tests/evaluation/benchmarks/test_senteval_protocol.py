@@ -64,6 +64,13 @@ def test_settings_are_sentevals_documented_configurations():
     assert sc.L2_GRID == (1e-5, 1e-4, 1e-3, 1e-2) and sc.FOLD_SEED == 1111 and sc.VALIDATION_SPLIT == 0.05
 
 
+def test_the_transfer_tool_offers_exactly_the_classifier_settings():
+    """The tool's --setting choices are named without importing the classifier (torch): the same names."""
+    from evaluation.benchmarks.senteval.tasks import SETTING_NAMES
+
+    assert SETTING_NAMES == tuple(sc.SETTINGS)
+
+
 def test_probe_settings_overrides_and_bad_values():
     assert sc.probe_settings("prototyping", {"kfold": 3, "optim": None}).kfold == 3
     with pytest.raises(sc.ProbeSettingsError, match="unknown SentEval classifier setting 'fast'"):

@@ -205,7 +205,7 @@ def test_page_without_descriptions_names_the_command_that_makes_them(tiny_run, t
     bare.mkdir()
     shutil.copy(out / "predictions.csv", bare / "predictions.csv")
     with pytest.raises(RunFolderError,
-                       match=r"has no clusters.json: run python -m evaluation.run_report.describe .* --html"):
+                       match=r"has no clusters.json: run python tools.py describe .* --html"):
         write_run_page(bare, projection="pca")
 
 
