@@ -25,7 +25,7 @@ from datamodules.short_text_corpus import ShortTextCorpus, load_corpus
 from datamodules.tokenizer import LazyTokenizer
 from errors import DataConfigError
 from lightning_modules.shared.base import SHORT_TEXT
-from lightning_modules.shared.token_batches import token_lengths, with_token_counts
+from lightning_modules.shared.token_batches import token_lengths, tokenize_batch
 
 AUGMENTATIONS = ("explicit", "virtual")
 
@@ -66,15 +66,7 @@ class TextCollator:
 
     def tokenize(self, texts: list[str]) -> dict:
         # the token counts travel as a list: the encoder plans its calls without reading the GPU
-        return with_token_counts(
-            self.tokenizer(
-                texts,
-                padding="max_length" if self.pad_to_max else "longest",
-                truncation=True,
-                max_length=self.max_length,
-                return_tensors="pt",
-            )
-        )
+        return tokenize_batch(self.tokenizer, texts, self.max_length, self.pad_to_max)
 
     def __call__(self, items: list[dict]) -> dict:
         batch = {"index": torch.tensor([it["index"] for it in items]), "text": [it["text"] for it in items]}
@@ -90,14 +82,39 @@ class TextCollator:
 
 
 class _IndexSet(Dataset):
-    def __init__(self, texts: list[str]):
+    """The texts of ``rows`` (every text when None) by position: item ``i`` is text ``rows[i]`` and carries
+    ``index`` = i, its position in the evaluation's outputs."""
+
+    def __init__(self, texts: Sequence[str], rows: np.ndarray | None = None):
         self.texts = texts
+        self.rows = rows
 
     def __len__(self) -> int:
-        return len(self.texts)
+        return len(self.texts) if self.rows is None else len(self.rows)
 
     def __getitem__(self, i: int) -> dict:
-        return {"index": i, "text": self.texts[i]}
+        return {"index": i, "text": self.texts[i if self.rows is None else int(self.rows[i])]}
+
+
+class EvalBatches:
+    """Evaluation batches cut from one order of positions (``order[s:s + size]``): a list-like sampler of index
+    lists that keeps a million rows as one array, not a million Python lists."""
+
+    def __init__(self, order: np.ndarray, size: int):
+        self.order = np.asarray(order, dtype=np.int64)
+        self.size = int(size)
+
+    def __len__(self) -> int:
+        return -(-len(self.order) // self.size)
+
+    def __getitem__(self, b: int) -> list[int]:
+        if not -len(self) <= b < len(self):
+            raise IndexError(b)
+        b %= len(self)
+        return self.order[b * self.size:(b + 1) * self.size].tolist()
+
+    def __iter__(self):
+        return (self[b] for b in range(len(self)))
 
 
 class LengthGroupedBatchSampler(Sampler[list[int]]):
@@ -147,17 +164,6 @@ class LengthGroupedBatchSampler(Sampler[list[int]]):
         batches = [batches[i] for i in torch.randperm(len(batches), generator=generator).tolist()]
         skip = getattr(self, "_skip", None)
         return iter(batches[skip[1]:] if skip is not None and skip[0] == self.sampler.epoch else batches)
-
-
-def length_sorted_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
-    """Deterministic batches of row indices, rows of similar length together.
-
-    ``lengths`` should be token counts: batches are padded to their longest text, and word or
-    character counts track token counts poorly on code-heavy titles (StackOverflow), which left
-    sorted batches padded to 23 tokens on average instead of 15.
-    """
-    order = sorted(range(len(lengths)), key=lambda i: (lengths[i], i))
-    return [order[s : s + batch_size] for s in range(0, len(order), batch_size)]
 
 
 class ShortTextDataModule(LazyTokenizer, ResumableData, L.LightningDataModule):
@@ -244,7 +250,7 @@ class ShortTextDataModule(LazyTokenizer, ResumableData, L.LightningDataModule):
         if length_grouping < 0:
             raise DataConfigError(f"dataset.length_grouping must be >= 0 (0 = off), got {length_grouping}")
         self.length_grouping = int(length_grouping)
-        self._eval_lengths: list[int] | None = None  # token counts, for length-sorted evaluation batches
+        self._eval_lengths: np.ndarray | None = None  # token count of each text (-1: not counted yet)
 
     # -- set-up ---------------------------------------------------------------
     def setup(self, stage: str | None = None) -> None:
@@ -355,24 +361,51 @@ class ShortTextDataModule(LazyTokenizer, ResumableData, L.LightningDataModule):
         # the sampler runs in the training process, so workers kept between epochs see every epoch's order
         return self.loader.dataloader_kwargs()
 
-    def eval_dataloader(self, batch_size: int | None = None) -> DataLoader:
-        """Every text once, in a fixed order; each batch carries the texts' row indices."""
+    def eval_dataloader(self, batch_size: int | None = None, rows: np.ndarray | None = None) -> DataLoader:
+        """The texts of ``rows`` (sorted row numbers; every text when None) once, in a fixed order; each batch
+        carries ``index``, the texts' positions among ``rows``. Length-sorted batches come from each text's token
+        count, counted once per text and run (:meth:`eval_token_counts`); the texts are tokenised batch by batch
+        as they are embedded."""
         self.setup()
         size = batch_size or self.eval_batch_size
         texts = self.corpus.texts
+        count = len(texts) if rows is None else len(rows)
         if self.eval_sort_by_length:
-            if self._eval_lengths is None:
-                self._eval_lengths = token_lengths(self.tokenizer, texts, self.max_length)
-            batches = length_sorted_batches(self._eval_lengths, size)
+            lengths = self.eval_token_counts(rows)
+            order = np.lexsort((np.arange(count), lengths))  # by token count, then position
+        elif self.eval_shuffle_seed is not None:
+            order = np.random.default_rng(self.eval_shuffle_seed).permutation(count)
         else:
-            order = list(range(len(texts)))
-            if self.eval_shuffle_seed is not None:
-                order = np.random.default_rng(self.eval_shuffle_seed).permutation(len(texts)).tolist()
-            batches = [order[s:s + size] for s in range(0, len(texts), size)]
+            order = np.arange(count)
         return DataLoader(
-            _IndexSet(texts),
-            batch_sampler=batches,
+            _IndexSet(texts, rows),
+            batch_sampler=EvalBatches(order, size),
             num_workers=self.loader.num_workers,
             pin_memory=self.loader.pin_memory,
             collate_fn=TextCollator(self.tokenizer, self.max_length, self.pad_to_max, views=False),
         )
+
+    def eval_token_counts(self, rows: np.ndarray | None = None) -> np.ndarray:
+        """Token counts [len(rows)] of the texts of ``rows`` (all when None), each text counted once per run: the
+        evaluations of a sample count the sample, the last evaluation the rest."""
+        texts = self.corpus.texts
+        if self._eval_lengths is None:
+            self._eval_lengths = np.full(len(texts), -1, dtype=np.int32)
+        wanted = np.arange(len(texts)) if rows is None else np.asarray(rows, dtype=np.int64)
+        missing = wanted[self._eval_lengths[wanted] < 0]
+        if len(missing):
+            self._eval_lengths[missing] = token_lengths(self.tokenizer, _Rows(texts, missing), self.max_length)
+        return self._eval_lengths[wanted]
+
+
+class _Rows:
+    """``texts[rows[i]]`` by position, without copying the texts."""
+
+    def __init__(self, texts: Sequence[str], rows: np.ndarray):
+        self.texts, self.rows = texts, rows
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, i: int) -> str:
+        return self.texts[int(self.rows[i])]

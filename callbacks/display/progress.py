@@ -19,6 +19,8 @@ from typing import Any
 from lightning.pytorch.callbacks import Callback, RichModelSummary, RichProgressBar
 from lightning.pytorch.utilities.model_summary import get_formatted_model_size, get_human_readable_count
 
+from console import format_duration
+
 log = logging.getLogger(__name__)
 
 
@@ -117,14 +119,6 @@ class CompactModelSummary(RichModelSummary):
         console.print("\n".join(lines), highlight=False)
 
 
-def format_duration(seconds: float) -> str:
-    """``1h02m``, ``4m05s``, ``12s``."""
-    seconds = max(0, int(round(seconds)))
-    hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
-    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
-
-
 def progress_line(step: int, total: int | None, epoch: int, loss: float | None, rate: float | None) -> str:
     """One plain line: ``step 120/3000 (4%) · epoch 2 · loss 1.2345 · 2.31 steps/s · ETA 20m47s``."""
     parts = [f"step {step}/{total} ({100 * step / total:.0f}%)" if total else f"step {step}", f"epoch {epoch}"]
@@ -176,8 +170,14 @@ class PlainProgressLines(Callback):
     def on_train_start(self, trainer, pl_module) -> None:
         self._active = trainer.is_global_zero and (self.when == "always" or not stderr_is_terminal())
         self._last_time = time.monotonic()
-        self._previous = (self._last_time, trainer.global_step)
+        self._previous = None  # set when the first batch starts: the start-up is not a step's time
         self._step_seconds.clear()
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        # the callbacks' work before the first step (embedding the corpus, KMeans) took minutes at 1M texts and
+        # was counted as the first step's duration ("0.01 steps/s · ETA 53m31s" after step 1)
+        if self._active and self._previous is None:
+            self._previous = (time.monotonic(), trainer.global_step)
 
     def total_steps(self, trainer) -> int | None:
         if trainer.max_steps and trainer.max_steps > 0:
@@ -191,6 +191,8 @@ class PlainProgressLines(Callback):
         if not self._active:
             return
         now, step, total = time.monotonic(), trainer.global_step, self.total_steps(trainer)
+        if self._previous is None:  # no batch start seen: this step's duration is unknown
+            self._previous = (now, step)
         previous_time, previous_step = self._previous
         if step > previous_step:  # with gradient accumulation, only every k-th batch makes a step
             self._step_seconds.extend([(now - previous_time) / (step - previous_step)] * (step - previous_step))

@@ -7,13 +7,15 @@ import time
 from pathlib import Path
 
 import numpy as np
+import torch
 
+from console import format_duration
 from errors import ConfigError, writing
 from evaluation.clustering.label_free import DIRECTIONS as LABEL_FREE_DIRECTIONS
-from evaluation.clustering.label_free import best_index, label_free_report, stable_step
+from evaluation.clustering.label_free import best_index, changed_share, label_free_report, stable_step
 from evaluation.clustering.metrics import clustering_scores
 from lightning_modules.shared.eval_outputs import cached_eval_outputs
-from lightning_modules.shared.kmeans import check_kmeans_backend, kmeans_fit
+from lightning_modules.shared.kmeans import check_kmeans_backend, kmeans_fit, sample_rows
 from lightning_modules.shared.periodic_evaluation import PeriodicEvaluation
 
 log = logging.getLogger(__name__)
@@ -118,6 +120,8 @@ class ClusteringEvaluator(PeriodicEvaluation):
         output_dir: str | None = None,
         *,
         kmeans_backend: str,
+        kmeans_sample: int,
+        sample: int,
         label_free: bool = True,
         label_free_sample: int = 2000,
         stop_when_changed_below: float | None = None,
@@ -125,6 +129,8 @@ class ClusteringEvaluator(PeriodicEvaluation):
         stop_key: str = "kmeans_changed",
     ):
         _whole_number("every_n_steps", every_n_steps, 0, "0: only before and after training")
+        _whole_number("sample", sample, 0, "texts of the evaluations before and during training; 0: all")
+        _whole_number("kmeans_sample", kmeans_sample, 0, "rows KMeans fits its centres on; 0: all")
         super().__init__(every_n_steps=every_n_steps, evaluate_before=evaluate_before)
         monitor_direction(monitor)  # an unknown name fails now
         share = stop_when_changed_below
@@ -147,6 +153,12 @@ class ClusteringEvaluator(PeriodicEvaluation):
         self.kmeans_seed = kmeans_seed
         self.kmeans_n_init = kmeans_n_init
         self.kmeans_backend = check_kmeans_backend(kmeans_backend)
+        self.kmeans_sample = kmeans_sample
+        self.sample = sample
+        self._final = False  # set while the end-of-training evaluation (every text) runs
+        # wall time of this process's evaluations (embedding passes included; a pass shared with another callback
+        # that made it first counts as nothing here): results.json ``clustering.seconds``
+        self.seconds = {"embedding": 0.0, "evaluations": 0.0}
         self.output_dir = Path(output_dir) if output_dir else None
         self.predictions: dict | None = None
         self.before_predictions: dict | None = None  # KMeans of the embeddings before training
@@ -155,7 +167,8 @@ class ClusteringEvaluator(PeriodicEvaluation):
 
     def state_dict(self) -> dict:
         state = super().state_dict()
-        state["previous"] = {k: np.asarray(v).tolist() for k, v in self.previous.items()}
+        # tensors, not lists: a million Python ints made each checkpoint slow and large
+        state["previous"] = {k: torch.as_tensor(np.asarray(v, dtype=np.int64)) for k, v in self.previous.items()}
         state["stopped"] = self.stopped
         return state
 
@@ -165,27 +178,59 @@ class ClusteringEvaluator(PeriodicEvaluation):
         self.stopped = state_dict.get("stopped")
 
     # -- hooks (schedule and persistence in PeriodicEvaluation) ------------------------------------------
+    def setup(self, trainer, pl_module, stage: str) -> None:
+        if self.output_dir is not None:  # an evaluation pass too large for memory is mapped into the run folder
+            pl_module._eval_spill_dir = self.output_dir / "embeddings"
+
     def on_train_end(self, trainer, pl_module) -> None:
-        super().on_train_end(trainer, pl_module)
+        last = self._evaluated(trainer.global_step)
+        if last is not None and last.get("texts", len(trainer.datamodule.texts)) != len(trainer.datamodule.texts):
+            self.history.remove(last)  # an entry of the sample: the final evaluation (every text) replaces it
+        self._final = True
+        try:
+            super().on_train_end(trainer, pl_module)
+        finally:
+            self._final = False
         if self.output_dir is not None and trainer.is_global_zero:
             self.write_predictions(trainer.datamodule, self.output_dir / "predictions.csv")
+
+    def sample_rows(self, n: int) -> np.ndarray | None:
+        """The rows of the evaluations before and during training (sorted; None: every row): a sample fixed by
+        ``sample`` and ``kmeans_seed``, the same at every evaluation so that they compare."""
+        return sample_rows(n, self.sample, self.kmeans_seed)
 
     # -- internals ------------------------------------------------------------------------------------------
     def _evaluate(self, trainer, pl_module, record: bool = True) -> dict:
         start = time.perf_counter()
-        outputs = cached_eval_outputs(trainer, pl_module)
         dm = trainer.datamodule
-        kmeans = kmeans_fit(
-            outputs["embeddings"].numpy(), dm.num_clusters, self.kmeans_seed, self.kmeans_n_init, self.kmeans_backend
-        )
+        n = len(dm.texts)
+        sampled = self.sample_rows(n)
+        rows = None if self._final else sampled
+        outputs = cached_eval_outputs(trainer, pl_module, rows)
+        embedded = time.perf_counter()
+        labels = dm.labels if dm.labels is None or rows is None else dm.labels[rows]
+        kmeans = kmeans_fit(outputs["embeddings"].numpy(), dm.num_clusters, self.kmeans_seed, self.kmeans_n_init,
+                            self.kmeans_backend, sample=self.kmeans_sample)
         undefined: dict = {}
-        metrics, predictions = evaluate_outputs(outputs, dm.labels, dm.num_clusters, self.kmeans_seed, kmeans=kmeans,
-                                                previous=self.previous, label_free_sample=self.label_free_sample,
-                                                undefined=undefined)
+        # `changed` compares the rows of the sample: the final evaluation's rows are picked out of every text
+        compare = rows is None and sampled is not None
+        metrics, predictions = evaluate_outputs(outputs, labels, dm.num_clusters, self.kmeans_seed, kmeans=kmeans,
+                                                previous=None if compare else self.previous,
+                                                label_free_sample=self.label_free_sample, undefined=undefined)
+        on_sample = {k: (v[sampled] if compare else v) for k, v in predictions.items()}
+        if compare and self.label_free_sample is not None:
+            for name, pred in on_sample.items():
+                if name in self.previous and len(self.previous[name]) == len(pred):
+                    metrics[f"{name}_changed"] = changed_share(self.previous[name], pred)
         self._explain_undefined(undefined, trainer.is_global_zero)
-        self.previous = {k: np.asarray(v, dtype=np.int64) for k, v in predictions.items()}
+        self.previous = {k: np.asarray(v, dtype=np.int64) for k, v in on_sample.items()}
         entry = {"step": trainer.global_step, "epoch": trainer.current_epoch, **metrics}
+        entry["texts"] = n if rows is None else len(rows)
+        entry["kmeans_fitted_on"] = kmeans.fitted_rows
         entry["eval_seconds"] = round(time.perf_counter() - start, 3)
+        embedding = embedded - start
+        self.seconds["embedding"] += embedding
+        self.seconds["evaluations"] += entry["eval_seconds"]
         if record:
             self.history.append(entry)
             self.predictions = predictions
@@ -197,6 +242,10 @@ class ClusteringEvaluator(PeriodicEvaluation):
             for logger in trainer.loggers:
                 logger.log_metrics({f"val/{k}": v for k, v in metrics.items() if v is not None},
                                    step=trainer.global_step)
+        if trainer.is_global_zero and entry["eval_seconds"] > 5:  # a pass a person waited for: where it went
+            log.info("evaluation at step %d: %s texts in %s (embedding %s, KMeans and scores %s)", entry["step"],
+                     f"{entry['texts']:,}", format_duration(entry["eval_seconds"]), format_duration(embedding),
+                     format_duration(entry["eval_seconds"] - embedding))
         if record and self.stop_when_changed_below is not None:
             self._maybe_stop(trainer)
         return entry
@@ -249,12 +298,28 @@ class ClusteringEvaluator(PeriodicEvaluation):
             "best_selected_with_labels": best is not None and uses_labels(monitor),
             "best_monitor": monitor if best else None,
             "history": self.history,
+            "seconds": {k: round(v, 1) for k, v in self.seconds.items()},
+            # how the numbers were made: the texts of each evaluation and KMeans' rows are in each entry
+            "protocol": {"sample": self.sample, "kmeans_sample": self.kmeans_sample,
+                         "kmeans_backend": self.kmeans_backend, "kmeans_n_init": self.kmeans_n_init,
+                         "kmeans_seed": self.kmeans_seed, "label_free_sample": self.label_free_sample},
         }
         if monitor != self.monitor:
             out["best_monitor_note"] = f"monitor {self.monitor} needs labels; chosen by {monitor} instead"
         if self.stopped:
             out["stopped_early"] = self.stopped
         return out
+
+    def run_predictions(self, datamodule):
+        """What :meth:`write_predictions` wrote, as ``evaluation.run_report.run_files.RunPredictions`` (the report
+        reads it from here instead of reading predictions.csv back)."""
+        from evaluation.run_report.run_files import RunPredictions
+
+        labels = datamodule.labels
+        labels = None if labels is None else np.asarray(labels, dtype=str).astype(object)  # as the file reads back
+        partitions = {name: np.asarray(self.predictions[name], dtype=np.int64)  # the file's order: head first
+                      for name in ("head", "kmeans") if name in self.predictions}
+        return RunPredictions(datamodule.texts, labels, partitions)
 
     def write_predictions(self, datamodule, path: Path) -> None:
         if self.predictions is None:
@@ -266,15 +331,23 @@ class ClusteringEvaluator(PeriodicEvaluation):
         columns = ["row"] + (["line"] if lines is not None else []) + ["text", "kmeans_cluster"]
         columns += ["head_cluster"] if "head" in self.predictions else []
         columns += ["label"] if labels is not None else []
+        texts = datamodule.texts
+        parts = [range(len(texts))] + ([lines] if lines is not None else []) + [texts, self.predictions["kmeans"]]
+        parts += [self.predictions["head"]] if "head" in self.predictions else []
+        parts += [labels] if labels is not None else []
         with writing(path):
             path.parent.mkdir(parents=True, exist_ok=True)
             with open(path, "w", newline="", encoding="utf-8") as handle:
                 writer = csv.writer(handle)
                 writer.writerow(columns)
-                for i, text in enumerate(datamodule.texts):
-                    row = [i] + ([lines[i]] if lines is not None else []) + [text, int(self.predictions["kmeans"][i])]
-                    if "head" in self.predictions:
-                        row.append(int(self.predictions["head"][i]))
-                    if labels is not None:
-                        row.append(labels[i])
-                    writer.writerow(row)
+                for start in range(0, len(texts), PREDICTION_CHUNK):  # blocks of rows: no second copy of the corpus
+                    end = start + PREDICTION_CHUNK
+                    writer.writerows(zip(*(_plain(part[start:end]) for part in parts)))
+
+
+PREDICTION_CHUNK = 100_000  # rows of predictions.csv written at a time
+
+
+def _plain(values) -> list:
+    """Python values for csv: numpy integers as ints (a label column keeps its own type)."""
+    return values.tolist() if isinstance(values, np.ndarray) else list(values)

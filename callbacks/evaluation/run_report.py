@@ -78,6 +78,7 @@ class RunReport(Callback):
         self.html = html
         self.html_max_points = max_points if html_max_points is None else html_max_points
         self._report: dict | None = None  # the cluster descriptions, for the page
+        self._predictions = None  # predictions.csv's content, as written (run_files.RunPredictions)
         self.before_path: str | None = None  # where this run's "before" embeddings are (kept in checkpoints)
         self.files: list[str] = []
         self.errors: list[str] = []
@@ -107,14 +108,20 @@ class RunReport(Callback):
             return
         target = self.output_dir / run_files.EMBEDDINGS_BEFORE
         if trainer.global_step == 0:
-            embeddings = cached_eval_outputs(trainer, pl_module)["embeddings"]
+            rows = evaluator.sample_rows(len(trainer.datamodule.texts))  # the evaluator's texts and its pass
+            embeddings = cached_eval_outputs(trainer, pl_module, rows)["embeddings"]
             run_files.save_embeddings(target, embeddings.numpy())
+            rows_file = self.output_dir / run_files.EMBEDDINGS_BEFORE_ROWS
+            if rows is not None:
+                np.save(rows_file, rows.astype(np.int64))
+            elif rows_file.is_file():  # from an earlier run in this folder
+                rows_file.unlink()
             self.before_path = str(target)
             return
         source = self._resumed_before(trainer)
         if source is not None and source.resolve() != target.resolve():
             target.parent.mkdir(parents=True, exist_ok=True)
-            for name in (run_files.EMBEDDINGS_BEFORE, run_files.BEFORE_KMEANS):
+            for name in (run_files.EMBEDDINGS_BEFORE, run_files.BEFORE_KMEANS, run_files.EMBEDDINGS_BEFORE_ROWS):
                 if (source.parent.parent / name).is_file():
                     shutil.copyfile(source.parent.parent / name, self.output_dir / name)
             self.before_path = str(target)
@@ -124,9 +131,10 @@ class RunReport(Callback):
             return
         start = time.perf_counter()
         evaluator = _evaluator(trainer)
-        embeddings = None
+        embeddings = self._predictions = None
         if evaluator is not None and evaluator.outputs is not None:
             embeddings = self._save_final(evaluator, pl_module)
+            self._predictions = evaluator.run_predictions(trainer.datamodule)  # what predictions.csv holds
         if self.describe and embeddings is not None and (self.output_dir / run_files.PREDICTIONS).is_file():
             self._guard("cluster descriptions", self._describe, embeddings)
         if self.plots or self.html:
@@ -156,6 +164,7 @@ class RunReport(Callback):
             "step": evaluator.history[-1]["step"] if evaluator.history else None,
             "kmeans_seed": evaluator.kmeans_seed,
             "kmeans_n_init": evaluator.kmeans_n_init,
+            "kmeans_fitted_on": evaluator.history[-1].get("kmeans_fitted_on") if evaluator.history else None,
             "pooling": getattr(pl_module, "eval_pooling", None),
             "max_length": getattr(encoder, "max_length", None),
             "space": "evaluation embeddings of the trained encoder (unnormalised); assignment: nearest centroid "
@@ -170,7 +179,7 @@ class RunReport(Callback):
         from evaluation.run_report.describe import describe_run
 
         self._report = describe_run(self.output_dir, self.top_words, self.representatives, embeddings=embeddings,
-                                    tokenizer=self.tokenizer)
+                                    tokenizer=self.tokenizer, predictions=self._predictions)
         self.files += [run_files.CLUSTERS_MD, run_files.CLUSTERS_JSON]
         log.info("cluster descriptions: %s", self.output_dir / run_files.CLUSTERS_MD)
 
@@ -178,7 +187,8 @@ class RunReport(Callback):
         from evaluation.run_report.plots import make_plots
 
         try:
-            paths = make_plots(self.output_dir, self.projection, self.max_points, self.seed, embeddings=embeddings)
+            paths = make_plots(self.output_dir, self.projection, self.max_points, self.seed, embeddings=embeddings,
+                               predictions=self._predictions)
         except run_files.RunFolderError as err:  # e.g. logger=none on an STS run: nothing to draw
             log.info("no plots: %s", err)
             return
@@ -196,12 +206,13 @@ class RunReport(Callback):
         report = self._report
         if clustered and report is None:  # describe=false: described for the page only, no clusters.md
             report = cluster_report(self.output_dir, self.top_words, self.representatives, embeddings,
-                                    self.tokenizer)
+                                    self.tokenizer, self._predictions)
         # results.json is written after fit from these same summaries (run.train)
         results = {getattr(cb, "results_key", type(cb).__name__): cb.summary() for cb in trainer.callbacks
                    if hasattr(cb, "summary") and cb is not self}
         path = write_run_page(self.output_dir, report if clustered else None, embeddings if clustered else None,
-                              results, self.projection, self.html_max_points, self.seed)
+                              results, self.projection, self.html_max_points, self.seed,
+                              self._predictions if clustered else None)
         self.files.append(str(path.relative_to(self.output_dir)))
         log.info("report page: %s", path)
 

@@ -26,6 +26,9 @@ log = logging.getLogger(__name__)
 
 
 
+# an evaluation entry's fields that describe it rather than score it
+NOT_SCORES = ("step", "epoch", "texts", "kmeans_fitted_on")
+
 def has_wandb_credentials() -> bool:
     if os.environ.get("WANDB_API_KEY"):
         return True
@@ -61,7 +64,7 @@ def summary_numbers(results: Mapping) -> dict:
         out["objective_name"] = objective["name"]
     for section, prefix in (("final", "final"), ("before", "before")):
         entry = (results.get("clustering") or {}).get(section) or {}
-        out.update({f"{prefix}/{k}": v for k, v in entry.items() if is_finite_number(v) and k not in ("step", "epoch")
+        out.update({f"{prefix}/{k}": v for k, v in entry.items() if is_finite_number(v) and k not in NOT_SCORES
                     and not k.endswith("seconds")})
     sts = results.get("sts") or {}
     out.update({f"sts/{task}": v for task, v in (sts.get("spearman") or {}).items() if is_finite_number(v)})

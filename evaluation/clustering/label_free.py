@@ -22,18 +22,19 @@ undefined for fewer than 2 clusters or as many clusters as texts (2 <= K <= N - 
 NaN, and (all but the silhouette) when no cluster has any spread; such a score is None (null in
 results.json) and :func:`label_free_report` gives the reason, so a run on two texts still trains.
 
-Calinski-Harabasz and Dunn come from ``torchmetrics.functional.clustering``. Davies-Bouldin is computed
-here (:func:`davies_bouldin`): torchmetrics's takes the centroid distances from ``torch.cdist``, whose
-matrix-product path (used beyond 25 rows) leaves the diagonal slightly above zero, so from 26 clusters on
-each cluster's ratio to itself dominates (on SearchSnippets at K = 30: 3192 against scikit-learn's 4.16;
-docs/history/results_2026-11.md, issue 20).
+Calinski-Harabasz and Dunn follow ``torchmetrics.functional.clustering``'s definitions and Davies-Bouldin
+:func:`davies_bouldin`'s; all three are computed here from per-cluster sums over blocks of rows
+(:func:`spread_statistics`, tested equal to those), so that a million embeddings cost two linear passes and no
+float64 copy. :func:`davies_bouldin` does not use ``torch.cdist``, whose matrix-product path (used beyond 25 rows)
+leaves the diagonal slightly above zero, so that from 26 clusters on each cluster's ratio to itself dominates (on
+SearchSnippets at K = 30: 3192 against scikit-learn's 4.16; docs/history/results_2026-11.md, issue 20). Only the
+silhouette is quadratic: it is computed on a seeded sample.
 """
 from __future__ import annotations
 
 import math
 
 import numpy as np
-import torch
 
 # name -> direction (None: no better direction; reported, never used to select)
 DIRECTIONS = {
@@ -56,7 +57,7 @@ def silhouette_cosine(embeddings: np.ndarray, assignments: np.ndarray, sample: i
     rows = _silhouette_rows(len(assignments), sample, seed)
     if partition_problem(len(rows), len(np.unique(assignments[rows]))) is not None:
         return float("nan")
-    return float(silhouette_score(np.asarray(embeddings)[rows], assignments[rows], metric="cosine"))
+    return float(silhouette_score(np.asarray(embeddings[rows]), assignments[rows], metric="cosine"))
 
 
 def _silhouette_rows(n: int, sample: int, seed: int) -> np.ndarray:
@@ -110,26 +111,62 @@ def davies_bouldin(embeddings: np.ndarray, assignments: np.ndarray) -> float:
     return float(np.max(ratio, axis=1).mean())
 
 
-def _spread_scores(x: np.ndarray, assignments: np.ndarray) -> tuple[dict[str, float | None], dict[str, str]]:
-    """Calinski-Harabasz and Dunn (torchmetrics) and Davies-Bouldin (:func:`davies_bouldin`) for a partition with
-    2 <= K <= N - 1; a score without a finite value is None, with its reason."""
-    from torchmetrics.functional.clustering import calinski_harabasz_score, dunn_index
+BLOCK_ROWS = 65536  # rows converted to float64 at a time: the scores of a million texts need no float64 copy
 
-    ids, inverse = np.unique(assignments, return_inverse=True)
-    centroids = np.stack([x[inverse == k].mean(axis=0) for k in range(len(ids))])
-    if not np.any(x != centroids[inverse]):
+
+def spread_statistics(embeddings: np.ndarray, assignments: np.ndarray) -> dict[str, np.ndarray | float]:
+    """What Calinski-Harabasz, Davies-Bouldin and Dunn are made of, in two passes over blocks of rows (float64
+    sums; ``embeddings`` may be a memory-mapped file): cluster ``counts`` [K] and ``centroids`` [K, d] (ids in
+    sorted order), ``mean`` [d], ``within`` (sum of squared distances to the own centroid), per cluster the
+    ``spread`` (mean distance to the centroid) and ``farthest`` (largest distance) [K], and ``identical`` (no text
+    differs from its centroid)."""
+    ids, inverse = np.unique(np.asarray(assignments), return_inverse=True)
+    k, n, d = len(ids), len(inverse), embeddings.shape[1]
+    sums, counts = np.zeros((k, d)), np.bincount(inverse, minlength=k)
+    for start in range(0, n, BLOCK_ROWS):
+        np.add.at(sums, inverse[start:start + BLOCK_ROWS],
+                  np.asarray(embeddings[start:start + BLOCK_ROWS], dtype=np.float64))
+    centroids = sums / counts[:, None]
+    within, distance_sums, farthest = 0.0, np.zeros(k), np.zeros(k)
+    for start in range(0, n, BLOCK_ROWS):
+        labels = inverse[start:start + BLOCK_ROWS]
+        x = np.asarray(embeddings[start:start + BLOCK_ROWS], dtype=np.float64)
+        distances = np.linalg.norm(x - centroids[labels], axis=1)  # [b]
+        within += float((distances**2).sum())
+        distance_sums += np.bincount(labels, weights=distances, minlength=k)
+        np.maximum.at(farthest, labels, distances)
+    return {"counts": counts, "centroids": centroids, "mean": sums.sum(axis=0) / n, "within": within,
+            "spread": distance_sums / counts, "farthest": farthest, "identical": not farthest.any()}
+
+
+def _spread_scores(x: np.ndarray, assignments: np.ndarray) -> tuple[dict[str, float | None], dict[str, str]]:
+    """Calinski-Harabasz and Dunn (torchmetrics' definitions) and Davies-Bouldin (:func:`davies_bouldin`'s) for a
+    partition with 2 <= K <= N - 1, from :func:`spread_statistics` (linear time, blocks of rows: tested equal to
+    torchmetrics and :func:`davies_bouldin`); a score without a finite value is None, with its reason."""
+    stats = spread_statistics(x, assignments)
+    centroids, counts, k, n = stats["centroids"], stats["counts"], len(stats["counts"]), len(assignments)
+    gaps = np.linalg.norm(centroids[:, None, :] - centroids[None, :, :], axis=2)  # [K, K]
+    np.fill_diagonal(gaps, np.inf)  # a cluster is not compared with itself
+    if (gaps == 0).any():
+        db = float("nan")
+    else:
+        db = float(np.max((stats["spread"][:, None] + stats["spread"][None, :]) / gaps, axis=1).mean())
+    if stats["identical"]:
         # torchmetrics answers 1.0 (Calinski-Harabasz) and NaN or inf (Dunn): numbers that mean nothing here
         why = "every cluster's texts have identical embeddings (no spread within clusters)"
-        return {"calinski_harabasz": None, "davies_bouldin": davies_bouldin(x, assignments), "dunn": None}, \
-            {"calinski_harabasz": why, "dunn": why}
-    data = torch.as_tensor(x, dtype=torch.float64)
-    # torchmetrics expects ids 0..C-1 without gaps (an empty cluster would divide by zero)
-    labels = torch.as_tensor(inverse, dtype=torch.long)
+        return {"calinski_harabasz": None, "davies_bouldin": db, "dunn": None}, {"calinski_harabasz": why, "dunn": why}
+    between = float((counts * ((centroids - stats["mean"]) ** 2).sum(axis=1)).sum())
+    with np.errstate(divide="ignore", invalid="ignore"):
+        dunn = float(np.min(gaps) / np.max(stats["farthest"]))
     return {
-        "calinski_harabasz": float(calinski_harabasz_score(data, labels)),
-        "davies_bouldin": davies_bouldin(x, assignments),
-        "dunn": float(dunn_index(data, labels)),
+        "calinski_harabasz": between * (n - k) / (stats["within"] * (k - 1.0)),
+        "davies_bouldin": db,
+        "dunn": dunn,
     }, {}
+
+
+def _all_finite(embeddings: np.ndarray) -> bool:
+    return all(np.isfinite(embeddings[s:s + BLOCK_ROWS]).all() for s in range(0, len(embeddings), BLOCK_ROWS))
 
 
 GEOMETRIC = ("silhouette", "calinski_harabasz", "davies_bouldin", "dunn")
@@ -147,19 +184,20 @@ def label_free_report(
     ``previous``). A criterion that is undefined for this partition is None in ``scores`` and
     ``reasons[name]`` says why (e.g. K = N, identical embeddings, NaN in the embeddings)."""
     assignments = np.asarray(assignments)
-    x = np.asarray(embeddings, dtype=np.float64).reshape(len(assignments), -1)
+    x = embeddings if getattr(embeddings, "ndim", 0) == 2 else np.asarray(embeddings).reshape(len(assignments), -1)
     scores: dict[str, float | None] = dict.fromkeys(GEOMETRIC)
     reasons: dict[str, str] = {}
     problem = partition_problem(len(assignments), len(np.unique(assignments)))
-    if problem is None and not np.isfinite(x).all():
+    if problem is None and not _all_finite(x):
         problem = "the embeddings hold NaN or inf values"
     if problem is not None:
         reasons.update(dict.fromkeys(GEOMETRIC, problem))
     else:
         rows = _silhouette_rows(len(assignments), sample, seed)
         sampled = partition_problem(len(rows), len(np.unique(assignments[rows])))
-        if sampled is None:
-            scores["silhouette"] = silhouette_cosine(x, assignments, sample, seed)
+        if sampled is None:  # quadratic in N: on the sample only, in float64 as the scores below
+            scores["silhouette"] = silhouette_cosine(np.asarray(x[rows], dtype=np.float64), assignments[rows],
+                                                     len(rows), seed)
         else:
             reasons["silhouette"] = f"{sampled} (in the sample of {len(rows)} texts it is computed on)"
         spread, why = _spread_scores(x, assignments)

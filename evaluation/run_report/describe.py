@@ -43,7 +43,7 @@ def representative_rows(embeddings: np.ndarray, rows: np.ndarray, texts: Sequenc
     """Up to ``count`` rows of ``rows`` whose embeddings are nearest the rows' mean, one per distinct text."""
     if len(rows) == 0:
         return []
-    members = embeddings[rows]  # [n, d]
+    members = np.asarray(embeddings[rows], dtype=np.float32)  # [n, d] (the run's file is float16)
     distances = np.linalg.norm(members - members.mean(axis=0, keepdims=True), axis=1)  # [n]
     chosen, seen = [], set()
     for i in np.argsort(distances, kind="stable"):
@@ -105,7 +105,7 @@ def term_text(terms: str, backbone: str | None) -> str:
 
 
 def cluster_report(run_dir: str | Path, top_n: int = 10, representatives: int = 3, embeddings=None,
-                   tokenizer: str = "auto") -> dict:
+                   tokenizer: str = "auto", predictions: run_files.RunPredictions | None = None) -> dict:
     """The descriptions of every partition of a run (what ``clusters.json`` holds), without writing them.
 
     ``tokenizer``: what a c-TF-IDF term is (``evaluation.run_report.ctfidf.TOKENIZERS``; ``backbone`` uses the run's
@@ -114,7 +114,8 @@ def cluster_report(run_dir: str | Path, top_n: int = 10, representatives: int = 
     from evaluation.run_report.ctfidf import resolve_tokenizer
 
     run_dir = Path(run_dir)
-    predictions = run_files.load_predictions(run_dir)
+    if predictions is None:  # the end of a run passes what it wrote: predictions.csv is not read back
+        predictions = run_files.load_predictions(run_dir)
     cfg = run_files.load_config(run_dir)
     backbone = run_files.config_value(cfg, "dataset.tokenizer") or run_files.config_value(cfg, "backbone.name")
     terms = resolve_tokenizer(tokenizer, predictions.texts)
@@ -139,11 +140,11 @@ def cluster_report(run_dir: str | Path, top_n: int = 10, representatives: int = 
 
 
 def describe_run(run_dir: str | Path, top_n: int = 10, representatives: int = 3, embeddings=None,
-                 tokenizer: str = "auto") -> dict:
+                 tokenizer: str = "auto", predictions: run_files.RunPredictions | None = None) -> dict:
     """Describe every partition of a run (``cluster_report``) and write ``clusters.md`` / ``clusters.json``;
     returns the json."""
     run_dir = Path(run_dir)
-    report = cluster_report(run_dir, top_n, representatives, embeddings, tokenizer)
+    report = cluster_report(run_dir, top_n, representatives, embeddings, tokenizer, predictions)
     with writing(run_dir / run_files.CLUSTERS_JSON):
         (run_dir / run_files.CLUSTERS_JSON).write_text(json.dumps(report, indent=2, ensure_ascii=False),
                                                        encoding="utf-8")

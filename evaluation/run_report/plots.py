@@ -350,7 +350,8 @@ def plot_training_curves(path: Path, metrics_csv: Path, title: str = "") -> Path
 
 # -- a run folder -------------------------------------------------------------------------------------------
 def make_plots(run_dir: str | Path, projection: str = "tsne", max_points: int = 3000, seed: int = 0,
-               partition: str | None = None, embeddings=None) -> list[Path]:
+               partition: str | None = None, embeddings=None,
+               predictions: run_files.RunPredictions | None = None) -> list[Path]:
     """Every picture the run's files allow; returns the PNG paths written under ``<run>/plots``."""
     if projection not in PROJECTIONS:
         raise run_files.RunFolderError(f"--projection must be one of {PROJECTIONS}, got '{projection}'")
@@ -361,7 +362,8 @@ def make_plots(run_dir: str | Path, projection: str = "tsne", max_points: int = 
     title = run_files.run_title(run_dir)
     written = []
     if (run_dir / run_files.PREDICTIONS).is_file():
-        written += _cluster_plots(run_dir, out, title, projection, max_points, seed, partition, embeddings)
+        written += _cluster_plots(run_dir, out, title, projection, max_points, seed, partition, embeddings,
+                                  predictions)
     metrics = run_dir / run_files.METRICS_CSV
     if metrics.is_file():
         curves = plot_training_curves(out / "training_curves.png", metrics, title)
@@ -374,8 +376,9 @@ def make_plots(run_dir: str | Path, projection: str = "tsne", max_points: int = 
     return written
 
 
-def _cluster_plots(run_dir, out, title, projection, max_points, seed, partition, embeddings) -> list[Path]:
-    predictions = run_files.load_predictions(run_dir)
+def _cluster_plots(run_dir, out, title, projection, max_points, seed, partition, embeddings,
+                   predictions=None) -> list[Path]:
+    predictions = predictions if predictions is not None else run_files.load_predictions(run_dir)
     name = partition or predictions.primary
     if name not in predictions.partitions:
         raise run_files.RunFolderError(
@@ -386,14 +389,21 @@ def _cluster_plots(run_dir, out, title, projection, max_points, seed, partition,
     after = embeddings if embeddings is not None else run_files.run_embeddings(run_dir, predictions.texts)
     before = run_files.load_array(run_dir, run_files.EMBEDDINGS_BEFORE)
     before_clusters = run_files.load_array(run_dir, run_files.BEFORE_KMEANS)
-    rows = subsample(len(clusters), max_points, seed)
+    before_rows = run_files.load_array(run_dir, run_files.EMBEDDINGS_BEFORE_ROWS)
+    if before_rows is None:  # "before" embedded every text
+        before_rows = np.arange(len(clusters))
+    if before is None or len(before) != len(before_rows) or (len(before_rows) and before_rows[-1] >= len(clusters)):
+        before = before_clusters = None  # from another corpus or another run: left out
+    # the map's texts: a sample of those the "before" evaluation embedded, so both panels show the same texts
+    positions = subsample(len(before_rows), max_points, seed)
+    rows = np.asarray(before_rows[positions], dtype=np.int64)
     labels = predictions.labels[rows] if predictions.labels is not None else None
     source = "cluster head" if name == "head" else "KMeans"
     written = [plot_embedding_maps(
-        out / f"embeddings_{projection}.png", after[rows], clusters[rows],
-        before[rows] if before is not None and len(before) == len(clusters) else None,
-        before_clusters[rows].astype(np.int64) if before_clusters is not None and len(before_clusters) == len(
-            clusters) else None,
+        out / f"embeddings_{projection}.png", run_files.rows_float32(after, rows), clusters[rows],
+        run_files.rows_float32(before, positions) if before is not None else None,
+        np.asarray(before_clusters[positions], dtype=np.int64)
+        if before_clusters is not None and len(before_clusters) == len(before_rows) else None,
         labels, k, projection, seed, source, title,
     )]
     if predictions.labels is not None:

@@ -3,8 +3,10 @@
 Written at the end of a clustering run by ``callbacks.evaluation.run_report.RunReport`` (beside
 ``predictions.csv`` from the clustering evaluator):
 
-- ``embeddings/before.npy``, ``embeddings/after.npy``: evaluation embeddings of every text, row
-  order of ``predictions.csv``, float16 ([N, d], N·d·2 bytes each), before the first step and at the end;
+- ``embeddings/before.npy``, ``embeddings/after.npy``: evaluation embeddings, float16 ([N, d], N·d·2 bytes
+  each), before the first step and at the end: after.npy of every text in the row order of ``predictions.csv``,
+  before.npy of the texts the evaluation before training embedded (every text, or for a corpus larger than
+  ``eval_sample`` the rows listed in ``embeddings/before_rows.npy``);
 - ``embeddings/before_kmeans.npy``: KMeans clusters of the "before" embeddings (int32 [N]);
 - ``kmeans_centroids.npy`` (float32 [K, d]) + ``kmeans_centroids.json``: the final KMeans of the
   evaluation embeddings, for ``evaluation.model_io.predict``;
@@ -26,6 +28,7 @@ from errors import UserError
 
 EMBEDDINGS_BEFORE = "embeddings/before.npy"
 EMBEDDINGS_AFTER = "embeddings/after.npy"
+EMBEDDINGS_BEFORE_ROWS = "embeddings/before_rows.npy"  # the rows of before.npy when it holds a sample
 BEFORE_KMEANS = "embeddings/before_kmeans.npy"
 CENTROIDS = "kmeans_centroids.npy"
 CENTROIDS_META = "kmeans_centroids.json"
@@ -56,18 +59,39 @@ class RunPredictions:
         return "head" if "head" in self.partitions else "kmeans"
 
 
+SAVE_BLOCK_ROWS = 65536  # rows converted at a time: a million embeddings are never copied whole
+
+
 def save_embeddings(path: Path, embeddings) -> Path:
-    """Store [N, d] embeddings as float16 (float32 when float16 would overflow)."""
-    array = np.asarray(embeddings, dtype=np.float32)
-    half = array.astype(np.float16)
+    """Store [N, d] embeddings as float16 (float32 when float16 would overflow), block by block."""
+    blocks = range(0, len(embeddings), SAVE_BLOCK_ROWS)
+
+    def block(start: int) -> np.ndarray:
+        return np.asarray(embeddings[start:start + SAVE_BLOCK_ROWS], dtype=np.float32)
+
+    def overflows(x: np.ndarray) -> bool:  # a finite value that float16 cannot hold
+        return bool(np.any(~np.isfinite(x.astype(np.float16)) & np.isfinite(x)))
+
+    dtype = np.float32 if any(overflows(block(s)) for s in blocks) else np.float16
     path.parent.mkdir(parents=True, exist_ok=True)
-    np.save(path, half if np.isfinite(half).all() or not np.isfinite(array).all() else array)
+    stored = np.lib.format.open_memmap(path, mode="w+", dtype=dtype, shape=tuple(np.shape(embeddings)))
+    for start in blocks:
+        stored[start:start + SAVE_BLOCK_ROWS] = block(start)
+    stored.flush()
+    del stored
     return path
 
 
 def load_array(run_dir: Path, name: str) -> np.ndarray | None:
+    """The array ``name`` of the run folder, memory-mapped as stored (embeddings: float16), or None. Take the rows
+    you need, then convert them (``rows_float32``): a million embeddings are never copied whole."""
     path = Path(run_dir) / name
-    return np.load(path).astype(np.float32) if path.is_file() and name.endswith(".npy") else None
+    return np.load(path, mmap_mode="r") if path.is_file() and name.endswith(".npy") else None
+
+
+def rows_float32(array, rows=None) -> np.ndarray:
+    """``array[rows]`` (every row when None) as float32: what the report computes on, from a float16 file."""
+    return np.asarray(array if rows is None else array[rows], dtype=np.float32)
 
 
 def run_embeddings(run_dir: Path, texts) -> np.ndarray:

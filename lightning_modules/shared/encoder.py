@@ -9,6 +9,7 @@ import functools
 from dataclasses import dataclass
 from typing import Sequence
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -25,7 +26,7 @@ from lightning_modules.shared.token_batches import (
     host_token_counts,
     length_chunks,
     token_lengths,
-    with_token_counts,
+    tokenize_batch,
 )
 
 # prompt poolings (PromptBERT; lightning_modules/shared/prompt.py) wrap each text in the first template and take
@@ -359,30 +360,29 @@ class TextEncoder(nn.Module):
         pooling: str | None = None,
         sort_by_length: bool = True,
         pad_to_max: bool = False,
-        progress: bool = False,
     ) -> torch.Tensor:
         """Embed ``texts`` in eval mode, returning [len(texts), d] on CPU in input order.
 
-        Sorting by length keeps padding small; the output order is restored.
+        Sorting by length keeps padding small; the output order is restored. A pass of more than a few seconds
+        writes progress lines (``console.PhaseProgress``).
         """
+        from console import PhaseProgress
+
         was_training = self.training
         self.eval()
         device = next(self.parameters()).device
         if sort_by_length:
             lengths = token_lengths(self.tokenizer, texts, self.max_length)
-            order = sorted(range(len(texts)), key=lambda i: (lengths[i], i))
+            order = np.lexsort((np.arange(len(texts)), lengths))  # by token count, then position
         else:
-            order = list(range(len(texts)))
+            order = np.arange(len(texts))
         out = torch.empty(len(texts), self.dim)
-        starts = range(0, len(texts), batch_size)
-        if progress:
-            from rich.progress import track
-
-            starts = track(starts, description="embedding", transient=True)
-        for start in starts:
-            idx = order[start : start + batch_size]
-            batch = with_token_counts(self.tokenize([texts[i] for i in idx], pad_to_max=pad_to_max))
-            batch = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
-            out[idx] = self(**batch, pooling=pooling).float().cpu()
+        with PhaseProgress("embedding", len(texts), "texts") as progress:
+            for start in range(0, len(texts), batch_size):
+                idx = order[start : start + batch_size]
+                batch = tokenize_batch(self.tokenizer, [texts[i] for i in idx], self.max_length, pad_to_max)
+                batch = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
+                out[torch.from_numpy(idx)] = self(**batch, pooling=pooling).float().cpu()
+                progress.advance(len(idx))
         self.train(was_training)
         return out

@@ -4,56 +4,131 @@ Here, below the callbacks, because the methods' own callbacks (SCCL's centroid i
 switch) share this pass with the clustering evaluator and the run report."""
 from __future__ import annotations
 
+import logging
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
 import torch
 
+from console import PhaseProgress
 
-def collect_eval_outputs(pl_module, dataloader) -> dict[str, torch.Tensor]:
-    """Concatenate ``pl_module.eval_step(batch)`` outputs over ``dataloader``, in row order.
+log = logging.getLogger(__name__)
 
-    Batches must carry an ``index`` tensor of row positions (the loader may reorder rows, e.g.
-    to group texts of similar length); outputs come back indexed by row. The module is put in
-    eval mode for the pass and restored afterwards.
+# an output larger than this share of the memory still available goes to a memory-mapped file
+SPILL_SHARE = 0.25
+
+
+class EvalOutputs(dict):
+    """``{name: tensor [n, ...]}`` of one evaluation pass, in the order of ``rows`` (the corpus rows embedded,
+    sorted; None: every row, in row order), and ``batches``: the batches of positions the pass ran, in its order
+    (a head whose prediction depends on the other texts of its batch, AECL's, is diagnosed on them)."""
+
+    rows: np.ndarray | None = None
+    batches: object = None
+
+
+def collect_eval_outputs(pl_module, dataloader, spill_dir: str | Path | None = None) -> EvalOutputs:
+    """Run ``pl_module.eval_step(batch)`` over ``dataloader`` and put each output row at its position.
+
+    Batches must carry an ``index`` tensor of positions (the loader may reorder rows, e.g. to group texts of
+    similar length); outputs come back by position, as float32 tensors [n, ...]. Each output is written into one
+    array as the batches arrive (no list of parts, no second copy); an array larger than ``SPILL_SHARE`` of the
+    available memory is a memory-mapped file in ``spill_dir`` (the system's temporary folder when None), unlinked
+    at once so nothing is left behind. The module is put in eval mode for the pass and restored afterwards.
     """
     was_training = pl_module.training
     pl_module.eval()
-    parts: dict[str, list[torch.Tensor]] = {}
-    indices = []
+    dataset = getattr(dataloader, "dataset", None)
+    # a DataLoader knows its rows; a list of batches (tests, benchmarks) is counted
+    total = len(dataset) if dataset is not None else sum(len(b["index"]) for b in dataloader)
+    arrays: dict[str, np.ndarray] = {}
     try:
-        with torch.no_grad():
+        with torch.no_grad(), PhaseProgress("embedding", total, "texts", logger=log) as progress:
             for batch in dataloader:
+                positions = batch["index"].numpy()
                 batch = _to_device(batch, pl_module.device)
                 for key, value in pl_module.eval_step(batch).items():
-                    parts.setdefault(key, []).append(value.detach().float().cpu())
-                indices.append(batch["index"].cpu())
+                    value = value.detach().float().cpu().numpy()
+                    if key not in arrays:
+                        arrays[key] = _allocate((total, *value.shape[1:]), spill_dir)
+                    arrays[key][positions] = value
+                progress.advance(len(positions))
     finally:
         pl_module.train(was_training)
-    order = torch.cat(indices)
-    outputs = {}
-    for key, values in parts.items():
-        stacked = torch.cat(values)
-        restored = torch.empty_like(stacked)
-        restored[order] = stacked
-        outputs[key] = restored
+    outputs = EvalOutputs({key: torch.from_numpy(array) for key, array in arrays.items()})
+    outputs.batches = getattr(dataloader, "batch_sampler", None)
     return outputs
 
 
-def cached_eval_outputs(trainer, pl_module) -> dict[str, torch.Tensor]:
-    """Evaluation outputs for the current step, computed once even if several callbacks ask.
+def _allocate(shape: tuple, spill_dir) -> np.ndarray:
+    """A float32 array of ``shape``: in memory, or a memory-mapped file when it would take more than
+    ``SPILL_SHARE`` of the memory available (a million 384-d embeddings are 1.5 GB)."""
+    size = int(np.prod(shape)) * 4
+    available = available_memory()
+    if available is None or size <= SPILL_SHARE * available:
+        return np.empty(shape, dtype=np.float32)
+    folder = Path(spill_dir) if spill_dir is not None else Path(tempfile.gettempdir())
+    folder.mkdir(parents=True, exist_ok=True)
+    handle, name = tempfile.mkstemp(prefix=".eval-outputs-", suffix=".f32", dir=folder)
+    os.close(handle)
+    log.info("evaluation outputs of %s floats (%.1f GB) kept in a memory-mapped file in %s: more than %d %% of "
+             "the %.1f GB of memory available", f"{int(np.prod(shape)):,}", size / 1e9, folder,
+             100 * SPILL_SHARE, available / 1e9)
+    array = np.memmap(name, dtype=np.float32, mode="w+", shape=shape)
+    try:
+        os.unlink(name)  # the mapping keeps the space until it is dropped; a crash leaves no file
+    except OSError:
+        pass
+    return array
 
-    Keyed by the trainer and its optimizer step (not the epoch): the weights change only with the
+
+def available_memory() -> int | None:
+    """Bytes of memory the system can still give (Linux ``MemAvailable``), or None when it does not say."""
+    try:
+        with open("/proc/meminfo") as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def cached_eval_outputs(trainer, pl_module, rows: np.ndarray | None = None,
+                        spill_dir: str | Path | None = None) -> EvalOutputs:
+    """Evaluation outputs of ``rows`` (sorted corpus rows; every row when None) for the current step, computed once
+    even if several callbacks ask.
+
+    Keyed by the trainer, its optimizer step (not the epoch) and the rows: the weights change only with the
     step, so the evaluator at the end of an epoch, AECL's stage switch at the start of the next and
     the end-of-training callbacks (where Lightning may already count the next epoch) share one
-    encoder pass.
+    encoder pass. ``spill_dir``: where an output too large for memory is mapped (:func:`collect_eval_outputs`).
     """
-    key = (id(trainer), trainer.global_step)
+    key = (id(trainer), trainer.global_step, _rows_key(rows))
     cache = getattr(pl_module, "_eval_outputs_cache", None)
     if cache is None or cache[0] != key:
+        pl_module._eval_outputs_cache = None  # the last pass's arrays can go before the next is made
         # the global RNG is left as it was (creating the loader's iterator draws from it): whether the
         # outputs come from the cache must not change the dropout masks that follow (exact resume)
         with torch.random.fork_rng(devices=[]):
-            dataloader = trainer.datamodule.eval_dataloader()
-            pl_module._eval_outputs_cache = (key, collect_eval_outputs(pl_module, dataloader))
+            datamodule = trainer.datamodule
+            dataloader = datamodule.eval_dataloader() if rows is None else datamodule.eval_dataloader(rows=rows)
+            outputs = collect_eval_outputs(pl_module, dataloader, spill_dir)
+        outputs.rows = rows
+        pl_module._eval_outputs_cache = (key, outputs)
     return pl_module._eval_outputs_cache[1]
+
+
+def _rows_key(rows: np.ndarray | None):
+    if rows is None:
+        return None
+    rows = np.asarray(rows)
+    return (len(rows), hash(rows.tobytes()))
 
 
 def _to_device(batch, device):

@@ -9,11 +9,15 @@ pseudo-labels; evaluation for every KMeans score.
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 import numpy as np
 
+from console import PhaseProgress
 from errors import UserError
+
+log = logging.getLogger(__name__)
 
 KMEANS_BACKENDS = ("fast", "sklearn", "faiss", "torch")
 DTYPES = {"float32": np.float32, "float64": np.float64}
@@ -29,7 +33,9 @@ class KMeansResult:
 
     ``labels_`` [n] cluster of each row, ``cluster_centers_`` [k, d], ``inertia_`` (sum of squared
     distances to the nearest centre), ``backend`` and ``n_iter_`` (iterations of the kept restart,
-    or per restart for faiss, which has no convergence test).
+    or per restart for faiss, which has no convergence test). ``fitted_rows``: how many rows the centres
+    were fitted on (fewer than n when ``kmeans_fit`` was given a ``sample``; the others were then assigned to
+    their nearest centre).
     """
 
     labels_: np.ndarray
@@ -37,12 +43,40 @@ class KMeansResult:
     inertia_: float
     backend: str
     n_iter_: int
+    fitted_rows: int | None = None
 
     def predict(self, embeddings) -> np.ndarray:
         """Nearest centre of each row of ``embeddings`` [m, d] -> [m]."""
-        x = np.asarray(embeddings, dtype=self.cluster_centers_.dtype)
-        distances = (x**2).sum(1, keepdims=True) - 2 * x @ self.cluster_centers_.T + (self.cluster_centers_**2).sum(1)
-        return distances.argmin(axis=1).astype(np.int64)
+        return assign_nearest(embeddings, self.cluster_centers_)[0]
+
+
+ASSIGN_CHUNK_ROWS = 65536  # rows per distance block: [chunk, K] floats at a time, whatever the corpus size
+
+
+def assign_nearest(embeddings, centres: np.ndarray, chunk_rows: int = ASSIGN_CHUNK_ROWS) -> tuple[np.ndarray, float]:
+    """(index of the nearest centre [m], sum of squared distances to it) of each row of ``embeddings`` [m, d]
+    (an array or a memory-mapped file), Euclidean as KMeans assigns, in blocks of ``chunk_rows`` rows so that
+    the memory does not grow with m."""
+    c = np.asarray(centres)
+    squared_centres = (c.astype(np.float64) ** 2).sum(1).astype(c.dtype)  # [K]
+    labels = np.empty(len(embeddings), dtype=np.int64)
+    inertia = 0.0
+    for start in range(0, len(embeddings), chunk_rows):
+        x = np.asarray(embeddings[start:start + chunk_rows], dtype=c.dtype)  # [b, d]
+        distances = (x * x).sum(1, keepdims=True) - 2 * x @ c.T + squared_centres  # [b, K]
+        nearest = distances.argmin(axis=1)
+        labels[start:start + len(x)] = nearest
+        inertia += float(np.maximum(distances[np.arange(len(x)), nearest], 0).sum(dtype=np.float64))
+    return labels, inertia
+
+
+def sample_rows(n: int, sample: int | None, seed: int) -> np.ndarray | None:
+    """Sorted indices of a seeded sample of ``sample`` of ``n`` rows (what KMeans fits on, what the evaluations
+    during training embed), or None when every row is used: ``sample`` None or 0, or ``n <= sample`` (the papers'
+    sets, whose procedure is then exactly the plain one)."""
+    if not sample or n <= sample:
+        return None
+    return np.sort(np.random.default_rng(seed).choice(n, size=int(sample), replace=False))
 
 
 def check_kmeans_backend(backend: str | None) -> str:
@@ -66,8 +100,14 @@ def kmeans_fit(
     dtype: str = "float32",
     max_iter: int | None = None,
     tol: float | None = None,
+    sample: int | None = None,
 ) -> KMeansResult:
     """KMeans of ``embeddings`` [n, d] into ``num_clusters``; the same seed gives the same clusters.
+
+    ``sample`` (conf/config.yaml ``kmeans_sample``): with more rows than this, the centres are fitted on a
+    seeded sample of ``sample`` rows (:func:`sample_rows`) and every row is then assigned to its nearest centre
+    (:func:`assign_nearest`), so the cost of a corpus of millions is that of the sample plus one linear pass.
+    With fewer rows (or ``sample`` None or 0) nothing changes.
 
     Backends (``KMEANS_BACKENDS``; None is refused: the caller names one):
 
@@ -100,17 +140,29 @@ def kmeans_fit(
         raise ValueError(f"KMeans needs a 2-D array of embeddings, got shape {data.shape}")
     if num_clusters > len(data):
         raise ValueError(f"KMeans asked for {num_clusters} clusters but has only {len(data)} samples")
+    if sample is not None and (isinstance(sample, bool) or int(sample) < 0):
+        raise ValueError(f"sample must be >= 0 rows (0: fit on every row), got {sample!r}")
+    rows = sample_rows(len(data), sample, seed)
+    if rows is not None:
+        if int(sample) < num_clusters:
+            raise ValueError(f"kmeans_sample={sample} is smaller than the {num_clusters} clusters asked for")
+        fitted = kmeans_fit(data[rows], num_clusters, seed, n_init, backend, dtype, max_iter, tol)
+        labels, inertia = assign_nearest(data, fitted.cluster_centers_.astype(DTYPES[dtype]))
+        return KMeansResult(labels, fitted.cluster_centers_, inertia, backend, fitted.n_iter_, fitted_rows=len(rows))
     if backend == "faiss":
-        return _faiss_kmeans(data, num_clusters, seed, n_init, max_iter or FAISS_ITERATIONS)
-    if backend == "torch":
-        return _torch_kmeans(data.astype(DTYPES[dtype]), num_clusters, seed, n_init, max_iter or 300)
-    if backend == "fast":
-        return _fast_kmeans(data.astype(DTYPES[dtype]), num_clusters, seed, n_init, max_iter or 300)
-    from sklearn.cluster import KMeans
+        result = _faiss_kmeans(data, num_clusters, seed, n_init, max_iter or FAISS_ITERATIONS)
+    elif backend == "torch":
+        result = _torch_kmeans(data.astype(DTYPES[dtype]), num_clusters, seed, n_init, max_iter or 300)
+    elif backend == "fast":
+        result = _fast_kmeans(data.astype(DTYPES[dtype]), num_clusters, seed, n_init, max_iter or 300)
+    else:
+        from sklearn.cluster import KMeans
 
-    fitted = KMeans(n_clusters=num_clusters, random_state=seed, n_init=n_init, max_iter=max_iter or 300,
-                    tol=1e-4 if tol is None else tol)
-    return _from_sklearn(fitted.fit(data.astype(DTYPES[dtype])), "sklearn")
+        fitted = KMeans(n_clusters=num_clusters, random_state=seed, n_init=n_init, max_iter=max_iter or 300,
+                        tol=1e-4 if tol is None else tol)
+        result = _from_sklearn(fitted.fit(data.astype(DTYPES[dtype])), "sklearn")
+    result.fitted_rows = len(data)
+    return result
 
 
 def _from_sklearn(fitted, backend: str) -> KMeansResult:
@@ -158,12 +210,19 @@ def _fast_kmeans(x: np.ndarray, num_clusters: int, seed: int, n_init: int, max_i
     x = np.ascontiguousarray(x)
     rng = np.random.default_rng(seed)
     best = None
-    for _ in range(n_init):
-        init = greedy_kmeans_plusplus(x, num_clusters, rng)
-        fitted = KMeans(n_clusters=num_clusters, init=init, n_init=1, max_iter=max_iter, random_state=0).fit(x)
-        if best is None or fitted.inertia_ < best.inertia_:
-            best = fitted
+    with _restarts_progress(x, num_clusters, n_init) as progress:
+        for _ in range(n_init):
+            init = greedy_kmeans_plusplus(x, num_clusters, rng)
+            fitted = KMeans(n_clusters=num_clusters, init=init, n_init=1, max_iter=max_iter, random_state=0).fit(x)
+            if best is None or fitted.inertia_ < best.inertia_:
+                best = fitted
+            progress.advance()
     return _from_sklearn(best, "fast")
+
+
+def _restarts_progress(x, num_clusters: int, n_init: int) -> PhaseProgress:
+    """Log lines for restarts that take long (a large K on a large sample): the terminal and the run's log."""
+    return PhaseProgress(f"KMeans (K={num_clusters}, {len(x):,} rows)", n_init, "restarts", logger=log)
 
 
 FAISS_ITERATIONS = 100  # Lloyd iterations per restart; faiss has no tolerance test (its default is 25)
@@ -204,21 +263,23 @@ def _torch_kmeans(x: np.ndarray, num_clusters: int, seed: int, n_init: int, max_
     tol = 1e-4 * float(data.var(0, unbiased=False).mean())  # scikit-learn's tolerance
     rng = np.random.default_rng(seed)
     best = None
-    for _ in range(n_init):
-        centres = _torch_kmeans_plusplus(data, squared, num_clusters, rng)
-        for iteration in range(1, max_iter + 1):
-            labels = _nearest(data, squared, centres)[1]  # [n]
-            sums = torch.zeros_like(centres).index_add_(0, labels, data)  # [k, d]
-            counts = torch.bincount(labels, minlength=num_clusters).unsqueeze(1)  # [k, 1]
-            moved = torch.where(counts > 0, sums / counts.clamp_min(1), centres)  # [k, d]
-            shift = float(((moved - centres) ** 2).sum())
-            centres = moved
-            if shift <= tol:
-                break
-        distances, labels = _nearest(data, squared, centres)
-        inertia = float(distances.sum())
-        if best is None or inertia < best[0]:
-            best = (inertia, labels, centres, iteration)
+    with _restarts_progress(data, num_clusters, n_init) as progress:
+        for _ in range(n_init):
+            centres = _torch_kmeans_plusplus(data, squared, num_clusters, rng)
+            for iteration in range(1, max_iter + 1):
+                labels = _nearest(data, squared, centres)[1]  # [n]
+                sums = torch.zeros_like(centres).index_add_(0, labels, data)  # [k, d]
+                counts = torch.bincount(labels, minlength=num_clusters).unsqueeze(1)  # [k, 1]
+                moved = torch.where(counts > 0, sums / counts.clamp_min(1), centres)  # [k, d]
+                shift = float(((moved - centres) ** 2).sum())
+                centres = moved
+                if shift <= tol:
+                    break
+            distances, labels = _nearest(data, squared, centres)
+            inertia = float(distances.sum())
+            if best is None or inertia < best[0]:
+                best = (inertia, labels, centres, iteration)
+            progress.advance()
     inertia, labels, centres, iterations = best
     return KMeansResult(labels_=labels.cpu().numpy().astype(np.int64), cluster_centers_=centres.cpu().numpy(),
                         inertia_=inertia, backend="torch", n_iter_=iterations)

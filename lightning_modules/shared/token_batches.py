@@ -4,17 +4,102 @@ from __future__ import annotations
 
 from typing import Sequence
 
+import numpy as np
 import torch
 
+COUNT_BLOCK = 8192  # texts tokenised at a time when only their token counts are kept
 
-def token_lengths(tokenizer, texts: Sequence[str], max_length: int) -> list[int]:
-    """Number of tokens of each text after truncation to ``max_length`` (special tokens included).
+
+def token_lengths(tokenizer, texts: Sequence[str], max_length: int, block: int = COUNT_BLOCK) -> np.ndarray:
+    """Number of tokens of each text after truncation to ``max_length`` (special tokens included), int32 [n].
 
     Padding to the longest text of a batch costs what the longest token count says, so this is
-    the key for grouping texts of similar length.
+    the key for grouping texts of similar length. The texts are tokenised ``block`` at a time and only the counts
+    are kept: a million texts tokenised at once held 5 GB of token lists.
     """
-    encoded = tokenizer(list(texts), truncation=True, max_length=max_length)["input_ids"]
-    return [len(ids) for ids in encoded]
+    counts = np.empty(len(texts), dtype=np.int32)
+    for start in range(0, len(texts), block):
+        part = [texts[i] for i in range(start, min(start + block, len(texts)))]
+        counts[start:start + len(part)] = encode_unpadded(tokenizer, part, max_length)[1]
+    return counts
+
+
+def encode_unpadded(tokenizer, texts: Sequence[str], max_length: int) -> tuple[list[dict], np.ndarray]:
+    """(one ``{input name: ids}`` per text, token counts [n]) of ``texts`` truncated to ``max_length``, without
+    padding: the tokenizer's own Rust tokenizer when it has one (:class:`_DirectTokenizer`), else the tokenizer."""
+    direct = _direct(tokenizer)
+    if direct is not None:
+        return direct.encode(texts, max_length)
+    encoded = tokenizer(list(texts), truncation=True, max_length=max_length)
+    names = [n for n in tokenizer.model_input_names if n in encoded and n != "attention_mask"]
+    rows = [{n: encoded[n][i] for n in names} for i in range(len(texts))]
+    return rows, np.fromiter((len(ids) for ids in encoded["input_ids"]), dtype=np.int32, count=len(texts))
+
+
+def tokenize_batch(tokenizer, texts: Sequence[str], max_length: int, pad_to_max: bool = False) -> dict:
+    """``texts`` as tensors padded on the right to the batch's longest text (or to ``max_length``), with
+    :data:`TOKEN_COUNTS`: what ``tokenizer(texts, padding="longest" | "max_length", truncation=True,
+    max_length=max_length, return_tensors="pt")`` gives (tested equal), about twice as fast for short texts when
+    the tokenizer has a Rust tokenizer (the wrapper's per-call work was half of an evaluation pass of a small
+    model)."""
+    direct = _direct(tokenizer)
+    if direct is None:
+        return with_token_counts(tokenizer(list(texts), padding="max_length" if pad_to_max else "longest",
+                                           truncation=True, max_length=max_length, return_tensors="pt"))
+    rows, counts = direct.encode(texts, max_length)
+    width = max_length if pad_to_max else int(counts.max(initial=0))
+    batch = {}
+    for name in direct.names:
+        fill = direct.pad_values[name]
+        array = np.full((len(rows), width), fill, dtype=np.int64)
+        for i, row in enumerate(rows):
+            array[i, :len(row[name])] = row[name]
+        batch[name] = torch.from_numpy(array)
+    mask = np.arange(width)[None, :] < counts[:, None]  # [B, T] ones then zeros
+    batch["attention_mask"] = torch.from_numpy(mask.astype(np.int64))
+    batch[TOKEN_COUNTS] = counts.tolist()
+    return batch
+
+
+class _DirectTokenizer:
+    """A copy of a transformers fast tokenizer's Rust tokenizer, with truncation on and padding off. A copy, so
+    that the wrapper's own settings (which it changes at each call) and these never meet."""
+
+    def __init__(self, tokenizer):
+        from tokenizers import Tokenizer
+
+        self.rust = Tokenizer.from_str(tokenizer.backend_tokenizer.to_str())
+        self.rust.no_padding()
+        self.max_length: int | None = None
+        self.direction = getattr(tokenizer, "truncation_side", "right")
+        self.names = [n for n in tokenizer.model_input_names if n in ("input_ids", "token_type_ids")]
+        self.pad_values = {"input_ids": tokenizer.pad_token_id or 0,
+                           "token_type_ids": getattr(tokenizer, "pad_token_type_id", 0)}
+
+    def encode(self, texts: Sequence[str], max_length: int) -> tuple[list[dict], np.ndarray]:
+        if max_length != self.max_length:
+            self.rust.enable_truncation(max_length, stride=0, strategy="longest_first", direction=self.direction)
+            self.max_length = max_length
+        encodings = self.rust.encode_batch(list(texts), add_special_tokens=True)
+        fields = {"input_ids": "ids", "token_type_ids": "type_ids"}
+        rows = [{n: getattr(e, fields[n]) for n in self.names} for e in encodings]
+        return rows, np.fromiter((len(e) for e in encodings), dtype=np.int32, count=len(encodings))
+
+
+def _direct(tokenizer) -> _DirectTokenizer | None:
+    """The direct path for ``tokenizer`` (made once and kept on it), or None where its output could differ: a slow
+    tokenizer, padding on the left, inputs other than ids, token types and the attention mask."""
+    if "_direct_tokenizer" in vars(tokenizer):
+        return vars(tokenizer)["_direct_tokenizer"]
+    direct = None
+    if getattr(tokenizer, "is_fast", False) and getattr(tokenizer, "padding_side", "right") == "right" \
+            and set(tokenizer.model_input_names) <= {"input_ids", "token_type_ids", "attention_mask"}:
+        try:
+            direct = _DirectTokenizer(tokenizer)
+        except Exception:  # noqa: BLE001 - a tokenizer the copy does not handle keeps the plain path
+            direct = None
+    vars(tokenizer)["_direct_tokenizer"] = direct
+    return direct
 
 
 def length_chunks(lengths: Sequence[int], chunk_tokens: int) -> list[list[int]]:

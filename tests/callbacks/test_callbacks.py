@@ -17,12 +17,12 @@ def blobs(seed=0):
 
 def test_kmeans_init_finds_centres_and_is_seeded():
     x, _, centres = blobs()
-    found = kmeans_init(x, 3, seed=0, backend=KMEANS)
+    found = kmeans_init(x, 3, seed=0, backend=KMEANS, sample=0)
     assert found.shape == (3, 2) and found.dtype == torch.float32
     # every true centre has a found centre within 0.2
     dist = torch.cdist(torch.tensor(centres, dtype=torch.float32), found)
     assert (dist.min(dim=1).values < 0.2).all()
-    assert torch.equal(found, kmeans_init(x, 3, seed=0, backend=KMEANS))
+    assert torch.equal(found, kmeans_init(x, 3, seed=0, backend=KMEANS, sample=0))
 
 
 def test_evaluate_outputs_scores_kmeans_and_head():
@@ -44,19 +44,19 @@ def test_evaluate_outputs_without_labels_gives_predictions_only():
 
 
 def test_evaluator_best_step_and_state_round_trip():
-    ev = ClusteringEvaluator(every_n_steps=5, kmeans_backend=KMEANS)
+    ev = ClusteringEvaluator(every_n_steps=5, kmeans_backend=KMEANS, kmeans_sample=0, sample=0)
     ev.before = {"step": 0, "kmeans_acc": 0.2}
     ev.history = [{"step": 5, "kmeans_acc": 0.5}, {"step": 10, "kmeans_acc": 0.7}, {"step": 15, "kmeans_acc": 0.6}]
     assert ev.best()["step"] == 10
     summary = ev.summary()
     assert summary["best_step"] == 10 and summary["best_selected_with_labels"] is True
-    restored = ClusteringEvaluator(kmeans_backend=KMEANS)
+    restored = ClusteringEvaluator(kmeans_backend=KMEANS, kmeans_sample=0, sample=0)
     restored.load_state_dict(ev.state_dict())
     assert restored.before == ev.before and restored.history == ev.history
 
 
 def test_evaluator_without_labels_has_no_best():
-    ev = ClusteringEvaluator(kmeans_backend=KMEANS)
+    ev = ClusteringEvaluator(kmeans_backend=KMEANS, kmeans_sample=0, sample=0)
     ev.history = [{"step": 5}]
     assert ev.summary()["best"] is None and ev.summary()["best_selected_with_labels"] is False
 
@@ -65,7 +65,7 @@ def test_evaluator_rejects_negative_interval():
     import pytest
 
     with pytest.raises(ValueError, match="every_n_steps"):
-        ClusteringEvaluator(every_n_steps=-1, kmeans_backend=KMEANS)
+        ClusteringEvaluator(every_n_steps=-1, kmeans_backend=KMEANS, kmeans_sample=0, sample=0)
 
 
 class _Echo(torch.nn.Module):

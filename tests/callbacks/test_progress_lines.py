@@ -11,7 +11,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from callbacks.display.progress import PlainProgressLines, format_duration, progress_line
+from callbacks.display.progress import PlainProgressLines, progress_line
+from console import format_duration
 from evaluation.run_report.plots import partial_batch_steps
 from tests.helpers import toy_overrides
 
@@ -93,3 +94,29 @@ def test_lines_after_an_evaluation_keep_the_training_speed(monkeypatch, caplog):
     written = [r.getMessage() for r in caplog.records if r.getMessage().startswith("step ")]
     after = next(line for line in written if line.startswith("step 31/"))
     assert "0.50 steps/s · ETA 2m18s" in after
+
+
+def test_the_start_up_before_the_first_step_is_not_a_step(monkeypatch, caplog):
+    """Three minutes of work before the first batch (the corpus embedded, KMeans for the centroids), then steps
+    of 2 s: the line after step 1 says 0.50 steps/s and 1m38s for the 49 steps left, not 0.01 steps/s and
+    hours (seen on a 1M-text run: "step 1/20 · 0.01 steps/s · ETA 53m31s")."""
+    import logging
+    from types import SimpleNamespace
+
+    import callbacks.display.progress as progress
+
+    clock = {"now": 1000.0}
+    monkeypatch.setattr(progress.time, "monotonic", lambda: clock["now"])
+    trainer = SimpleNamespace(is_global_zero=True, global_step=0, max_steps=50, max_epochs=-1,
+                              num_training_batches=100, accumulate_grad_batches=1, current_epoch=0,
+                              callback_metrics={})
+    lines = PlainProgressLines(every_seconds=30, when="always")
+    lines.on_train_start(trainer, None)
+    clock["now"] += 180.0  # the other callbacks' on_train_start
+    with caplog.at_level(logging.INFO, logger=progress.log.name):
+        lines.on_train_batch_start(trainer, None, None, 0)
+        clock["now"] += 2.0
+        trainer.global_step = 1
+        lines.on_train_batch_end(trainer, None, None, None, 0)
+    first = [r.getMessage() for r in caplog.records if r.getMessage().startswith("step 1/")]
+    assert first and "0.50 steps/s · ETA 1m38s" in first[0], first

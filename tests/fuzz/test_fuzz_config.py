@@ -124,7 +124,7 @@ def test_the_clustering_evaluator_arguments(below_token, patience_token, every_t
     below, patience, every = parse(below_token), parse(patience_token), parse(every_token)
     with user_error_or("stop_when_changed_below", "stop_patience", "every_n_steps") as outcome:
         ClusteringEvaluator(every_n_steps=every, stop_when_changed_below=below, stop_patience=patience,
-                            kmeans_backend=KMEANS)
+                            kmeans_backend=KMEANS, kmeans_sample=0, sample=0)
     allowed = ((below is None or (number(below) and 0 < below < 1)) and integer(patience) and patience >= 1
                and integer(every) and every >= 0)
     assert (outcome["error"] is None) == allowed, (below, patience, every, outcome["error"])

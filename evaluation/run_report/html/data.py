@@ -29,7 +29,8 @@ def map_points(embeddings: np.ndarray, clusters: np.ndarray, texts: Sequence[str
     if projection not in PROJECTIONS:
         raise ValueError(f"projection must be one of {PROJECTIONS}, got '{projection}'")
     rows = subsample(len(clusters), max_points, seed)
-    xy = np.asarray(project_2d(embeddings[rows], projection, seed), dtype=np.float64)  # [n, 2]
+    xy = np.asarray(project_2d(np.asarray(embeddings[rows], dtype=np.float32), projection, seed),
+                    dtype=np.float64)  # [n, 2]
     if len(xy):
         xy = xy - xy.min(axis=0)
         xy = xy / max(float(xy.max()), 1e-12)
@@ -51,16 +52,18 @@ def cluster_scores(embeddings: np.ndarray, clusters: np.ndarray, num_clusters: i
     at most ``SILHOUETTE_SAMPLE`` texts of the run) and cohesion (mean cosine of its texts to their mean)."""
     from sklearn.metrics import silhouette_samples
 
-    x = np.asarray(embeddings, dtype=np.float32)
-    unit = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+    def unit(x) -> np.ndarray:
+        x = np.asarray(x, dtype=np.float32)
+        return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+
     rows = subsample(len(clusters), SILHOUETTE_SAMPLE, seed)
     sampled = clusters[rows]
     silhouettes = np.full(len(rows), np.nan)
     if 1 < len(np.unique(sampled)) < len(rows):
-        silhouettes = silhouette_samples(unit[rows], sampled, metric="cosine")
+        silhouettes = silhouette_samples(unit(embeddings[rows]), sampled, metric="cosine")
     out = []
-    for c in range(num_clusters):
-        members = unit[clusters == c]
+    for c in range(num_clusters):  # one cluster's rows at a time: the embeddings may be a file of a million rows
+        members = unit(embeddings[np.flatnonzero(clusters == c)])
         mine = silhouettes[sampled == c]
         entry = {"silhouette": _rounded(float(mine.mean())) if len(mine) else None, "cohesion": None}
         if len(members):

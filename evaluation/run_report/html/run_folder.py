@@ -15,7 +15,7 @@ from evaluation.run_report.html.page import render_page
 
 def write_run_page(run_dir: str | Path, report: dict | None = None, embeddings: np.ndarray | None = None,
                    results: dict | None = None, projection: str = "tsne", max_points: int = 3000,
-                   seed: int = 0) -> Path:
+                   seed: int = 0, predictions: run_files.RunPredictions | None = None) -> Path:
     """Write ``<run>/report.html`` and return its path.
 
     ``report``: the cluster descriptions (``evaluation.run_report.describe``; default: the run's clusters.json);
@@ -30,7 +30,8 @@ def write_run_page(run_dir: str | Path, report: dict | None = None, embeddings: 
         results = json.loads((run_dir / run_files.RESULTS_JSON).read_text())
     title = run_files.run_title(run_dir)
     if (run_dir / run_files.PREDICTIONS).is_file():
-        predictions = run_files.load_predictions(run_dir)
+        if predictions is None:  # the end of a run passes what it wrote: predictions.csv is not read back
+            predictions = run_files.load_predictions(run_dir)
         report = report if report is not None else _saved_report(run_dir, len(predictions.texts))
         if embeddings is None:
             embeddings = run_files.run_embeddings(run_dir, predictions.texts)

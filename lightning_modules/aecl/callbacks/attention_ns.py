@@ -9,6 +9,7 @@ import torch
 
 from errors import WrongMethodError
 from lightning_modules.shared.eval_outputs import cached_eval_outputs
+from lightning_modules.shared.kmeans import sample_rows
 from lightning_modules.shared.periodic_evaluation import PeriodicEvaluation
 
 
@@ -56,16 +57,18 @@ class AttentionNS(PeriodicEvaluation):
 
     Needs on the module: ``attention`` (``z -> (H, S)``, the sample-level attention) and
     ``eval_step`` returning ``projections`` (Z of the original texts); on the datamodule:
-    ``eval_dataloader()`` with a list-like ``batch_sampler`` of row indices (the batches
-    ``eval_step`` saw) and ``labels``. Reuses the evaluation pass of the other callbacks at the
-    same step (``cached_eval_outputs``), so it costs no extra encoder pass when its interval
+    ``eval_dataloader(rows=)`` with a list-like ``batch_sampler`` of positions (the batches
+    ``eval_step`` saw) and ``labels``. It diagnoses the texts the clustering evaluator evaluates during
+    training (``sample`` texts drawn with ``seed``: conf ``eval_sample`` and ``seed``), and reuses that
+    evaluation pass (``cached_eval_outputs``), so it costs no extra encoder pass when its interval
     matches the clustering evaluator's. Without labels it records nothing.
     """
 
     results_key = "attention"
 
-    def __init__(self, every_n_steps: int = 100, evaluate_before: bool = True):
+    def __init__(self, every_n_steps: int = 100, evaluate_before: bool = True, *, sample: int, seed: int):
         super().__init__(every_n_steps=every_n_steps, evaluate_before=evaluate_before)
+        self.sample, self.seed = sample, seed  # the clustering evaluator's texts (conf eval_sample), its pass
         self.labels_available: bool | None = None
 
     def setup(self, trainer, pl_module, stage: str) -> None:
@@ -81,11 +84,13 @@ class AttentionNS(PeriodicEvaluation):
         if not self.labels_available:
             return None
         start = time.perf_counter()
-        outputs = cached_eval_outputs(trainer, pl_module)
+        rows = sample_rows(len(dm.texts), self.sample, self.seed)
+        outputs = cached_eval_outputs(trainer, pl_module, rows)
         if "projections" not in outputs:
             raise KeyError(f"AttentionNS: {type(pl_module).__name__}.eval_step must return 'projections' (Z)")
-        batches = dm.eval_dataloader().batch_sampler
-        ns = negative_similarity(outputs["projections"].to(pl_module.device), dm.labels, batches, pl_module.attention)
+        labels = dm.labels if rows is None else dm.labels[rows]
+        ns = negative_similarity(outputs["projections"].to(pl_module.device), labels, outputs.batches,
+                                 pl_module.attention)
         entry = {"step": trainer.global_step, "epoch": trainer.current_epoch, "ns": ns, "ps": 1.0 - ns,
                  "eval_seconds": round(time.perf_counter() - start, 3)}
         if record:

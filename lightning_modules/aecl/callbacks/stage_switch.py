@@ -73,10 +73,13 @@ class AECLStageSwitch(Callback):
 
     def __init__(
         self, e1: int | None = None, e2: int | None = None, kmeans_seed: int = 0, kmeans_n_init: int = 10, *,
-        kmeans_backend: str, schedule: str = "paper", pseudo_labels: str = "every_epoch",
+        kmeans_backend: str, kmeans_sample: int, schedule: str = "paper", pseudo_labels: str = "every_epoch",
         kmeans_max_iter: int | None = None, kmeans_tol: float | None = None,
     ):
         _check_epochs(e1, e2)
+        if isinstance(kmeans_sample, bool) or not isinstance(kmeans_sample, int) or kmeans_sample < 0:
+            raise ConfigError(f"AECLStageSwitch: kmeans_sample must be a whole number >= 0 (0: every row), "
+                              f"got {kmeans_sample!r}")
         if kmeans_n_init < 1:
             raise ConfigError(f"AECLStageSwitch: kmeans_n_init must be >= 1, got {kmeans_n_init}")
         stage1_epochs(0, schedule)  # checks the name
@@ -93,6 +96,7 @@ class AECLStageSwitch(Callback):
         self.kmeans_seed = kmeans_seed
         self.kmeans_n_init = kmeans_n_init
         self.kmeans_backend = check_kmeans_backend(kmeans_backend)
+        self.kmeans_sample = kmeans_sample
         self._saved_schedule: dict | None = None
 
     def setup(self, trainer, pl_module, stage: str) -> None:
@@ -138,11 +142,12 @@ class AECLStageSwitch(Callback):
         pl_module.log_number("train/stage", pl_module.stage, batch_size=1)
 
     def kmeans_labels(self, trainer, pl_module) -> torch.Tensor:
-        """KMeans clusters [n] of the whole training set's embeddings, in row order."""
+        """KMeans clusters [n] of the whole training set's embeddings, in row order (centres fitted on at most
+        ``kmeans_sample`` of them, then every row assigned to its nearest centre)."""
         embeddings = cached_eval_outputs(trainer, pl_module)["embeddings"]  # [n, d]
         labels = kmeans_fit(
             embeddings.numpy(), pl_module.num_clusters, self.kmeans_seed, self.kmeans_n_init, self.kmeans_backend,
-            max_iter=self.kmeans_max_iter, tol=self.kmeans_tol,
+            max_iter=self.kmeans_max_iter, tol=self.kmeans_tol, sample=self.kmeans_sample,
         ).labels_
         labels = torch.as_tensor(labels, dtype=torch.long)  # [n]
         return trainer.strategy.broadcast(labels, src=0)

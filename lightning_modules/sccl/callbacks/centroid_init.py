@@ -7,20 +7,25 @@ from lightning.pytorch.callbacks import Callback
 
 from errors import ConfigError
 from lightning_modules.shared.eval_outputs import cached_eval_outputs
-from lightning_modules.shared.kmeans import check_kmeans_backend, kmeans_fit
+from lightning_modules.shared.kmeans import check_kmeans_backend, kmeans_fit, sample_rows
 
 
 def kmeans_init(
     embeddings: torch.Tensor | np.ndarray, num_clusters: int, seed: int = 0, n_init: int = 10, *, backend: str,
+    sample: int,
 ) -> torch.Tensor:
-    """KMeans centres [K, d] of ``embeddings`` [N, d], deterministic for a given seed (``kmeans_fit``'s backend)."""
+    """KMeans centres [K, d] of ``embeddings`` [N, d], deterministic for a given seed (``kmeans_fit``'s backend,
+    fitted on at most ``sample`` rows)."""
     data = embeddings.numpy() if isinstance(embeddings, torch.Tensor) else np.asarray(embeddings)
-    centres = kmeans_fit(data, num_clusters, seed=seed, n_init=n_init, backend=backend).cluster_centers_
+    centres = kmeans_fit(data, num_clusters, seed=seed, n_init=n_init, backend=backend, sample=sample).cluster_centers_
     return torch.as_tensor(centres, dtype=torch.float32)
 
 
 class KMeansCentroidInit(Callback):
-    """Fills the module's centroids with KMeans centres of the whole training set.
+    """Fills the module's centroids with KMeans centres of the training set's embeddings: every text, or for a
+    corpus larger than ``sample`` a seeded sample of ``sample`` texts (conf ``eval_sample``; the same rows as the
+    clustering evaluator's "before" evaluation, whose encoder pass it shares), KMeans fitted on at most
+    ``kmeans_sample`` of them.
 
     Needs on the module: ``needs_centroid_init`` (bool), ``set_centroids(tensor)``, ``num_clusters``
     and ``eval_step(batch) -> {"embeddings": ...}``; on the datamodule: ``eval_dataloader()``.
@@ -29,12 +34,17 @@ class KMeansCentroidInit(Callback):
     run keeps the centroids it saved. Under DDP the centres of rank 0 are broadcast.
     """
 
-    def __init__(self, seed: int = 0, n_init: int = 10, *, kmeans_backend: str):
+    def __init__(self, seed: int = 0, n_init: int = 10, *, kmeans_backend: str, sample: int, kmeans_sample: int):
         if n_init < 1:
             raise ConfigError(f"method.callbacks.centroid_init.n_init must be >= 1, got {n_init}")
+        for name, value in (("sample", sample), ("kmeans_sample", kmeans_sample)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ConfigError(f"method.callbacks.centroid_init.{name}={value!r}: a whole number >= 0 (0: all)")
         self.seed = seed
         self.n_init = n_init
         self.kmeans_backend = check_kmeans_backend(kmeans_backend)
+        self.sample = sample
+        self.kmeans_sample = kmeans_sample
 
     def on_train_start(self, trainer, pl_module) -> None:
         self._initialise_if_needed(trainer, pl_module)
@@ -45,7 +55,9 @@ class KMeansCentroidInit(Callback):
     def _initialise_if_needed(self, trainer, pl_module) -> None:
         if not getattr(pl_module, "needs_centroid_init", False):
             return
-        embeddings = cached_eval_outputs(trainer, pl_module)["embeddings"]
-        centres = kmeans_init(embeddings, pl_module.num_clusters, self.seed, self.n_init, backend=self.kmeans_backend)
+        rows = sample_rows(len(trainer.datamodule.texts), self.sample, self.seed)
+        embeddings = cached_eval_outputs(trainer, pl_module, rows)["embeddings"]
+        centres = kmeans_init(embeddings, pl_module.num_clusters, self.seed, self.n_init, backend=self.kmeans_backend,
+                              sample=self.kmeans_sample)
         centres = trainer.strategy.broadcast(centres, src=0)
         pl_module.set_centroids(centres)

@@ -203,11 +203,11 @@ def test_evaluator_arguments_are_checked_and_previous_assignments_survive_a_chec
                 {"stop_when_changed_below": 1.5}, {"stop_patience": 0},
                 {"stop_when_changed_below": 0.1, "label_free": False}):
         with pytest.raises(ConfigError):
-            ClusteringEvaluator(**bad, kmeans_backend=KMEANS)
-    evaluator = ClusteringEvaluator(kmeans_backend=KMEANS)
+            ClusteringEvaluator(**bad, kmeans_backend=KMEANS, kmeans_sample=0, sample=0)
+    evaluator = ClusteringEvaluator(kmeans_backend=KMEANS, kmeans_sample=0, sample=0)
     evaluator.previous = {"kmeans": np.array([0, 2, 1])}
     evaluator.stopped = {"step": 5, "rule": "x"}
-    restored = ClusteringEvaluator(kmeans_backend=KMEANS)
+    restored = ClusteringEvaluator(kmeans_backend=KMEANS, kmeans_sample=0, sample=0)
     restored.load_state_dict(evaluator.state_dict())
     assert restored.previous["kmeans"].tolist() == [0, 2, 1] and restored.stopped == {"step": 5, "rule": "x"}
 
@@ -236,3 +236,28 @@ def test_selection_report_reads_hand_made_runs(tmp_path):
     assert row["stop"] == (None, None)  # two evaluations under 1 %, the rule wants three
     table = report.selection_table(rows)
     assert "| toy | 60.00 | 70.00 (40) | 60.00 (60) | 50.00 (20) | 70.00 (40) | 60.00 (60) | never |" in table
+
+
+def test_the_blocked_scores_equal_torchmetrics_and_the_plain_davies_bouldin(monkeypatch):
+    """Calinski-Harabasz and Dunn as torchmetrics computes them, Davies-Bouldin as davies_bouldin does, from two
+    passes over blocks of rows (a block of 7 rows here, so that clusters straddle blocks), on float32 input."""
+    import torch
+    from torchmetrics.functional.clustering import calinski_harabasz_score as tm_calinski
+    from torchmetrics.functional.clustering import dunn_index
+
+    import evaluation.clustering.label_free as label_free
+
+    rng = np.random.default_rng(0)
+    x = (rng.normal(size=(203, 5)) + np.repeat(rng.normal(scale=4, size=(6, 5)), [40, 30, 33, 50, 20, 30], axis=0))
+    x = x.astype(np.float32)
+    labels = np.repeat([3, 9, 4, 0, 7, 1], [40, 30, 33, 50, 20, 30])  # ids with gaps, not 0..K-1
+    monkeypatch.setattr(label_free, "BLOCK_ROWS", 7)
+    scores, reasons = label_free._spread_scores(x, labels)
+    x64, inverse = torch.as_tensor(x, dtype=torch.float64), torch.as_tensor(np.unique(labels, return_inverse=True)[1])
+    assert reasons == {}
+    # torchmetrics sums the dispersions in float32 (7 digits); scikit-learn's float64 value agrees to 10
+    assert scores["calinski_harabasz"] == pytest.approx(float(tm_calinski(x64, inverse)), rel=1e-6)
+    assert scores["calinski_harabasz"] == pytest.approx(calinski_harabasz_score(x.astype(np.float64), labels),
+                                                        rel=1e-10)
+    assert scores["dunn"] == pytest.approx(float(dunn_index(x64, inverse)), rel=1e-10)
+    assert scores["davies_bouldin"] == pytest.approx(label_free.davies_bouldin(x, labels), rel=1e-10)

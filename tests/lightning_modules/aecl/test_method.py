@@ -56,7 +56,7 @@ def test_stage_for_epoch_switches_at_e1_and_e1_plus_e2():
                                     {"pseudo_labels": "twice"}, {"kmeans_tol": 0.01, "kmeans_backend": "fast"}])
 def test_stage_switch_validates_arguments(kwargs):
     with pytest.raises(ValueError):
-        AECLStageSwitch(**{"kmeans_backend": KMEANS, **kwargs})
+        AECLStageSwitch(**{"kmeans_backend": KMEANS, "kmeans_sample": 0, **kwargs})
 
 
 class _FakeAECL:
@@ -86,7 +86,7 @@ def test_stage_switch_recomputes_kmeans_labels_at_each_stage_two_epoch(monkeypat
 
     monkeypatch.setattr(stage_switch, "cached_eval_outputs", fake_outputs)
     module = _FakeAECL()
-    callback = AECLStageSwitch(kmeans_seed=0, kmeans_n_init=2, kmeans_backend=KMEANS)
+    callback = AECLStageSwitch(kmeans_seed=0, kmeans_n_init=2, kmeans_backend=KMEANS, kmeans_sample=0)
     strategy = SimpleNamespace(broadcast=lambda x, src=0: x)
     callback.setup(None, module, "fit")
     assert (callback.e1, callback.e2) == (1, 2)  # taken from the module
@@ -120,7 +120,8 @@ def test_reference_schedule_computes_the_pseudo_labels_once_and_keeps_them(monke
     monkeypatch.setattr(stage_switch, "cached_eval_outputs", fake_outputs)
     monkeypatch.setattr(stage_switch, "kmeans_fit", recording_fit)
     module = _FakeAECL()  # e1 = 1, e2 = 2
-    callback = AECLStageSwitch(kmeans_seed=0, kmeans_n_init=1, kmeans_backend="sklearn", schedule="reference",
+    callback = AECLStageSwitch(kmeans_seed=0, kmeans_n_init=1, kmeans_backend="sklearn", kmeans_sample=0,
+                               schedule="reference",
                                pseudo_labels="once", kmeans_max_iter=3000, kmeans_tol=0.01)
     strategy = SimpleNamespace(broadcast=lambda x, src=0: x)
     callback.setup(None, module, "fit")
@@ -129,12 +130,13 @@ def test_reference_schedule_computes_the_pseudo_labels_once_and_keeps_them(monke
         callback.on_train_epoch_start(SimpleNamespace(current_epoch=epoch, strategy=strategy), module)
         stages.append(module.stage)
     assert stages == [1, 1, 2, 2, 3, 3] and calls == [2]  # stage 1 = e1 + 1 epochs; one KMeans, kept
-    assert fits == [(1, "sklearn", {"max_iter": 3000, "tol": 0.01})] and int(module.pseudo_label_epoch) == 2
+    assert fits == [(1, "sklearn", {"max_iter": 3000, "tol": 0.01, "sample": 0})]
+    assert int(module.pseudo_label_epoch) == 2
 
 
 def test_stage_switch_rejects_other_modules():
     with pytest.raises(TypeError, match="set_stage"):
-        AECLStageSwitch(e1=1, e2=1, kmeans_backend=KMEANS).setup(None, torch.nn.Linear(1, 1), "fit")
+        AECLStageSwitch(e1=1, e2=1, kmeans_backend=KMEANS, kmeans_sample=0).setup(None, torch.nn.Linear(1, 1), "fit")
 
 
 # -- the module's objective per stage ---------------------------------------------------------------------
