@@ -1,7 +1,9 @@
-"""Contextual augmentation with a masked language model (docs/data.md).
+"""Contextual augmentation with a masked language model (docs/data.md): the project's one contextual
+substitution, behind ``python tools.py augment --method contextual`` and SCCL's views (``download <set>_views``).
 
 SCCL made its augmented views with nlpaug's ContextualWordEmbsAug (BERT-base / RoBERTa): some
-words are replaced by what a masked LM predicts in their place. Here, for each copy of a text,
+words are replaced by what a masked LM predicts in their place; this is the project's own implementation of
+that idea, not nlpaug, so its views are not byte-identical to the authors'. Here, for each copy of a text,
 ``max(1, round(share * number of words))`` whole words are chosen with a seeded RNG, each is
 replaced by one mask token (all of a copy's words at once, so one forward pass per copy), and
 each mask gets the highest-scoring prediction that is a whole word of letters (not a "##x" /
@@ -42,10 +44,21 @@ def _is_connection_problem(err: BaseException) -> bool:
 
 
 def load_masked_lm(name: str):
-    """``(tokenizer, model)`` for a Hub name or a local folder saved with ``save_pretrained``."""
+    """``(tokenizer, model)`` for a Hub name or a local folder saved with ``save_pretrained``. Without network
+    a Hub name that is not in the local cache stops at once, with the command that fetches it elsewhere."""
     from transformers import AutoModelForMaskedLM, AutoTokenizer
 
+    from lightning_modules.shared.hub import offline_reason
+
     local = Path(name).expanduser()
+    # a Hub name is "name" or "org/name"; anything else names a folder, whose absence the load below explains
+    hub_name = not name.startswith((".", "/", "~")) and name.count("/") <= 1
+    reason = offline_reason(name) if hub_name and not local.exists() else None
+    if reason:
+        raise MaskedLMUnavailableError(
+            f"masked LM '{name}' cannot be loaded ({reason}). Where there is network: `hf download {name} "
+            f"--local-dir models/{name}`, copy that folder here and pass --model models/{name}; or fill the Hugging "
+            "Face cache (HF_HOME) there and copy it here.")
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(local) if local.exists() else name)
         model, info = AutoModelForMaskedLM.from_pretrained(
@@ -133,19 +146,24 @@ class ContextualAugmenter:
         tokenizer,
         model,
         model_name: str = "custom",
-        share: float = 0.15,
-        copies: int = 1,
-        seed: int = 0,
-        top_k: int = 10,
-        batch_size: int = 32,
-        max_length: int = 128,
-        device: str = "auto",
+        *,
+        share: float,
+        copies: int,
+        seed: int,
+        top_k: int,
+        batch_size: int,
+        max_length: int,
+        device: str,
+        first_copy: int = 0,
     ):
         if not 0.0 < share <= 1.0:
             raise ValueError(f"share must lie in (0, 1], got {share}")
         if copies < 1 or top_k < 1 or batch_size < 1 or max_length < 2:
             raise ValueError("copies, top_k and batch_size must be at least 1, max_length at least 2")
         self.model_name, self.share, self.copies, self.seed = model_name, share, copies, seed
+        # copy k of a text draws its words with the number first_copy + k: several masked LMs writing copies
+        # of one text (SCCL's two views) replace different words
+        self.first_copy = first_copy
         self.top_k, self.batch_size, self.max_length = top_k, batch_size, max_length
         self.tokenizer, self.model = tokenizer, model
         if device == "auto":
@@ -157,7 +175,7 @@ class ContextualAugmenter:
         self.valid = self.valid.to(self.device)
 
     @classmethod
-    def from_pretrained(cls, name: str = "bert-base-uncased", **settings) -> "ContextualAugmenter":
+    def from_pretrained(cls, name: str, **settings) -> "ContextualAugmenter":
         """Load the masked LM ``name`` (Hub name or local folder); ``settings`` as in __init__."""
         tokenizer, model = load_masked_lm(name)
         return cls(tokenizer, model, model_name=name, **settings)
@@ -169,7 +187,7 @@ class ContextualAugmenter:
         if self.tokenizer.mask_token in text:
             eligible = []  # a literal mask token in the text would shift predictions onto wrong words
         n = min(len(eligible), max(1, round(self.share * len(tokens))))
-        rng = random.Random(derive_seed("contextual", self.seed, row, copy))
+        rng = random.Random(derive_seed("contextual", self.seed, row, self.first_copy + copy))
         return _Slot(index, copy, tokens, sorted(rng.sample(eligible, n)))
 
     def _masked_text(self, slot: _Slot) -> str:

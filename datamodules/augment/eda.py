@@ -25,6 +25,7 @@ from functools import lru_cache
 from typing import Callable, Sequence
 
 OPERATIONS = ("sr", "ri", "rs", "rd")
+PAPER_ALPHA = 0.1  # every operation's strength in the EDA paper
 OPERATION_NAMES = {
     "sr": "synonym replacement",
     "ri": "random insertion",
@@ -203,14 +204,14 @@ def parse_operations(spec: str | Sequence[str]) -> tuple[str, ...]:
 class EDAConfig:
     """EDA settings. ``alpha`` maps each operation to its strength (EDA paper: 0.1)."""
 
-    alpha: dict[str, float] = field(default_factory=lambda: {op: 0.1 for op in OPERATIONS})
+    alpha: dict[str, float] = field(default_factory=lambda: {op: PAPER_ALPHA for op in OPERATIONS})
     operations: tuple[str, ...] = OPERATIONS
     copies: int = 1
     seed: int = 0
 
     def __post_init__(self):
         self.operations = parse_operations(self.operations)
-        self.alpha = {op: float(self.alpha.get(op, 0.1)) for op in OPERATIONS}
+        self.alpha = {op: float(self.alpha.get(op, PAPER_ALPHA)) for op in OPERATIONS}
         for op, value in self.alpha.items():
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"alpha for '{op}' must lie in [0, 1], got {value}")

@@ -11,6 +11,9 @@ from errors import ConfigError
 
 WIKI_SAMPLE_LINES = 11914   # the length of the sample this project's results were measured on
 NLI_SAMPLE_PAIRS = 20000
+# SCCL's views as its authors made them: a contextual substitution of 20 % of the words by each of two masked LMs
+SCCL_VIEW_MODELS = ("roberta-base", "bert-base-uncased")
+SCCL_VIEW_SHARE = 0.2
 
 
 def _input(root: Path, item: Item, index: int = 0) -> Path:
@@ -70,9 +73,20 @@ def googlenews_ts(item: Item, root: Path, log: Callable[[str], None]) -> None:
 
 
 def sccl_views(item: Item, root: Path, log: Callable[[str], None]) -> None:
-    from datamodules.prepare import DEFAULT_MODELS, substitute_file
+    """The authors' layout, ``label, text, text1, text2``: the text and one copy from each of
+    :data:`SCCL_VIEW_MODELS` (``datamodules.augment.columns.contextual_copies``, the augment tool's substitution)."""
+    import pandas as pd
 
-    substitute_file(_input(root, item), "text0", "label", DEFAULT_MODELS, root / item.path, log=log)
+    from datamodules.augment.columns import CONTEXTUAL, contextual_copies
+
+    table = pd.read_csv(_input(root, item), dtype=str, keep_default_na=False)
+    texts = table["text0"].tolist()
+    log(f"{item.name}: {len(texts)} texts, one contextual-substitution view from each of {', '.join(SCCL_VIEW_MODELS)}")
+    views, _ = contextual_copies(texts, SCCL_VIEW_MODELS, copies=1, seed=0, progress=True,
+                                 **{**CONTEXTUAL, "share": SCCL_VIEW_SHARE})
+    out = pd.DataFrame({"label": table["label"], "text": texts, "text1": [v[0] for v in views],
+                        "text2": [v[1] for v in views]})
+    out.to_csv(root / item.path, index=False)
 
 
 def unpack(archive: Path, item: Item, root: Path, log: Callable[[str], None]) -> None:

@@ -88,7 +88,7 @@ ITEMS: tuple[Item, ...] = (
               "by `python tools.py augment --method eda`", groups=("short_text", "aecl", "sccl")),
     *(Item(name=f"{name}_views", path=f"short_text/{name}_trans_subst_20.csv", inputs=(name,), build="sccl_views",
            slow=True, groups=("sccl_views",),
-           what=f"SCCL's two contextual-substitution views of {name} (`python tools.py prepare substitute`, "
+           what=f"SCCL's two contextual-substitution views of {name} (`python tools.py augment --method contextual`, "
                 "roberta-base and bert-base-uncased from the Hugging Face Hub)")
       for name in SHORT_TEXT_SETS),
     Item(name="wiki1m", path="wiki/wiki1m_for_simcse.txt", url=f"{SIMCSE_DATA}/wiki1m_for_simcse.txt", rows=1_000_000,

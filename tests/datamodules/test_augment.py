@@ -277,11 +277,12 @@ def test_contextual_takes_best_whole_word_that_differs_from_original():
     ids = tokenizer.convert_tokens_to_ids(["dog", "##s", "[SEP]", ",", "cat", "bird"])
     # ranking: the original word, a sub-word piece, a special token, punctuation, then "cat"
     stub = _StubMaskedLM(len(tokenizer), ids)
-    augmenter = ContextualAugmenter(tokenizer, stub, share=0.01, top_k=10, device="cpu")
+    settings = dict(copies=1, seed=0, batch_size=32, max_length=128, device="cpu")
+    augmenter = ContextualAugmenter(tokenizer, stub, share=0.01, top_k=10, **settings)
     [[out]] = augmenter.augment_all(["Dog!"], progress=False)
     assert out == "Cat!"
     # top-k counts whole words only; when none of them qualifies, the word stays
-    narrow = ContextualAugmenter(tokenizer, stub, share=0.01, top_k=1, device="cpu")
+    narrow = ContextualAugmenter(tokenizer, stub, share=0.01, top_k=1, **settings)
     assert narrow.augment_all(["Dog!"], progress=False) == [["Dog!"]]
 
 
@@ -290,8 +291,8 @@ def test_contextual_replaces_share_of_words_reproducibly(tiny_mlm_dir):
 
     texts = [SENTENCE, CONTENT, "12 34 !!", "short"]
     tokenizer, model = load_masked_lm(str(tiny_mlm_dir))
-    augmenter = ContextualAugmenter(tokenizer, model, share=0.2, copies=2, seed=0, batch_size=3,
-                                    device="cpu")
+    augmenter = ContextualAugmenter(tokenizer, model, share=0.2, copies=2, seed=0, top_k=10, batch_size=3,
+                                    max_length=128, device="cpu")
     first = augmenter.augment_all(texts, progress=False)
     assert first == augmenter.augment_all(texts, progress=False)
     # row indices, not list positions, seed the choice: a reordered subset gives the same rows
@@ -333,6 +334,9 @@ def test_masked_lm_errors_are_explained(tmp_path, monkeypatch):
         raise OSError("We couldn't connect to 'https://huggingface.co' to load the files")
 
     monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", offline)
+    import lightning_modules.shared.hub as hub
+
+    monkeypatch.setattr(hub, "offline_reason", lambda name: None)  # the network looked fine, the download failed
     with pytest.raises(MaskedLMUnavailableError, match="cannot be reached.*local folder"):
         load_masked_lm("bert-base-uncased")
 
@@ -382,6 +386,54 @@ def test_cli_eda_then_contextual_in_place(small_csv, tmp_path, tiny_mlm_dir, wor
     assert [r["method"] for r in runs] == ["eda", "contextual"]
     assert runs[1]["columns"] == ["ctx_1"] and runs[1]["model"] == str(tiny_mlm_dir)
     assert runs[1]["share"] == 0.3
+
+
+def test_cli_contextual_with_two_models_makes_one_view_per_model(small_csv, tmp_path, tiny_mlm_dir):
+    """SCCL's views: one copy from each masked LM; the copies are numbered across the models, so the same model
+    twice masks other words in its second column, and the same command gives the same file."""
+    out, again = tmp_path / "views.csv", tmp_path / "again.csv"
+    argv = ["--method", "contextual", "--model", f"{tiny_mlm_dir},{tiny_mlm_dir}", "--share", "0.2",
+            "--no-progress"]
+    assert main([str(small_csv), "--output", str(out), *argv]) == 0
+    assert main([str(small_csv), "--output", str(again), *argv]) == 0
+    frame = pd.read_csv(out, dtype=str, keep_default_na=False)
+    assert list(frame.columns) == ["label", "text0", "ctx_1", "ctx_2"] and frame.equals(
+        pd.read_csv(again, dtype=str, keep_default_na=False))
+    assert frame["ctx_1"].tolist() != frame["ctx_2"].tolist()
+    for text, *views in frame[["text0", "ctx_1", "ctx_2"]].itertuples(index=False):
+        for view in views:
+            assert len(words(view)) == len(words(text))
+            assert sum(a != b for a, b in zip(words(text), words(view))) <= max(1, round(0.2 * len(words(text))))
+    [run] = json.loads((tmp_path / "views.csv.augment.json").read_text())["runs"]
+    assert run["columns"] == ["ctx_1", "ctx_2"] and run["model"] == [str(tiny_mlm_dir)] * 2
+
+
+def test_sccl_views_are_written_in_the_authors_layout(tmp_path, tiny_mlm_dir, monkeypatch):
+    """download <set>_views: label, text, text1, text2, the views made by the augment tool's substitution."""
+    from datamodules.augment.columns import CONTEXTUAL, contextual_copies
+    from datamodules.download import build
+    from datamodules.download.catalogue import BY_NAME
+
+    item = BY_NAME["tweet_views"]
+    source = tmp_path / BY_NAME[item.inputs[0]].path
+    source.parent.mkdir(parents=True)
+    texts = [SENTENCE, CONTENT, "Best Subversion clients for Windows Vista (64bit)"]
+    pd.DataFrame({"label": ["1", "2", "1"], "text0": texts}).to_csv(source, index=False)
+    monkeypatch.setattr(build, "SCCL_VIEW_MODELS", (str(tiny_mlm_dir), str(tiny_mlm_dir)))
+    build.sccl_views(item, tmp_path, log=lambda message: None)
+    written = pd.read_csv(tmp_path / item.path, dtype=str, keep_default_na=False)
+    assert list(written.columns) == ["label", "text", "text1", "text2"] and written["text"].tolist() == texts
+    views, _ = contextual_copies(texts, build.SCCL_VIEW_MODELS, copies=1, seed=0, progress=False,
+                                 **{**CONTEXTUAL, "share": build.SCCL_VIEW_SHARE})
+    assert written[["text1", "text2"]].values.tolist() == views
+
+
+def test_an_offline_masked_lm_stops_with_the_command_that_fetches_it(small_csv, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    rc = main([str(small_csv), "--output", str(tmp_path / "o.csv"), "--method", "contextual",
+               "--model", "roberta-base-not-cached-here"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "'roberta-base-not-cached-here'" in err and "hf download roberta-base-not-cached-here" in err
 
 
 def test_cli_tsv_with_text_column_fallback(tmp_path, wordnet):
