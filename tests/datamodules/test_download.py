@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from datamodules.download import __main__ as cli
-from datamodules.download import build, catalogue
+from datamodules.download import build, catalogue, data_folder
 from datamodules.download.catalogue import Item
 from datamodules.download.fetch import DownloadError, Offline, download, part_path
 
@@ -135,7 +135,7 @@ def test_offline_the_command_names_each_missing_file_and_exits_2(monkeypatch, tm
     err = capsys.readouterr().err
     errors = [line for line in err.splitlines() if line.startswith("error: ")]
     assert len(errors) == 3
-    one = cli.shown(tmp_path / "short_text" / "one.csv")
+    one = data_folder.shown(tmp_path / "short_text" / "one.csv")
     assert errors[0].startswith(f"error: missing {one}: no connection to 127.0.0.1")
     assert errors[0].endswith(f"download {url} and put it at {one}")
     assert "built from two, which is missing" in errors[2]
