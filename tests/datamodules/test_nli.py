@@ -14,6 +14,7 @@ import datamodules.nli as nli
 from datamodules.nli import NLIDataModule, StreamingNLIDataset
 from datamodules.nli_files import NLIFormatError, count_pairs, detect_format, read_pairs
 from datamodules.streaming import EpochAwareLoader
+from tests.helpers.recording import seen_per_epoch
 from tests.helpers.speed import LOADER
 
 # gold labels as in the SNLI release: '-' marks pairs without annotator consensus
@@ -248,34 +249,10 @@ def test_shared_nli_triplets_counts(shared_data):
 
 @pytest.mark.slow
 def test_lightning_trainer_reshuffles_stream_each_epoch(tmp_path):
-    import lightning as L
-
-    class Recorder(L.LightningModule):
-        def __init__(self):
-            super().__init__()
-            self.weight = torch.nn.Parameter(torch.zeros(1))
-            self.seen: dict[int, list] = {}
-
-        def training_step(self, batch, _):
-            self.seen.setdefault(self.current_epoch, []).extend(zip(batch["texts1"], batch["texts2"]))
-            return (self.weight * 0).sum() + self.weight.sum() ** 2
-
-        def configure_optimizers(self):
-            return torch.optim.SGD(self.parameters(), lr=0.1)
-
     path = numbered_csv(tmp_path, 30)
     dm = NLIDataModule(path=str(path), batch_size=4, tokenizer="tiny", streaming=True, buffer_size=30,
                        loader={**LOADER, "num_workers": 2})
-    model = Recorder()
-    trainer = L.Trainer(
-        max_epochs=2,
-        accelerator="cpu",
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-    )
-    trainer.fit(model, datamodule=dm)
+    seen, _ = seen_per_epoch(dm, lambda batch: zip(batch["texts1"], batch["texts2"]))
     expected = sorted((a, b) for a, b, _ in read_pairs(path))
-    assert sorted(model.seen[0]) == sorted(model.seen[1]) == expected
-    assert model.seen[0] != model.seen[1]
+    assert sorted(seen[0]) == sorted(seen[1]) == expected
+    assert seen[0] != seen[1]

@@ -12,6 +12,7 @@ from torch.utils.data import DataLoader
 from datamodules.streaming import EpochAwareLoader
 from datamodules.streaming_text import StreamingTextDataModule, StreamingTextDataset
 from errors import UserError
+from tests.helpers.recording import seen_per_epoch
 from tests.helpers.speed import LOADER
 
 
@@ -188,39 +189,14 @@ def test_datamodule_batches_pad_to_longest_and_keep_texts(tmp_path):
 @pytest.mark.slow
 def test_trainer_two_epochs_two_workers_sees_every_line_in_new_order(tmp_path):
     """A real Trainer: Lightning's epoch reaches the dataset and no worker's last batch is cut."""
-    import lightning as L
-    import torch
-
-    class Recorder(L.LightningModule):
-        def __init__(self):
-            super().__init__()
-            self.weight = torch.nn.Parameter(torch.zeros(()))
-            self.seen: dict[int, list[str]] = {}
-
-        def training_step(self, batch, batch_idx):
-            self.seen.setdefault(self.current_epoch, []).extend(batch["texts"])
-            return self.weight * 0
-
-        def configure_optimizers(self):
-            return torch.optim.SGD(self.parameters(), lr=0.1)
-
     texts = sentences(203)  # 102 + 101 per worker: 7 + 7 batches of 16, DataLoader's guess is 13
     path = write_lines(tmp_path / "c.txt", texts)
     dm = StreamingTextDataModule(path, batch_size=16, buffer_size=50, tokenizer_name="minilm",
                                  loader={**LOADER, "num_workers": 2})
-    model = Recorder()
-    trainer = L.Trainer(
-        max_epochs=2,
-        accelerator="cpu",
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-    )
-    trainer.fit(model, datamodule=dm)
+    seen, trainer = seen_per_epoch(dm, lambda batch: batch["texts"])
     assert trainer.num_training_batches == 14
-    assert Counter(model.seen[0]) == Counter(texts) == Counter(model.seen[1])
-    assert model.seen[0] != model.seen[1]
+    assert Counter(seen[0]) == Counter(texts) == Counter(seen[1])
+    assert seen[0] != seen[1]
 
 
 def test_shuffle_buffer_permutes_within_reach_of_the_buffer():
