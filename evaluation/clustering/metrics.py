@@ -47,16 +47,8 @@ def kmeans_scores(
     ``backend``, ``n_init`` and ``dtype`` go to ``kmeans_fit``.
     """
     data = np.asarray(embeddings)
-    runs = [
-        clustering_scores(labels, kmeans_fit(data, num_clusters, seed, n_init, backend, dtype).labels_)
-        for seed in seeds
-    ]
-    out: dict[str, float] = {}
-    for key in runs[0]:
-        values = np.array([r[key] for r in runs])
-        out[key] = float(values.mean())
-        out[f"{key}_std"] = float(values.std())
-    return out
+    return mean_and_std([clustering_scores(labels, kmeans_fit(data, num_clusters, seed, n_init, backend, dtype).labels_)
+                         for seed in seeds])
 
 
 def sparse_kmeans_scores(features, labels, num_clusters: int, seeds=(0,), n_init: int = 10) -> dict[str, float]:
@@ -65,8 +57,12 @@ def sparse_kmeans_scores(features, labels, num_clusters: int, seeds=(0,), n_init
     of tens of thousands of words costs what its non-zeros cost."""
     from sklearn.cluster import KMeans
 
-    runs = [clustering_scores(labels, KMeans(num_clusters, n_init=n_init, random_state=seed).fit(features).labels_)
-            for seed in seeds]
+    return mean_and_std([clustering_scores(labels, KMeans(num_clusters, n_init=n_init, random_state=seed)
+                                           .fit(features).labels_) for seed in seeds])
+
+
+def mean_and_std(runs: list[dict[str, float]]) -> dict[str, float]:
+    """Each score of ``runs`` (one dict per seed) as its mean, and its standard deviation as ``<score>_std``."""
     out: dict[str, float] = {}
     for key in runs[0]:
         values = np.array([r[key] for r in runs])
