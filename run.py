@@ -88,7 +88,7 @@ def resolve_auto_clusters(cfg: DictConfig, datamodule, output_dir: Path) -> dict
     if getattr(datamodule, "requested_clusters", None) != "auto":
         return None
     from device_settings import OUTSIDE_TRAINING
-    from evaluation.clustering.choose_k import choose_k, write_outputs
+    from evaluation.clustering.choose_k import choose_k, scan_rows, write_outputs
     from lightning_modules.shared.encoder import EncoderSettings, TextEncoder
 
     folder = output_dir / "choose_k"
@@ -102,9 +102,13 @@ def resolve_auto_clusters(cfg: DictConfig, datamodule, output_dir: Path) -> dict
         # embedded and clustered on the CPU before training, as the evaluation tools do
         encoder = TextEncoder.from_name(cfg.backbone.name, EncoderSettings.outside_training(
             pooling, int(cfg.max_length))).eval()
+        texts = datamodule.texts
+        keep = scan_rows(len(texts), int(settings.get("max_texts", 5000)))
+        if keep is not None:  # the scan's seeded sample is all that is embedded
+            texts = [texts[i] for i in keep]
         log.info("num_clusters=auto: embedding %d texts with the untrained %s and scanning K=%s",
-                 len(datamodule.texts), cfg.backbone.name, settings.get("k", "2:60"))
-        embeddings = encoder.encode(datamodule.texts, batch_size=128).numpy()
+                 len(texts), cfg.backbone.name, settings.get("k", "2:60"))
+        embeddings = encoder.encode(texts, batch_size=128).numpy()
         result = choose_k(embeddings, settings.get("k", "2:60"), int(settings.get("seeds", 5)),
                           settings.get("rule", "silhouette"), int(settings.get("silhouette_sample", 3000)),
                           kmeans_backend=OUTSIDE_TRAINING["kmeans_backend"], log=log.info,
@@ -149,6 +153,7 @@ def train(cfg: DictConfig) -> dict:
     import lightning as L
     import torch
 
+    began = time.perf_counter()
     validation.validate(cfg)  # settings, then files, then data: each problem is one message before any work
     sample = validation.check_corpus(cfg)
     output_dir = validation.check_output_dir(cfg) or Path(cfg.paths.output_dir)
@@ -163,7 +168,9 @@ def train(cfg: DictConfig) -> dict:
         (output_dir / run_folder.CONFIG).write_text(OmegaConf.to_yaml(cfg, resolve=True))
 
     datamodule = instantiate_datamodule(cfg)
+    read_start = time.perf_counter()
     datamodule.setup("fit")
+    read = time.perf_counter() - read_start
     auto_k = resolve_auto_clusters(cfg, datamodule, output_dir)
     validation.check_data(cfg, datamodule, checkpoint_hparams)
     model = instantiate_method(cfg, datamodule)
@@ -198,6 +205,8 @@ def train(cfg: DictConfig) -> dict:
         "checkpoint": str(output_dir / run_folder.LAST_CHECKPOINT),
         **control.results_fields(),
     }
+    # where the time went (scripts/bench/scale.py): reading the data, then run_control.PhaseClock's phases
+    results["seconds"] = {"read": round(read, 1), **results["seconds"], "total": round(time.perf_counter() - began, 1)}
     if sample is not None:  # evaluation.across_runs.paper_table sets such runs aside
         results["sample"] = sample
     if auto_k is not None:

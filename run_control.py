@@ -20,6 +20,7 @@ import logging
 import shlex
 import signal
 import sys
+import time
 from pathlib import Path
 
 import hydra
@@ -54,6 +55,41 @@ class EvaluateOnly(Callback):
         for callback in trainer.callbacks:  # periodic evaluations: evaluate the checkpoint anew, not from history
             if hasattr(callback, "reevaluate_final"):
                 callback.reevaluate_final = True
+
+
+class PhaseClock(Callback):
+    """Where a run's time went, for results.json ``seconds`` (``scripts/bench/scale.py`` reads it): ``start_up``
+    (from the start of the fit to the first training step: the evaluation before training, SCCL's centroids),
+    ``training`` (first to last step, evaluations during training included: ``clustering.seconds`` tells
+    how much they took), ``end`` (after the last step: the final evaluation, predictions.csv, the report)."""
+
+    def __init__(self, clock=time.perf_counter):
+        self.clock = clock
+        self.marks: dict[str, float] = {}
+
+    def on_fit_start(self, trainer, pl_module) -> None:
+        self.marks = {"fit_start": self.clock()}
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        self.marks.setdefault("first_step", self.clock())
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        self.marks["last_step"] = self.clock()
+
+    def on_fit_end(self, trainer, pl_module) -> None:  # the last callback: after the report
+        self.marks["fit_end"] = self.clock()
+
+    def seconds(self) -> dict[str, float]:
+        marks = self.marks
+        order = ("fit_start", "first_step", "last_step", "fit_end")
+        names = ("start_up", "training", "end")
+        out = {}
+        for name, (a, b) in zip(names, zip(order, order[1:])):
+            if a in marks and b in marks:
+                out[name] = round(marks[b] - marks[a], 1)
+        if "first_step" not in marks and "fit_start" in marks and "fit_end" in marks:  # no step (eval_only)
+            out["end"] = round(marks["fit_end"] - marks["fit_start"], 1)
+        return out
 
 
 def run_command(extra: dict[str, str]) -> str:
@@ -108,10 +144,11 @@ class RunControl:
                 "(the checkpoint of the run to evaluate)."
             )
         self.checkpoint_callback: LastCheckpoint | None = None
+        self.clock = PhaseClock()
 
     # -- building the trainer --------------------------------------------------------------------------
     def callbacks(self) -> list:
-        return [EvaluateOnly()] if self.eval_only else []
+        return ([EvaluateOnly()] if self.eval_only else []) + [self.clock]
 
     def trainer_kwargs(self, trainer_cfg: DictConfig) -> dict:
         """Keyword arguments for the Trainer on top of ``cfg.trainer``."""
@@ -150,7 +187,7 @@ class RunControl:
 
     def results_fields(self) -> dict:
         """Keys added to a finished run's results.json."""
-        fields = {"status": "finished"}
+        fields = {"status": "finished", "seconds": self.clock.seconds()}
         if self.ckpt_path:
             fields["resumed_from"] = str(self.ckpt_path)
         if self.eval_only:

@@ -181,13 +181,13 @@ def _as_strings(frame):
     return frame.astype(object).map(cell)
 
 
-def _read_jsonl(path: Path, encoding: str | None, option: str):
+def _jsonl_chunks(path: Path, encoding: str | None, option: str, chunk_rows: int | None):
     """JSON Lines: one JSON object per line (blank lines skipped); the error names the line."""
     import json
 
     import pandas as pd
 
-    rows = []
+    rows, seen = [], False
     for number, line in enumerate(iter_lines(path, encoding, option), 1):
         if not line.strip():
             continue
@@ -200,35 +200,81 @@ def _read_jsonl(path: Path, encoding: str | None, option: str):
             raise TableError(f"'{path}' line {number} holds a JSON {type(row).__name__}, not an object: each line "
                              'must be one object, e.g. {"text": "...", "label": "..."}.')
         rows.append(row)
-    if not rows:
+        if chunk_rows and len(rows) == chunk_rows:
+            yield _as_strings(pd.DataFrame(rows))
+            rows, seen = [], True
+    if not rows and not seen:
         raise EmptyTableError(f"'{path}' has no JSON object: it needs at least one line such as "
                               '{"text": "..."}.')
-    return _as_strings(pd.DataFrame(rows))
+    if rows:
+        yield _as_strings(pd.DataFrame(rows))
 
 
-def _read_parquet(path: Path):
-    import pandas as pd
-
+def _parquet_chunks(path: Path, chunk_rows: int | None):
     try:
-        frame = pd.read_parquet(path)
+        import pyarrow.parquet as pq
     except ImportError:
         raise TableError(f"'{path}': reading Parquet needs pyarrow (`pip install pyarrow`).") from None
+    try:
+        table = pq.ParquetFile(path)
+        batches = table.iter_batches(batch_size=chunk_rows) if chunk_rows else [table.read()]
+        empty = True
+        for batch in batches:
+            frame = batch.to_pandas()
+            if len(frame):
+                empty = False
+                yield _as_strings(frame)
+    except TableError:
+        raise
     except Exception as err:  # noqa: BLE001 - any failure to read is the user's file, reported in one line
         raise TableError(f"'{path}' cannot be read as Parquet ({type(err).__name__}: "
                          f"{str(err).strip().splitlines()[0][:160]}); is it a Parquet file?") from None
-    if frame.empty:
+    if empty:
         raise EmptyTableError(f"'{path}' has no rows.")
-    return _as_strings(frame)
 
 
-def _read_text_file(path: Path, encoding: str | None, option: str):
+def _text_chunks(path: Path, encoding: str | None, option: str, chunk_rows: int | None):
     """One text per line, in a single column named ``text``; blank lines are rows without text."""
     import pandas as pd
 
-    texts = [line.rstrip("\r\n") for line in iter_lines(path, encoding, option)]
-    if not any(t.strip() for t in texts):
+    texts, any_text = [], False
+    for line in iter_lines(path, encoding, option):
+        texts.append(line.rstrip("\r\n"))
+        any_text = any_text or bool(texts[-1].strip())
+        if chunk_rows and len(texts) == chunk_rows:
+            yield _as_strings(pd.DataFrame({TEXT_FILE_COLUMN: texts}))
+            texts = []
+    if not any_text:
         raise EmptyTableError(f"'{path}' holds no text: a plain-text file has one text per line.")
-    return _as_strings(pd.DataFrame({TEXT_FILE_COLUMN: texts}))
+    if texts:
+        yield _as_strings(pd.DataFrame({TEXT_FILE_COLUMN: texts}))
+
+
+def _csv_chunks(path: Path, encoding: str | None, sep: str | None, option: str, chunk_rows: int | None, kwargs):
+    import pandas as pd
+
+    options = {"dtype": str, "keep_default_na": False, "na_values": [""]}
+    options.update(kwargs)
+    kind = "TSV" if table_separator(path, sep) == "\t" else "CSV"
+    try:
+        with decoding(path, encoding, option):
+            if not chunk_rows:
+                yield pd.read_csv(path, sep=table_separator(path, sep), encoding=reading_encoding(encoding), **options)
+                return
+            with pd.read_csv(path, sep=table_separator(path, sep), encoding=reading_encoding(encoding),
+                             chunksize=chunk_rows, **options) as reader:
+                yield from reader
+    except pd.errors.EmptyDataError:
+        raise EmptyTableError(f"'{path}' is empty: it needs a header row and at least one data row.") from None
+    except pd.errors.ParserError as err:
+        found = locate_table_error(path, encoding, sep, unclosed_quote="EOF inside string" in str(err))
+        if found is not None:  # pandas counts rows, not the file's lines, once a quoted text spans lines
+            line, what = found
+            raise TableError(f"'{path}' line {line}: {what}, so it cannot be parsed as {kind}. Fix that line "
+                             "(quote a text that holds the separator, double a quote inside a quoted text) or "
+                             "remove it.") from None
+        raise TableError(f"'{path}' cannot be parsed as {kind}: {str(err).strip()}. Check quoting and the "
+                         "number of fields on that line.") from None
 
 
 def read_hub_dataset(name: str, split: str = "train", subset: str | None = None):
@@ -259,10 +305,19 @@ def read_table(path: str | Path, encoding: str | None = None, sep: str | None = 
     that is not valid in ``encoding`` raises :class:`TextDecodeError` with the file line; a missing file
     (``MissingFileError``), an empty file (:class:`EmptyTableError`) or a malformed table
     (:class:`TableError`, naming the line) raise ``UserError`` subclasses too. ``kwargs`` go to
-    ``pandas.read_csv``.
+    ``pandas.read_csv``. :func:`iter_table` gives the same rows in chunks.
     """
     import pandas as pd
 
+    frames = list(iter_table(path, encoding, sep, option, chunk_rows=None, **kwargs))
+    return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+
+
+def iter_table(path: str | Path, encoding: str | None = None, sep: str | None = None,
+               option: str = "dataset.encoding", chunk_rows: int | None = 50_000, **kwargs):
+    """The rows of :func:`read_table`, as DataFrames of at most ``chunk_rows`` rows (None: one), read as they are
+    asked for: a file of millions of rows is never held whole. The errors are :func:`read_table`'s, raised when
+    the chunk that holds the bad row is read (a JSON Lines file's columns are those of each chunk's rows)."""
     from errors import MissingFileError
 
     path = Path(path)
@@ -270,22 +325,40 @@ def read_table(path: str | Path, encoding: str | None = None, sep: str | None = 
         raise MissingFileError(f"'{path}' does not exist" + (" (it is a folder)" if path.is_dir() else "") + ".")
     kind = table_format(path) if not sep else "csv"
     if kind == "jsonl":
-        return _read_jsonl(path, encoding, option)
+        return _jsonl_chunks(path, encoding, option, chunk_rows)
     if kind == "parquet":
-        return _read_parquet(path)
+        return _parquet_chunks(path, chunk_rows)
     if kind == "text":
-        return _read_text_file(path, encoding, option)
-    options = {"dtype": str, "keep_default_na": False, "na_values": [""]}
-    options.update(kwargs)
+        return _text_chunks(path, encoding, option, chunk_rows)
+    return _csv_chunks(path, encoding, sep, option, chunk_rows, kwargs)
+
+
+def locate_table_error(path: str | Path, encoding: str | None = None, sep: str | None = None,
+                       unclosed_quote: bool = False) -> tuple[int, str] | None:
+    """(file line, what is wrong) of the first row of a CSV/TSV that pandas refuses: more fields than the header
+    (pandas fills a row with fewer), or, with ``unclosed_quote``, the row whose opening quote is never closed (it
+    swallows the rest of the file). Read only once an error has happened: the normal path costs nothing."""
+    import csv
+
+    delimiter = table_separator(path, sep)
+    limit = csv.field_size_limit(2**31 - 1)
     try:
-        with decoding(path, encoding, option):
-            return pd.read_csv(path, sep=table_separator(path, sep), encoding=reading_encoding(encoding), **options)
-    except pd.errors.EmptyDataError:
-        raise EmptyTableError(f"'{path}' is empty: it needs a header row and at least one data row.") from None
-    except pd.errors.ParserError as err:
-        kind = "TSV" if table_separator(path, sep) == "\t" else "CSV"
-        raise TableError(f"'{path}' cannot be parsed as {kind}: {str(err).strip()}. Check quoting and the "
-                              "number of fields on that line.") from None
+        with open(path, encoding=reading_encoding(encoding), newline="") as handle:
+            reader = csv.reader(handle, delimiter=delimiter)
+            header, start, last = None, 1, None
+            for row in reader:
+                if row and header is None:
+                    header = len(row)
+                elif header is not None and len(row) > header:
+                    return start, f"{len(row)} fields where the header has {header}"
+                last, start = start, reader.line_num + 1
+    except (csv.Error, UnicodeError, OSError):
+        return None
+    finally:
+        csv.field_size_limit(limit)
+    if unclosed_quote and last is not None:
+        return last, "a quote opens a text here and no quote closes it before the end of the file"
+    return None
 
 
 def row_start_lines(path: str | Path, encoding: str | None = None, sep: str | None = None) -> list[int] | None:

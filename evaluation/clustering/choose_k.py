@@ -171,9 +171,9 @@ def choose_k(
     if rule not in RULES:
         raise ConfigError(f"rule '{rule}': choose from {', '.join(RULES)}")
     total = len(embeddings)
-    if max_texts and total > max_texts:
-        keep = np.sort(np.random.default_rng(0).choice(total, max_texts, replace=False))
-        embeddings = np.asarray(embeddings)[keep]
+    keep = scan_rows(total, max_texts)
+    if keep is not None:
+        embeddings = np.asarray(embeddings[keep])
     ks = parse_k(k, len(embeddings))
     start = time.perf_counter()
     rows = scan_k(embeddings, ks, seeds, silhouette_sample, kmeans_backend=kmeans_backend, log=log)
@@ -263,12 +263,20 @@ def read_texts(path: Path, text_column: str, encoding: str | None = None) -> lis
     return texts
 
 
+def scan_rows(total: int, max_texts: int) -> np.ndarray | None:
+    """The sorted rows a scan of ``total`` texts runs on (a seeded sample of ``max_texts``), or None for all: embed
+    only these, and :func:`choose_k` given their embeddings scans exactly what it would have drawn itself."""
+    if not max_texts or total <= max_texts:
+        return None
+    return np.sort(np.random.default_rng(0).choice(total, max_texts, replace=False))
+
+
 def run_embeddings(run_dir: Path) -> np.ndarray:
     path = run_dir / "embeddings" / "after.npy"
     if not path.is_file():
         raise MissingFileError(f"'{run_dir}' has no embeddings/after.npy (written by the end-of-run report); "
                                "give the data file with --input and the run with --model instead.")
-    return np.load(path)
+    return np.load(path, mmap_mode="r")  # the scan takes its sample's rows only
 
 
 def embed_texts(texts: list[str], model: str, pooling: str | None, max_length: int | None, batch_size: int,
@@ -323,6 +331,9 @@ def main(argv: Sequence[str] | None = None) -> dict:
     elif args.input.is_file():
         texts = read_texts(args.input, args.text_column, args.encoding)
         parse_k(args.k, min(len(texts), args.max_texts or len(texts)))  # before the (slow) embedding
+        keep = scan_rows(len(texts), args.max_texts)
+        if keep is not None:  # the scan's sample is all that is embedded
+            texts = [texts[i] for i in keep]
         log(f"choose_k: embedding {len(texts)} texts of {args.input} with {args.model}")
         embeddings = embed_texts(texts, args.model, args.pooling, args.max_length, args.batch_size,
                                  args.embedding_cache)

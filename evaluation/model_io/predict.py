@@ -147,28 +147,51 @@ def _centroids(folder: Path, reference: Path | None = None) -> np.ndarray:
 
 
 # -- reading and writing ----------------------------------------------------------------------------------------
-def read_texts(path: Path, text_column: str, encoding: str | None = None) -> tuple[list[str], np.ndarray, list[int]]:
-    """(texts, blank mask, file line of each row) of a CSV/TSV (``datamodules.text_io``'s reader)."""
-    from datamodules.text_io import read_table, row_start_lines
+CHUNK_ROWS = 20_000  # rows read, embedded, assigned and written at a time: the memory does not grow with the file
+
+
+def text_chunks(path: Path, text_column: str, encoding: str | None = None, chunk_rows: int | None = None):
+    """(first row number, texts, blank mask) of each chunk of ``path`` (``datamodules.text_io.iter_table``), the
+    column checked in the first chunk; a missing column in a later chunk of a JSON Lines file is a blank."""
+    from datamodules.text_io import iter_table
 
     path = Path(path)
     if not path.is_file():
         raise MissingFileError(f"--input '{path}' does not exist" + (" (it is a folder)." if path.is_dir() else "."))
-    frame = read_table(path, encoding, option="--encoding")
-    if len(frame) == 0:
+    start, any_text = 0, False
+    for frame in iter_table(path, encoding, option="--encoding", chunk_rows=chunk_rows or CHUNK_ROWS):
+        if len(frame) == 0:  # a header without rows
+            continue
+        if start == 0 and text_column not in frame.columns:
+            raise PredictInputError(
+                f"Column '{text_column}' (--text-column) is not in '{path}'; the file has columns "
+                f"{list(frame.columns)}. Pass `--text-column <one of them>`."
+            )
+        values = frame[text_column] if text_column in frame.columns else frame.index.to_series().map(lambda _: None)
+        blank = (values.isna() | (values.fillna("").astype(str).str.strip() == "")).to_numpy()
+        any_text = any_text or not blank.all()
+        yield start, values.fillna("").astype(str).tolist(), blank
+        start += len(frame)
+    if start == 0:
         raise PredictInputError(f"--input '{path}' has a header but no rows: add texts to it.")
-    if text_column not in frame.columns:
-        raise PredictInputError(
-            f"Column '{text_column}' (--text-column) is not in '{path}'; the file has columns "
-            f"{list(frame.columns)}. Pass `--text-column <one of them>`."
-        )
-    values = frame[text_column]
-    blank = (values.isna() | (values.fillna("").str.strip() == "")).to_numpy()
-    if blank.all():
+    if not any_text:
         raise PredictInputError(f"--input '{path}': every row of column '{text_column}' is empty.")
+
+
+def read_texts(path: Path, text_column: str, encoding: str | None = None) -> tuple[list[str], np.ndarray, list[int]]:
+    """(texts, blank mask, file line of each row) of a whole file (:func:`text_chunks` joined; for small files)."""
+    texts, blanks = [], []
+    for _, chunk, blank in text_chunks(path, text_column, encoding):
+        texts += chunk
+        blanks.append(blank)
+    return texts, np.concatenate(blanks), _file_lines(Path(path), encoding, len(texts))
+
+
+def _file_lines(path: Path, encoding: str | None, rows: int) -> list[int]:
+    from datamodules.text_io import row_start_lines
+
     lines = row_start_lines(path, encoding)
-    lines = lines if lines is not None and len(lines) == len(frame) else [i + 2 for i in range(len(frame))]
-    return values.fillna("").tolist(), blank, lines
+    return lines if lines is not None and len(lines) == rows else [i + 2 for i in range(rows)]
 
 
 def cluster_words(folder: Path, partition: str, top_n: int) -> dict[int, str]:
@@ -185,13 +208,28 @@ def cluster_words(folder: Path, partition: str, top_n: int) -> dict[int, str]:
 # -- the command ----------------------------------------------------------------------------------------------------
 def predict(reference, input_path, text_column: str = "text", output=None, assign: str = "auto",
             encoding: str | None = None, batch_size: int = 128, context_size: int | None = None, seed: int = 0,
-            top_n: int = 5) -> list[dict]:
-    """Assign the texts of ``input_path`` to the clusters of ``reference``; write ``output`` (CSV) when given."""
+            top_n: int = 5) -> list[dict] | dict:
+    """Assign the texts of ``input_path`` to the clusters of ``reference``.
+
+    With ``output``: the rows are written to that CSV chunk by chunk (``CHUNK_ROWS`` at a time, so that a file of
+    millions of texts takes the memory of one chunk), with progress lines, and the return is a summary (``rows``,
+    ``assigned``, ``assigned_by``, ``per_cluster``). Without: the rows, as a list of dicts (small files)."""
+    rows = _assigned_rows(reference, input_path, text_column, assign, encoding, batch_size, context_size, seed, top_n)
+    if output is None:
+        return [row for chunk in rows for row in chunk]
+    return write_rows(Path(output), rows)
+
+
+def _assigned_rows(reference, input_path, text_column, assign, encoding, batch_size, context_size, seed, top_n):
+    """The output rows, one list per chunk of the input."""
+    from console import PhaseProgress
+
     if assign not in ASSIGNERS:
         raise PredictInputError(f"--assign must be one of {ASSIGNERS}, got '{assign}'")
     if batch_size < 1 or top_n < 0 or (context_size is not None and context_size < 1):
         raise PredictInputError("--batch-size and --context-size must be >= 1, --top-words >= 0")
-    texts, blank, lines = read_texts(Path(input_path), text_column, encoding)
+    chunks = text_chunks(Path(input_path), text_column, encoding)
+    first = next(chunks)  # the file's problems before the model is loaded
     model = load_cluster_model(reference)
     has_head = model.has_head
     if assign == "head" and not has_head:
@@ -204,31 +242,61 @@ def predict(reference, input_path, text_column: str = "text", output=None, assig
             f"'{reference}' has no cluster head and no {run_files.CENTROIDS}: it was trained without the end-of-run "
             "report (callbacks.report) or is not a clustering run."
         )
-    keep = np.flatnonzero(~blank)
-    embeddings = model.encoder.encode([texts[i] for i in keep], batch_size=batch_size, pooling=model.pooling)
+    partition = "head" if use_head else "kmeans"
+    words = cluster_words(model.folder, partition, top_n) if top_n else {}
+    context = None
+    if use_head and model.module.cluster_context:
+        context = _context_embeddings(model, context_size, seed, batch_size)
+    blank_rows: list[int] = []
+    blanks = 0
+    with PhaseProgress("assigning", _row_estimate(Path(input_path), first), "texts", logger=log) as progress:
+        for start, texts, blank in _chained(first, chunks):
+            keep = np.flatnonzero(~blank)
+            out = [{"row": start + i, text_column: texts[i], "cluster": "", "confidence": "", "margin": "",
+                    "assigned_by": partition, "top_words": ""} for i in range(len(texts))]
+            if len(keep):
+                embeddings = model.encoder.encode([texts[i] for i in keep], batch_size=batch_size,
+                                                  pooling=model.pooling)
+                cluster, confidence, margin = _assign(model, embeddings, context, use_head)
+                for j, i in enumerate(keep):
+                    out[i].update(cluster=int(cluster[j]), confidence=round(float(confidence[j]), 6),
+                                  margin=round(float(margin[j]), 6), top_words=words.get(int(cluster[j]), ""))
+            blanks += int(blank.sum())
+            if len(blank_rows) < 10:  # their file lines are looked up at the end, for the warning
+                blank_rows += (start + np.flatnonzero(blank))[:10 - len(blank_rows)].tolist()
+            progress.total = max(progress.total, start + len(texts))
+            progress.advance(len(texts))
+            yield out
+    if blank_rows:
+        lines = _file_lines(Path(input_path), encoding, progress.done)
+        shown = [lines[i] for i in blank_rows]
+        warnings.warn(f"{input_path}: {blanks} row(s) without text (file lines {shown}{', ...' if blanks > 10 else ''})"
+                      " are written without a cluster.", stacklevel=2)
+
+
+def _chained(first, rest):
+    yield first
+    yield from rest
+
+
+def _row_estimate(path: Path, first) -> int:
+    """The file's rows, guessed from its size and the first chunk's bytes (for the progress line's ETA)."""
+    start, texts, _ = first
+    if len(texts) < CHUNK_ROWS:
+        return len(texts)
+    sample = sum(len(t.encode("utf-8")) + 1 for t in texts) or 1
+    return max(len(texts), int(len(texts) * path.stat().st_size / sample))
+
+
+def _assign(model: ClusterModel, embeddings: torch.Tensor, context, use_head: bool):
+    """(cluster, confidence, margin) of each row of ``embeddings``."""
     if use_head:
         import torch
 
-        context = _context_embeddings(model, context_size, seed, batch_size) if model.module.cluster_context else None
         with torch.no_grad():
             p = model.module.cluster_probabilities(embeddings, context)  # [N, K]
-        cluster, confidence, margin = probabilities_to_assignment(p)
-    else:
-        cluster, confidence, margin = nearest_centroid(embeddings.numpy(), model.centroids)
-    partition = "head" if use_head else "kmeans"
-    words = cluster_words(model.folder, partition, top_n) if top_n else {}
-    rows = [{"row": i, text_column: texts[i], "cluster": "", "confidence": "", "margin": "",
-             "assigned_by": partition, "top_words": ""} for i in range(len(texts))]
-    for j, i in enumerate(keep):
-        rows[i].update(cluster=int(cluster[j]), confidence=round(float(confidence[j]), 6),
-                       margin=round(float(margin[j]), 6), top_words=words.get(int(cluster[j]), ""))
-    if blank.any():
-        shown = [lines[i] for i in np.flatnonzero(blank)][:10]
-        warnings.warn(f"{input_path}: {int(blank.sum())} row(s) without text (file lines {shown}"
-                      f"{', ...' if blank.sum() > 10 else ''}) are written without a cluster.", stacklevel=2)
-    if output is not None:
-        write_rows(Path(output), rows)
-    return rows
+        return probabilities_to_assignment(p)
+    return nearest_centroid(embeddings.numpy(), model.centroids)
 
 
 def _context_embeddings(model: ClusterModel, context_size, seed: int, batch_size: int) -> torch.Tensor:
@@ -241,16 +309,38 @@ def _context_embeddings(model: ClusterModel, context_size, seed: int, batch_size
     return model.encoder.encode([training[i] for i in rows], batch_size=batch_size, pooling=model.pooling)
 
 
-def write_rows(path: Path, rows: list[dict]) -> None:
+def write_rows(path: Path, chunks) -> dict:
+    """Write the rows of ``chunks`` (lists of row dicts) to ``path`` as they come; a summary of what was written.
+    The file appears complete or not at all (written beside it, then renamed)."""
+    from atomic_files import atomic_write
+
+    summary = {"rows": 0, "assigned": 0, "assigned_by": None, "per_cluster": {}}
+
+    def write(handle) -> None:
+        writer = None
+        for rows in chunks:
+            if not rows:
+                continue
+            if writer is None:
+                writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+                writer.writeheader()
+                summary["assigned_by"] = rows[0]["assigned_by"]
+            writer.writerows(rows)
+            summary["rows"] += len(rows)
+            for row in rows:
+                if row["cluster"] != "":
+                    summary["assigned"] += 1
+                    summary["per_cluster"][row["cluster"]] = summary["per_cluster"].get(row["cluster"], 0) + 1
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    with writing(path), open(path, "w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    with writing(path):
+        atomic_write(path, write, binary=False, newline="")
+    summary["per_cluster"] = dict(sorted(summary["per_cluster"].items()))
+    return summary
 
 
 @exit_on_user_error
-def main(argv: Sequence[str] | None = None) -> list[dict]:
+def main(argv: Sequence[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(prog="python tools.py predict", description=__doc__.split("\n")[0])
     parser.add_argument("--run", required=True, help="run folder, its .ckpt, or a sentence-transformers export")
     parser.add_argument("--input", required=True, type=Path, help="CSV/TSV of new texts (.tsv: tab-separated)")
@@ -265,13 +355,11 @@ def main(argv: Sequence[str] | None = None) -> list[dict]:
     parser.add_argument("--seed", type=int, default=0, help="AECL: draw of the context texts (default 0)")
     parser.add_argument("--top-words", type=int, default=5, help="top words per cluster in the output (default 5)")
     args = parser.parse_args(argv)
-    rows = predict(args.run, args.input, args.text_column, args.output, args.assign, args.encoding,
-                   args.batch_size, args.context_size, args.seed, args.top_words)
-    assigned = [r for r in rows if r["cluster"] != ""]
-    counts = np.bincount([r["cluster"] for r in assigned]) if assigned else []
-    print(f"wrote {args.output}: {len(assigned)} texts assigned by {rows[0]['assigned_by']}; "
-          f"per cluster {dict((i, int(n)) for i, n in enumerate(counts) if n)}")
-    return rows
+    summary = predict(args.run, args.input, args.text_column, args.output, args.assign, args.encoding,
+                      args.batch_size, args.context_size, args.seed, args.top_words)
+    print(f"wrote {args.output}: {summary['assigned']} texts assigned by {summary['assigned_by']}; "
+          f"per cluster {summary['per_cluster']}")
+    return summary
 
 
 if __name__ == "__main__":

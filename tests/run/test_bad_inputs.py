@@ -92,13 +92,34 @@ def test_csv_in_another_encoding_reads_with_dataset_encoding(tmp_path):
     assert load_corpus(utf8_bom, "text", "label").texts == ["café", "thé"]  # the BOM is not part of 'label'
 
 
-def test_malformed_csv_names_the_file(tmp_path):
-    (tmp_path / "bad.csv").write_text('label,text\na,"never closed\nb,x,y,z\n', encoding="utf-8")
+def test_malformed_csv_names_the_file_and_the_line(tmp_path):
+    (tmp_path / "bad.csv").write_text('label,text\na,ok\nb,"never closed\nc,x,y,z\n', encoding="utf-8")
     (tmp_path / "wide.csv").write_text("label,text\na,fine\nb,one,two\n", encoding="utf-8")
-    for name in ("bad.csv", "wide.csv"):
+    # a quoted text over two lines before the bad row: pandas counts rows (it says line 4), the file has 5 lines
+    (tmp_path / "spans.csv").write_text('label,text\na,"two\nlines"\nb,ok\nc,x,y\n', encoding="utf-8")
+    for name, line, what in (("bad.csv", 3, "no quote closes it"), ("wide.csv", 3, "3 fields where the header has 2"),
+                             ("spans.csv", 5, "3 fields where the header has 2")):
         message = user_error(["dataset=csv", f"data_dir={tmp_path}", f"dataset.file={name}", *FAST],
                              tmp_path / f"run_{name}")
-        assert f"{name}' cannot be parsed as CSV" in message
+        assert f"{name}' line {line}: " in message and what in message and "cannot be parsed as CSV" in message
+
+
+@pytest.mark.slow
+def test_a_bad_row_near_the_end_of_a_million_rows_stops_the_run_in_seconds(tmp_path):
+    """Line 900,000 of a 1M-row CSV has a third field: the run stops before any model is built, naming the line."""
+    import time
+
+    rows = [f"text number {i} about topic {i % 8},t{i % 8}\n" for i in range(1_000_000)]
+    rows[900_000 - 2] = "a text with a stray comma,t1,oops\n"  # file line 900,000 (the header is line 1)
+    (tmp_path / "big.csv").write_text("text,label\n" + "".join(rows), encoding="utf-8")
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "run.py", "dataset=csv", f"data_dir={tmp_path}", "dataset.file=big.csv",
+                           "backbone=tiny", f"hydra.run.dir={tmp_path / 'run'}"], cwd=ROOT, capture_output=True,
+                          text=True, env=dict(os.environ, PROJECT_ROOT=str(ROOT)), timeout=300)
+    seconds = time.perf_counter() - start
+    assert done.returncode == USER_ERROR_EXIT_CODE, done.stderr[-2000:]
+    assert "big.csv' line 900000: 3 fields where the header has 2" in done.stderr
+    assert "Traceback" not in done.stderr and seconds < 60, seconds
 
 
 def test_unknown_encoding_name(tmp_path):

@@ -211,3 +211,33 @@ def test_predict_with_aecl_head_is_independent_of_the_other_new_texts(toy_corpus
     write_csv(new, ["text"], [[t] for t in texts[::-2]])
     again = predict.predict(out, new)
     assert [(r["cluster"], r["confidence"]) for r in again] == [(r["cluster"], r["confidence"]) for r in rows[::-2]]
+
+
+def test_predict_streams_a_file_chunk_by_chunk_with_the_same_output(demo_run, tmp_path, monkeypatch):
+    """Chunks of 4 rows (a blank row and a JSON Lines file included) write what one chunk writes, each chunk
+    embedded as it is read: a file of millions of texts never sits in memory whole."""
+    out, _ = demo_run
+    texts = [f"new text number {i} about cooking and planets" for i in range(11)]
+    texts[5] = ""
+    new = write_csv(tmp_path / "new.csv", ["text"], [[t] for t in texts])
+    whole, chunked = tmp_path / "whole.csv", tmp_path / "chunked.csv"
+    with pytest.warns(UserWarning, match=r"1 row\(s\) without text \(file lines \[7\]"):
+        predict.predict(out, new, output=whole)
+    calls = []  # texts assigned per call: one call per chunk
+    original = predict._assign
+
+    def counting(model, embeddings, context, use_head):
+        calls.append(len(embeddings))
+        return original(model, embeddings, context, use_head)
+
+    monkeypatch.setattr(predict, "_assign", counting)
+    monkeypatch.setattr(predict, "CHUNK_ROWS", 4)
+    with pytest.warns(UserWarning, match=r"file lines \[7\]"):
+        summary = predict.predict(out, new, output=chunked)
+    assert calls == [4, 3, 3]  # rows 0-3, rows 4-7 (row 5 blank), rows 8-10
+    assert chunked.read_text() == whole.read_text()
+    assert summary["rows"] == 11 and summary["assigned"] == 10 and sum(summary["per_cluster"].values()) == 10
+    jsonl = tmp_path / "new.jsonl"
+    jsonl.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts if t))
+    predict.predict(out, jsonl, output=tmp_path / "from_jsonl.csv")
+    assert calls[-3:] == [4, 4, 2]
