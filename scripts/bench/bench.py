@@ -22,8 +22,11 @@ BENCHMARKS.json, and BENCHMARKS.md is rendered from every part recorded there):
   against the default.
 - ``memory``: peak resident memory of ``python run.py method=sccl dataset=stackoverflow`` at
   batch 64 with chunking on (default) and off.
+- ``scale``: a run on generated corpora of 10k, 100k and 1M texts (tiny backbone) and of 100k with MiniLM: wall
+  time per phase, peak memory, the growth exponent; ``tools.py predict`` on 10k and 1M new texts
+  (scripts/bench/scale.py).
 
-Usage: python scripts/bench/bench.py [--only train,eval,e2e,inrun,memory] [--data-dir data/short_text]
+Usage: python scripts/bench/bench.py [--only train,eval,e2e,inrun,memory,scale] [--data-dir data/short_text]
        [--steps 30] [--rounds 6] [--out BENCHMARKS.md]
 Timings are only meaningful on an otherwise idle machine; the load average is recorded with each part.
 """
@@ -54,6 +57,7 @@ from lightning_modules.shared.encoder import CHUNK_IF_BELOW  # noqa: E402
 from lightning_modules.shared.token_batches import length_chunks  # noqa: E402
 from scripts.bench.reference_step import AuthorsSCCLStep  # noqa: E402
 from scripts.bench.report import EVAL_VARIANTS, PARTS, document, machine, render  # noqa: E402
+from scripts.bench.scale import part_scale  # noqa: E402
 
 BATCH = 64
 MAX_LENGTH = 32
@@ -439,7 +443,8 @@ def part_memory(args) -> dict:
             "runs": {str(chunk): peak_memory_of_run(args.data_dir, args.memory_steps, chunk) for chunk in (CHUNK, 0)}}
 
 
-RUN = {"train": part_train, "eval": part_eval, "e2e": part_e2e, "inrun": part_inrun, "memory": part_memory}
+RUN = {"train": part_train, "eval": part_eval, "e2e": part_e2e, "inrun": part_inrun, "memory": part_memory,
+       "scale": part_scale}
 
 
 def main() -> None:
@@ -452,6 +457,8 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=10, help="KMeans seeds of the eval part")
     parser.add_argument("--sets", default=None, help="eval part: comma-separated benchmarks (default: all present)")
     parser.add_argument("--memory-steps", type=int, default=20, help="training steps of each memory run")
+    parser.add_argument("--scale-sizes", default="10000,100000,1000000", help="scale part: corpus sizes, tiny backbone")
+    parser.add_argument("--scale-minilm", type=int, default=100000, help="scale part: MiniLM run size (0: none)")
     parser.add_argument("--out", default=str(ROOT / "BENCHMARKS.md"))
     parser.add_argument("--backbone", default="minilm", help=argparse.SUPPRESS)  # tiny: check the script runs
     args = parser.parse_args()
@@ -461,7 +468,7 @@ def main() -> None:
     unknown = [p for p in parts if p not in PARTS]
     if unknown:
         sys.exit(f"error: unknown part(s) {unknown}; choose from {', '.join(PARTS)}")
-    if not (Path(args.data_dir) / "stackoverflow.csv").exists():
+    if set(parts) - {"scale"} and not (Path(args.data_dir) / "stackoverflow.csv").exists():
         sys.exit(f"error: {args.data_dir}/stackoverflow.csv not found; pass --data-dir <folder with stackoverflow.csv>")
     out_md = Path(args.out)
     out_json = out_md.with_suffix(".json")

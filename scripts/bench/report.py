@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-PARTS = ("train", "eval", "e2e", "inrun", "memory")
+PARTS = ("train", "eval", "e2e", "inrun", "memory", "scale")
 # the KMeans backends and precisions the eval part compares, in the table's order
 EVAL_VARIANTS = (("sklearn", "float64"), ("sklearn", "float32"), ("fast", "float32"), ("faiss", "float32"))
 
@@ -161,8 +161,53 @@ def render_memory(r: dict, meta: dict) -> list[str]:
                     "evaluation. Peak RSS: `getrusage(RUSAGE_CHILDREN).ru_maxrss` of the run.", ""]
 
 
+def render_scale(r: dict, meta: dict) -> list[str]:
+    def phases(run: dict) -> str:
+        p, e = run.get("phases") or {}, run.get("evaluation") or {}
+        return " | ".join(f"{p.get(k, 0):.0f}" for k in ("read", "start_up", "training", "end")) + \
+            f" | {e.get('evaluations', 0):.0f}"
+
+    lines = ["## A corpus of 10k to 1M texts (`--only scale`)", "", header(meta), "",
+             f"A generated corpus of 8 topics (the demo corpus's words; scripts/bench/scale.py), {r['steps']} steps, an "
+             f"evaluation every {r['every_n_steps']} steps (on a seeded sample of `eval_sample` texts; the last one on "
+             "every text). Phases from results.json `seconds`: read the file; start-up (the evaluation before training "
+             "and SCCL's centroids); training (the steps and the evaluations between them); end (the last "
+             "evaluation, predictions.csv, clusters.md, plots, report.html). Evaluations: their seconds in all, "
+             "embedding passes included.", "",
+             "| backbone | texts | wall (s) | peak RSS (GiB) | read | start-up | training | end | evaluations |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for run in r["runs"] + ([r["minilm"]] if r.get("minilm") else []):
+        lines.append(f"| {run['backbone']} | {run['texts']:,} | {run['wall_seconds']:.0f} | {run['peak_gib']:.2f} | "
+                     f"{phases(run)} |")
+    if r.get("exponent_last") is not None:
+        sizes = [run["texts"] for run in r["runs"]]
+        lines += ["", f"Growth exponent of the wall time from {sizes[-2]:,} to {sizes[-1]:,} texts: "
+                      f"**{r['exponent_last']:.2f}** (target <= 1.1: {verdict(r['exponent_last'] <= 1.1)}); fitted over "
+                      f"every size: {r['exponent_fit']:.2f}."]
+    largest = r["runs"][-1]
+    if largest["texts"] >= 1_000_000:
+        ok = largest["wall_seconds"] < 600 and largest["peak_gib"] < 4
+        lines.append(f"{largest['texts']:,} texts: {largest['wall_seconds'] / 60:.1f} min, {largest['peak_gib']:.2f} GiB "
+                     f"(target under 10 min and 4 GB: {verdict(ok)}).")
+    if r.get("minilm"):
+        m = r["minilm"]
+        lines.append(f"MiniLM at {m['texts']:,} texts: {m['wall_seconds'] / 60:.1f} min (target under 15 min: "
+                     f"{verdict(m['wall_seconds'] < 900)}).")
+    if r.get("predict"):
+        small, large = r["predict"][0], r["predict"][-1]
+        ratio = large["peak_gib"] / small["peak_gib"]
+        lines += ["", "| `tools.py predict` | wall (s) | peak RSS (GiB) |", "|---|---|---|"]
+        lines += [f"| {p['texts']:,} new texts | {p['wall_seconds']:.0f} | {p['peak_gib']:.2f} |" for p in r["predict"]]
+        lines.append("")
+        lines.append(f"Peak memory of {large['texts']:,} against {small['texts']:,} new texts: {ratio:.2f}x (target "
+                     f"within 1.2x: {verdict(ratio <= 1.2)}).")
+    lines += ["", "Commands: " + "; ".join(f"`{run['command']}`" for run in r["runs"][-1:] + r.get("predict", [])[-1:]),
+              ""]
+    return lines
+
+
 RENDER = {"train": render_train, "eval": render_eval, "e2e": render_e2e, "inrun": render_inrun,
-          "memory": render_memory}
+          "memory": render_memory, "scale": render_scale}
 
 
 def render(results: dict) -> str:

@@ -118,7 +118,7 @@ def without_timings(value):
     """A results.json value with its wall-clock entries left out, for comparing two runs."""
     if isinstance(value, dict):
         return {k: without_timings(v) for k, v in value.items()
-                if not (k.endswith("_seconds") or k in ("output_dir", "checkpoint", "best_checkpoint", "resumed_from",
+                if not (k.endswith("seconds") or k in ("output_dir", "checkpoint", "best_checkpoint", "resumed_from",
                                                          "status"))}
     if isinstance(value, list):
         return [without_timings(v) for v in value]
