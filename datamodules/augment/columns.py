@@ -44,33 +44,17 @@ def settings_path(table: Path) -> Path:
     return table.with_name(table.name + SETTINGS_SUFFIX)
 
 
-# One of the three table readers that another change merges into datamodules.text_io.read_table; until then it
-# keeps the tool's own rules: every cell a string exactly as written, and messages in the tool's words.
 def read_table(path: Path, sep: str | None = None, encoding: str | None = None):
-    """The file as strings exactly as written (no NaN for empty cells or the text "NA"), decoded with
-    ``encoding`` (UTF-8 by default); an undecodable byte is reported with its file line."""
-    import pandas as pd
+    """The file as strings exactly as written (no NaN for empty cells or the text "NA"): the project's reader
+    (``datamodules.text_io.read_table``, whose errors name the file and the line), in the tool's words where they
+    differ."""
+    from datamodules.text_io import read_table as read
 
-    from datamodules.text_io import decoding, reading_encoding
-
-    if not path.exists():
-        raise AugmentError(f"input file '{path}' does not exist")
     if path.is_dir():
         raise AugmentError(f"input '{path}' is a folder; give a CSV or TSV file")
-    if path.stat().st_size == 0:
-        raise AugmentError(f"input file '{path}' is empty; it needs a header line and data rows")
-    sep = table_separator(path, sep)
-    try:
-        with decoding(path, encoding, "--encoding"):
-            frame = pd.read_csv(path, sep=sep, dtype=str, keep_default_na=False, na_filter=False,
-                                encoding=reading_encoding(encoding))
-    except pd.errors.ParserError as err:
-        raise AugmentError(
-            f"could not parse '{path}' as {'TSV' if sep == chr(9) else 'CSV'} ({err}); "
-            "pass --sep if the separator is not guessed right from the extension"
-        ) from err
-    except pd.errors.EmptyDataError as err:
-        raise AugmentError(f"input file '{path}' has no header line") from err
+    if not path.exists():
+        raise AugmentError(f"input file '{path}' does not exist")
+    frame = read(path, encoding, sep, option="--encoding", na_filter=False).fillna("")
     if len(frame) == 0:
         raise AugmentError(f"input file '{path}' has a header but no data rows")
     return frame

@@ -110,7 +110,7 @@ def scan_k(
     """One row per K: silhouette, calinski_harabasz, davies_bouldin, stability, inertia, seconds."""
     from sklearn.metrics import adjusted_rand_score
 
-    from evaluation.clustering.label_free import label_free_scores
+    from evaluation.clustering.label_free import label_free_report
     from lightning_modules.shared.kmeans import kmeans_fit
 
     if seeds < 2:
@@ -121,7 +121,7 @@ def scan_k(
         start = time.perf_counter()
         fits = [kmeans_fit(data, k, seed, 1, kmeans_backend) for seed in range(seeds)]
         best = min(fits, key=lambda f: f.inertia_)
-        scores = label_free_scores(data, best.labels_, k, sample=silhouette_sample)
+        scores = label_free_report(data, best.labels_, k, sample=silhouette_sample)[0]
         stability = float(np.mean([adjusted_rand_score(a.labels_, b.labels_)
                                    for a, b in itertools.combinations(fits, 2)]))
         row = {"k": int(k), "silhouette": scores["silhouette"], "calinski_harabasz": scores["calinski_harabasz"],

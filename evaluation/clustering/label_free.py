@@ -215,18 +215,6 @@ def label_free_report(
     return scores, reasons
 
 
-def label_free_scores(
-    embeddings: np.ndarray,
-    assignments: np.ndarray,
-    num_clusters: int,
-    previous: np.ndarray | None = None,
-    sample: int = 2000,
-    seed: int = 0,
-) -> dict[str, float | None]:
-    """The scores of :func:`label_free_report` (None where a criterion is undefined)."""
-    return label_free_report(embeddings, assignments, num_clusters, previous, sample, seed)[0]
-
-
 def best_index(values, direction: str) -> int | None:
     """Index of the best finite value (first on ties); None when there is none."""
     finite = [(v, i) for i, v in enumerate(values) if v is not None and math.isfinite(v)]

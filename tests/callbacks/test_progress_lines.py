@@ -2,6 +2,7 @@
 that does not draw the smaller last batch of an epoch as a dip."""
 from __future__ import annotations
 
+import logging
 import os
 import re
 import subprocess
@@ -11,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+import callbacks.display.progress as progress
 from callbacks.display.progress import PlainProgressLines, progress_line
 from console import format_duration
 from evaluation.run_report.plots import partial_batch_steps
@@ -70,22 +72,25 @@ def test_the_speed_is_the_median_step_so_an_evaluation_pause_does_not_make_the_e
     assert median_rate([]) is None and median_rate([0.0]) is None
 
 
-def test_lines_after_an_evaluation_keep_the_training_speed(monkeypatch, caplog):
-    """Steps of 2 s, an evaluation of 200 s after step 30: the line written right after it (at step 31, whose
-    window since the last line is that one step of 202 s) says 0.50 steps/s and the ETA of the 69 steps left at
-    that speed (2m18s), not 0.005 steps/s and 3h52m."""
-    import logging
+def progress_on_a_clock(monkeypatch, max_steps: int):
+    """(clock, trainer, PlainProgressLines started on it): time is ``clock["now"]``, moved by the test."""
     from types import SimpleNamespace
-
-    import callbacks.display.progress as progress
 
     clock = {"now": 1000.0}
     monkeypatch.setattr(progress.time, "monotonic", lambda: clock["now"])
-    trainer = SimpleNamespace(is_global_zero=True, global_step=0, max_steps=100, max_epochs=-1,
+    trainer = SimpleNamespace(is_global_zero=True, global_step=0, max_steps=max_steps, max_epochs=-1,
                               num_training_batches=100, accumulate_grad_batches=1, current_epoch=0,
                               callback_metrics={})
     lines = PlainProgressLines(every_seconds=30, when="always")
     lines.on_train_start(trainer, None)
+    return clock, trainer, lines
+
+
+def test_lines_after_an_evaluation_keep_the_training_speed(monkeypatch, caplog):
+    """Steps of 2 s, an evaluation of 200 s after step 30: the line written right after it (at step 31, whose
+    window since the last line is that one step of 202 s) says 0.50 steps/s and the ETA of the 69 steps left at
+    that speed (2m18s), not 0.005 steps/s and 3h52m."""
+    clock, trainer, lines = progress_on_a_clock(monkeypatch, max_steps=100)
     with caplog.at_level(logging.INFO, logger=progress.log.name):
         for step in range(1, 51):
             clock["now"] += 2.0 + (200.0 if step == 31 else 0.0)  # step 31 ends after the evaluation
@@ -100,18 +105,7 @@ def test_the_start_up_before_the_first_step_is_not_a_step(monkeypatch, caplog):
     """Three minutes of work before the first batch (the corpus embedded, KMeans for the centroids), then steps
     of 2 s: the line after step 1 says 0.50 steps/s and 1m38s for the 49 steps left, not 0.01 steps/s and
     hours (seen on a 1M-text run: "step 1/20 · 0.01 steps/s · ETA 53m31s")."""
-    import logging
-    from types import SimpleNamespace
-
-    import callbacks.display.progress as progress
-
-    clock = {"now": 1000.0}
-    monkeypatch.setattr(progress.time, "monotonic", lambda: clock["now"])
-    trainer = SimpleNamespace(is_global_zero=True, global_step=0, max_steps=50, max_epochs=-1,
-                              num_training_batches=100, accumulate_grad_batches=1, current_epoch=0,
-                              callback_metrics={})
-    lines = PlainProgressLines(every_seconds=30, when="always")
-    lines.on_train_start(trainer, None)
+    clock, trainer, lines = progress_on_a_clock(monkeypatch, max_steps=50)
     clock["now"] += 180.0  # the other callbacks' on_train_start
     with caplog.at_level(logging.INFO, logger=progress.log.name):
         lines.on_train_batch_start(trainer, None, None, 0)

@@ -31,11 +31,13 @@ def test_the_section_says_whether_each_target_is_met():
         return {"texts": n, "backbone": "tiny", "wall_seconds": wall, "peak_gib": gib, "command": f"python run.py {n}",
                 "phases": {"read": 1, "start_up": 2, "training": 3, "end": 4}, "evaluation": {"evaluations": 5}}
 
+    def predicted(n, wall, gib):
+        return {"texts": n, "wall_seconds": wall, "peak_gib": gib, "command": "python tools.py predict"}
+
     result = {"steps": 20, "every_n_steps": 10, "runs": [run(10_000, 20, 0.8), run(100_000, 40, 1.0),
                                                         run(1_000_000, 500, 3.0)],
               "exponent_fit": 0.9, "exponent_last": 1.1, "minilm": {**run(100_000, 1000, 2.0), "backbone": "minilm"},
-              "predict": [{"texts": 10_000, "wall_seconds": 9, "peak_gib": 1.0, "command": "python tools.py predict"},
-                          {"texts": 1_000_000, "wall_seconds": 300, "peak_gib": 1.3, "command": "python tools.py predict"}]}
+              "predict": [predicted(10_000, 9, 1.0), predicted(1_000_000, 300, 1.3)]}
     meta = {"date": "2026-11-27", "load_start": 0.1, "load_end": 0.2, "seconds": 900}
     text = "\n".join(REPORT.render_scale(result, meta))
     assert "| tiny | 1,000,000 | 500 | 3.00 | 1 | 2 | 3 | 4 | 5 |" in text

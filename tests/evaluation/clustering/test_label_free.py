@@ -14,7 +14,7 @@ from errors import ConfigError
 from evaluation.clustering.choose_k import choose_k, parse_k, recommend
 from evaluation.clustering.label_free import (
     changed_share,
-    label_free_scores,
+    label_free_report,
     silhouette_cosine,
     size_entropy,
     stable_step,
@@ -56,7 +56,7 @@ def test_criteria_against_hand_written_loops_and_sklearn():
     x, y = blobs(per=7)
     y = y.copy()
     y[0] = 1  # one point in the wrong cluster, so nothing is trivially perfect
-    scores = label_free_scores(x, y, 3)
+    scores = label_free_report(x, y, 3)[0]
     assert scores["silhouette"] == pytest.approx(naive_cosine_silhouette(x, y), abs=1e-5)
     assert scores["calinski_harabasz"] == pytest.approx(calinski_harabasz_score(x, y), rel=1e-5)
     assert scores["davies_bouldin"] == pytest.approx(davies_bouldin_score(x, y), rel=1e-5)
@@ -83,7 +83,7 @@ def test_davies_bouldin_holds_beyond_25_clusters():
     expected = naive_davies_bouldin(x.astype(np.float64), y)
     assert davies_bouldin(x, y) == pytest.approx(expected, rel=1e-9)
     assert davies_bouldin(x, y) == pytest.approx(davies_bouldin_score(x, y), rel=1e-9)
-    assert label_free_scores(x.astype(np.float32), y, k)["davies_bouldin"] == pytest.approx(expected, rel=1e-5)
+    assert label_free_report(x.astype(np.float32), y, k)[0]["davies_bouldin"] == pytest.approx(expected, rel=1e-5)
 
 
 def test_size_entropy_and_changed_share_by_hand():
