@@ -54,17 +54,20 @@ def split_template(template: str) -> tuple[str, str]:
 @dataclass(frozen=True)
 class Template:
     """One template: its text before and after the sentence (``split_template``), and their token ids:
-    ``prefix`` starts with the opening special token, ``suffix`` ends with the closing one;
-    ``prefix + suffix`` is the template with an empty sentence."""
+    ``prefix`` starts with the opening special token, ``suffix`` ends with the closing one (a row is wrapped
+    as ``prefix + sentence + suffix``); ``joined`` is the template with an empty sentence, the two texts joined
+    and tokenized as one string (the authors' empty template; see the module's docstring)."""
 
     before: str
     after: str
     prefix: tuple[int, ...]
     suffix: tuple[int, ...]
+    joined: tuple[int, ...]
 
     @property
     def empty(self) -> list[int]:
-        return [*self.prefix, *self.suffix]
+        """The empty template of template denoising: ``joined``, not ``prefix + suffix``."""
+        return list(self.joined)
 
 
 def build_template(tokenizer, template: str) -> Template:
@@ -73,14 +76,18 @@ def build_template(tokenizer, template: str) -> Template:
         raise ConfigError(f"prompt templates need a tokenizer with a mask token; '{tokenizer.name_or_path}' has none")
     before, after = split_template(template)
     opening, closing = _special_ends(tokenizer)
-    prefix = tokenizer(before.replace("{mask}", mask).strip())["input_ids"][:-1]  # [opening, prefix tokens]
-    suffix = tokenizer(after.replace("{mask}", mask))["input_ids"][1:]  # [suffix tokens, closing]
-    if prefix[:1] != [opening] or suffix[-1:] != [closing]:
-        raise ConfigError(f"prompt template {template!r}: the tokenizer did not put its special tokens at the ends")
-    if (prefix + suffix).count(tokenizer.mask_token_id) != 1:
-        raise ConfigError(f"prompt template {template!r} gives {(prefix + suffix).count(tokenizer.mask_token_id)} mask "
-                          "tokens once tokenized; it must give one")
-    return Template(before, after, tuple(prefix), tuple(suffix))
+    before_text, after_text = before.replace("{mask}", mask).strip(), after.replace("{mask}", mask)
+    prefix = tokenizer(before_text)["input_ids"][:-1]  # [opening, prefix tokens]
+    suffix = tokenizer(after_text)["input_ids"][1:]  # [suffix tokens, closing]
+    joined = tokenizer(before_text + after_text)["input_ids"]  # the authors' tokenizer.encode(bs + es)
+    for ids in (prefix + suffix, joined):
+        if ids[:1] != [opening] or ids[-1:] != [closing]:
+            raise ConfigError(f"prompt template {template!r}: the tokenizer did not put its special tokens at the "
+                              "ends")
+        if ids.count(tokenizer.mask_token_id) != 1:
+            raise ConfigError(f"prompt template {template!r} gives {ids.count(tokenizer.mask_token_id)} mask tokens "
+                              "once tokenized; it must give one")
+    return Template(before, after, tuple(prefix), tuple(suffix), tuple(joined))
 
 
 def _special_ends(tokenizer) -> tuple[int, int]:
@@ -120,7 +127,9 @@ class PromptTemplates:
         special tokens of each row replaced by the template's).
 
         Returns the new batch (``input_ids``, ``attention_mask`` [B, T']; right-padded; no
-        ``token_type_ids``: a single segment) and each row's number of sentence tokens [B].
+        ``token_type_ids``: a single segment) and each row's sentence length as the authors count it: the
+        wrapped row's tokens minus the empty template's (``Template.joined``) [B]; the number of sentence
+        tokens wherever the empty template is the prefix and suffix side by side.
         """
         template = self.templates[index]
         ids, mask = tokens["input_ids"], tokens["attention_mask"]  # [B, T]
@@ -132,7 +141,9 @@ class PromptTemplates:
         for i, row in enumerate(rows):
             out_ids[i, : len(row)] = torch.tensor(row, dtype=ids.dtype)
             out_mask[i, : len(row)] = 1
-        sentence = (lengths - 2).clamp_min(0).to(torch.long)
+        template_length = len(template.prefix) + len(template.suffix)  # the wrapped row = sentence + this
+        sentence = (lengths - 2).clamp_min(0) + template_length - len(template.joined)
+        sentence = sentence.clamp_min(0).to(torch.long)
         return {"input_ids": out_ids.to(ids.device), "attention_mask": out_mask.to(mask.device)}, sentence
 
     def empty_batch(self, index: int, lengths: torch.Tensor) -> dict[str, torch.Tensor]:

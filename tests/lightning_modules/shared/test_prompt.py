@@ -217,3 +217,99 @@ def test_prompt_text_fills_the_template_as_the_authors_final_test_does(tokenizer
     # a sentence that already ends in a period: filling as text and wrapping the tokens give the same input
     assert torch.allclose(filled[1], wrapped[1], atol=1e-5)
     assert not torch.allclose(filled[0], wrapped[0], atol=1e-3)  # the added period changes the first
+
+
+# -- the empty template of template denoising, as the authors build it (issue 41) --------------------------------
+ROBERTA_FIRST = "*cls*_This_sentence_:_'_*sent_0*_'_means*mask*.*sep+*"  # ClusterNS's run_prompt.sh, RoBERTa
+ROBERTA_SECOND = "*cls*_The_sentence_:_'_*sent_0*_'_means*mask*.*sep+*"
+QUOTED = 'This sentence : "{sentence}" means{mask}.'  # nothing between the quotes once the sentence is out
+
+
+def authors_denoising(tokenizer, template: str, text: str) -> tuple[list[int], int, list[int]]:
+    """ClusterNS's own steps, restated from train_prompt.py and prompt_bert/models.py: bs/es from the template
+    (bs stripped, as for RoBERTa; BERT ignores the spaces), the wrapped row ``bs + s + es``, the empty template
+    ``tokenizer.encode(bs + es)``, blen = the row's token count - len(template), and the empty template's
+    positions shifted by blen after ``len(bs tokens) + 1``. Returns (empty template ids, blen, its positions)."""
+    body = (template.replace("*mask*", tokenizer.mask_token).replace("*sep+*", "").replace("*cls*", "")
+            .replace("*sent_0*", " "))
+    bs, es = (part.replace("_", " ") for part in body.split(" "))
+    bs = bs.strip()
+    row = tokenizer.encode(bs)[:-1] + tokenizer.encode(text, add_special_tokens=False) + tokenizer.encode(es)[1:]
+    empty = tokenizer.encode(bs + es)
+    blen = len(row) - len(empty)
+    positions = list(range(len(empty)))
+    shift_from = len(tokenizer.encode(bs, add_special_tokens=False)) + 1
+    positions = positions[:shift_from] + [p + blen for p in positions[shift_from:]]
+    return empty, blen, positions
+
+
+def ours(tokenizer, template: str, text: str) -> tuple[list[int], int, list[int]]:
+    templates = PromptTemplates(tokenizer, [template])
+    _, lengths = templates.wrap(tokenizer([text], return_tensors="pt"), 0)
+    batch = templates.empty_batch(0, lengths)
+    return batch["input_ids"][0].tolist(), int(lengths[0]), batch["position_ids"][0].tolist()
+
+
+@pytest.fixture(scope="module")
+def byte_level_bpe():
+    """A small byte-level BPE tokenizer in RoBERTa's layout (<s> ... </s>, <mask> taking the space before it),
+    trained here on text with many ``""``: no RoBERTa tokenizer is available offline, and this one has the merge
+    that makes RoBERTa's empty quoted template shorter than its two halves."""
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    bpe = Tokenizer(models.BPE(unk_token=None))
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    special = ["<s>", "<pad>", "</s>", "<mask>"]
+    corpus = ['he said "" and then " hi " and "" again, this sentence : "" means nothing .'] * 50 + TEXTS * 20
+    bpe.train_from_iterator(corpus, trainers.BpeTrainer(vocab_size=400, special_tokens=special,
+                                                        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    bpe.post_processor = processors.RobertaProcessing(("</s>", bpe.token_to_id("</s>")), ("<s>", bpe.token_to_id("<s>")))
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=bpe, bos_token="<s>", eos_token="</s>", pad_token="<pad>",
+                                        mask_token=AddedToken("<mask>", lstrip=True))
+    assert tokenizer.convert_ids_to_tokens(tokenizer.encode('x : ""', add_special_tokens=False))[-1] == 'Ġ""'
+    return tokenizer
+
+
+@pytest.mark.parametrize("template", [BERT_FIRST, BERT_SECOND, ROBERTA_FIRST, ROBERTA_SECOND, QUOTED])
+def test_wordpiece_empty_template_is_the_prefix_and_suffix_side_by_side(tokenizer, template):
+    """BERT's WordPiece (the tiny backbone's and the offline MiniLM's vocabulary): the joined empty template and
+    the two halves side by side are the same tokens, and a row's length is its sentence's token count."""
+    built = PromptTemplates(tokenizer, [template if "*sent_0*" in template else template]).templates[0]
+    assert list(built.joined) == [*built.prefix, *built.suffix]
+    for text in TEXTS:
+        words = tokenizer(text, add_special_tokens=False)["input_ids"]
+        empty, length, positions = ours(tokenizer, template, text)
+        assert length == len(words)
+        if "*sent_0*" in template:
+            assert (empty, length, positions) == authors_denoising(tokenizer, template, text)
+
+
+def test_byte_level_bpe_empty_template_is_tokenized_as_one_string(byte_level_bpe):
+    """With nothing between the quotes, the byte-level BPE merges them into one token: the empty template is one
+    token shorter than its halves; the one used is the joined one, and each row's length (which indexes the
+    positions of the empty template) is the authors' ``mask.sum - template_len``: one more than the sentence's
+    tokens."""
+    tok = byte_level_bpe
+    built = PromptTemplates(tok, [QUOTED]).templates[0]
+    assert tok.convert_ids_to_tokens(list(built.prefix))[-1] == 'Ġ"'
+    assert tok.convert_ids_to_tokens(list(built.suffix))[0] == '"'
+    assert 'Ġ""' in tok.convert_ids_to_tokens(list(built.joined))
+    assert len(built.joined) == len(built.prefix) + len(built.suffix) - 1
+    authors_form = QUOTED.replace("{sentence}", "*sent_0*").replace("{mask}", "*mask*").replace(" ", "_")
+    for text in TEXTS:
+        empty, length, positions = ours(tok, QUOTED, text)
+        assert empty == list(built.joined)  # what template denoising runs: the joined form
+        assert length == len(tok.encode(text, add_special_tokens=False)) + 1
+        assert (empty, length, positions) == authors_denoising(tok, authors_form, text)
+
+
+@pytest.mark.parametrize("template", [ROBERTA_FIRST, ROBERTA_SECOND])
+def test_byte_level_bpe_authors_roberta_templates_agree_both_ways(byte_level_bpe, template):
+    """The RoBERTa templates of run_prompt.sh keep a space inside the quotes: nothing merges, the joined form is
+    the halves side by side (the authors' own assert), and our steps are theirs."""
+    built = PromptTemplates(byte_level_bpe, [template]).templates[0]
+    assert list(built.joined) == [*built.prefix, *built.suffix]
+    for text in TEXTS:
+        assert ours(byte_level_bpe, template, text) == authors_denoising(byte_level_bpe, template, text)
