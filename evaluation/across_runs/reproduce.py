@@ -1,7 +1,7 @@
 """One command per paper table: check the data, launch every row x seed, print the table beside the paper's.
 
     python tools.py reproduce sccl_table1 [--seeds 0,1,2] [--rows sccl_agnews,...] \
-        [--launcher local|slurm]
+        [--launcher local|slurm] [--runs-per-gpu N [--run-memory-gib G]] [--precision fp32|tf32|bf16]
         [--out logs/reproduce/<table>] [--dry-run] [overrides ...]
 
 The rows are the experiments that the table's trained rows name (``evaluation/across_runs/paper_tables/<table>.yaml``:
@@ -16,6 +16,14 @@ Before anything runs, the data each experiment reads is checked; a missing file 
 line per file naming its download. ``--dry-run`` lists the runs, their commands, their data files (present
 or missing) and the GPU hours that BENCHMARKS.md's GPU section implies ("unknown" where it has no figure).
 Paper rows train on their corpora: ``dataset.sample=true`` is refused here.
+
+``--runs-per-gpu N`` runs N runs side by side on every GPU (the host's CPUs when there is none), each run its own
+``python run.py`` process pinned to one GPU (``CUDA_VISIBLE_DEVICES``) with its share of the cores
+(``threads_per_job``), a queue keeping every slot busy across rows and seeds; nothing starts unless N runs fit into
+each GPU's free memory (evaluation.across_runs.packing: a run's memory measured, ``--run-memory-gib``, or
+estimated). Each run's console output goes to ``<out>/launch/<experiment>_seed_<seed>.log``, the wall times to
+``<out>/packing.json`` (runs finished per hour). ``--precision`` trains every run in float32 (``fp32``, the papers'),
+float32 with TF32 matrix products (``tf32``) or bf16 autocast (``bf16``); the table says which.
 """
 from __future__ import annotations
 
@@ -27,6 +35,7 @@ import re
 import shlex
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
@@ -44,6 +53,12 @@ GPU_START, GPU_END = "<!-- bench-gpu:start -->", "<!-- bench-gpu:end -->"  # scr
 # BENCHMARKS.md's GPU rows name the method (ClusterNS on BERT-large has a row of its own)
 BENCH_METHOD = {("clusterns", "bert-large"): "clusterns_large"}
 PRECISION = {"16-mixed": "fp16", "bf16-mixed": "bf16", "32-true": "fp32", "32": "fp32"}
+# --precision: the run.py overrides of each (trainer.precision keeps the run's trainer group: gpu_fp32, cpu, ...)
+TRAINING_PRECISIONS = {
+    "fp32": ["++trainer.precision=32-true", "float32_matmul_precision=highest"],
+    "tf32": ["++trainer.precision=32-true", "float32_matmul_precision=high"],
+    "bf16": ["++trainer.precision=bf16-mixed"],
+}
 
 
 @dataclass
@@ -146,6 +161,91 @@ def launch_commands(run: Run, out: Path, launcher: str, overrides: Sequence[str]
     return commands
 
 
+def packed_commands(run: Run, out: Path, overrides: Sequence[str], threads: int) -> list[tuple[int, list[str]]]:
+    """(seed, command) of each run of ``run`` to start or resume, one ``run.py`` process each (``--runs-per-gpu``):
+    the folder is the one the multirun gives (``<out>/<experiment>/seed_<seed>``)."""
+    commands = []
+    for seed in sorted([*run.fresh, *run.resume]):
+        extra = []
+        if seed in run.resume:
+            checkpoint, finished = run.resume[seed]
+            extra = [f"ckpt_path={checkpoint}", *(["eval_only=true"] if finished else [])]
+        commands.append((seed, [sys.executable, "run.py", f"experiment={run.experiment}", f"seed={seed}",
+                                f"hydra.run.dir={shown(out / run.experiment / f'seed_{seed}')}",
+                                f"threads_per_job={threads}", *extra, *overrides]))
+    return commands
+
+
+def launch_packed(jobs: list[tuple[str, int, list[str]]], slot_list: list, out: Path) -> tuple[list[str], dict]:
+    """Runs ``jobs`` ((experiment, seed, command)) with one process per slot, each slot taking the next job when its
+    run ends; returns the failed experiments and the record written to ``<out>/packing.json``."""
+    logs = out / "launch"
+    logs.mkdir(parents=True, exist_ok=True)
+    queue, running, finished, failed = list(jobs), {}, [], []
+    free = list(slot_list)
+    began = time.perf_counter()
+    while queue or running:
+        while queue and free:
+            experiment, seed, command = queue.pop(0)
+            slot = free.pop(0)
+            log = logs / f"{experiment}_seed_{seed}.log"
+            env = {**os.environ, **slot.environment(), "PROJECT_ROOT": str(ROOT)}
+            pinned = " ".join(f"{k}={v}" for k, v in slot.environment().items())
+            print(f"$ {pinned + ' ' if pinned else ''}"
+                  + " ".join(shlex.quote(part) for part in ["python", *command[1:]]) + f"  > {shown(log)}", flush=True)
+            handle = log.open("w")
+            process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT)
+            running[process] = (experiment, seed, slot, time.perf_counter(), handle, log)
+        time.sleep(0.2)
+        for process in [p for p in running if p.poll() is not None]:
+            experiment, seed, slot, start, handle, log = running.pop(process)
+            handle.close()
+            free.insert(0, slot)
+            seconds = time.perf_counter() - start
+            finished.append({"experiment": experiment, "seed": seed, "device": slot.device.label,
+                             "place": slot.place, "started": round(start - began, 1),
+                             "ended": round(start - began + seconds, 1), "seconds": round(seconds, 1),
+                             "returncode": process.returncode})
+            if process.returncode != 0:
+                failed.append(experiment)
+                print(f"failed: {experiment} seed {seed} (exit {process.returncode}) after {seconds:.0f} s; "
+                      f"its output: {shown(log)}", flush=True)
+            else:
+                print(f"finished: {experiment} seed {seed} in {seconds:.0f} s on {slot.device.label}", flush=True)
+    wall = time.perf_counter() - began
+    done = sum(1 for f in finished if f["returncode"] == 0)
+    record = {"runs_per_device": len(slot_list) // max(1, len({s.device for s in slot_list})),
+              "devices": sorted({s.device.label for s in slot_list}), "wall_seconds": round(wall, 1),
+              "runs_finished": done, "runs_per_hour": round(3600 * done / wall, 2) if wall > 0 else None,
+              "runs": finished}
+    return failed, record
+
+
+def packing_plan(runs: list[Run], args, overrides: Sequence[str]) -> list:
+    """The slots of ``--runs-per-gpu``, after checking that that many runs fit into every device's memory."""
+    from evaluation.across_runs import packing
+
+    if args.launcher != "local":
+        raise ConfigError(f"--runs-per-gpu applies to the local launcher; with --launcher {args.launcher} every run is "
+                          "a job of its own (set the job's resources there)")
+    use_gpu = not any(o.split("=", 1)[0].lstrip("+") == "trainer" and o.endswith("=cpu") for o in overrides)
+    found = packing.devices(use_gpu)
+    on_gpu = found[0].index is not None
+    bench = gpu_rows(BENCHMARKS.read_text(encoding="utf-8")) if BENCHMARKS.is_file() else []
+    for run in [r for r in runs if r.fresh or r.resume]:  # finished rows need no room
+        if args.run_memory_gib is not None:
+            run_gib, source = args.run_memory_gib, "--run-memory-gib"
+        else:
+            run_gib, source = packing.estimate_run_gib(run.cfg, bench, on_gpu)
+        if run_gib is None:
+            raise ConfigError(f"--runs-per-gpu {args.runs_per_gpu}: no memory figure for {run.experiment} ({source}); "
+                              "give --run-memory-gib <GiB> measured for one run (its peak in nvidia-smi)")
+        print(f"memory: {run.experiment}: {run_gib:.1f} GiB a run ({source}); {args.runs_per_gpu} a device on "
+              + ", ".join(f"{d.label} with {d.free_gib:.1f} GiB free" for d in found), flush=True)
+        packing.check_fits(found, args.runs_per_gpu, run_gib, source)
+    return packing.slots(found, args.runs_per_gpu)
+
+
 # -- GPU hours from BENCHMARKS.md ---------------------------------------------------------------------
 def gpu_rows(text: str) -> list[dict]:
     """The rows of BENCHMARKS.md's GPU section (scripts/bench/gpu.py's tables, read by their headers): the
@@ -173,10 +273,18 @@ def gpu_rows(text: str) -> list[dict]:
             rows.append({"method": row["method"], "arch": arch.strip(), "batch": int(batch),
                          "precision": row.get("precision"), "chunk": row.get("chunk tokens", "-"),
                          "cached": row.get("cached", "-"), "end_to_end": end_to_end,
-                         "steps_per_s": float(row["end-to-end steps/s" if end_to_end else "steps/s"])})
+                         "steps_per_s": float(row["end-to-end steps/s" if end_to_end else "steps/s"]),
+                         "peak_gib": _number(row.get("peak GiB"))})
         except (KeyError, ValueError):
             continue
     return rows
+
+
+def _number(cell: str | None) -> float | None:
+    try:
+        return float(cell) if cell is not None else None
+    except ValueError:
+        return None  # "-": not measured
 
 
 def training_steps(cfg: DictConfig) -> int | None:
@@ -260,7 +368,7 @@ def plan(table_name: str, seeds: list[int], only: list[str] | None, out: Path,
 
 
 def describe(table_name: str, table: dict, runs: list[Run], baselines: list[str], seeds: list[int], out: Path,
-             launcher: str, overrides: Sequence[str]) -> str:
+             launcher: str, overrides: Sequence[str], packed_threads: int | None = None) -> str:
     bench = gpu_rows(BENCHMARKS.read_text(encoding="utf-8")) if BENCHMARKS.is_file() else []
     total = len(runs) * len(seeds)
     lines = [f"{table_name}: {table['paper']}, {table['table']}: {len(runs)} rows x {len(seeds)} seeds = {total} runs "
@@ -281,7 +389,9 @@ def describe(table_name: str, table: dict, runs: list[Run], baselines: list[str]
                                                                   else ""))
         gpu = f"{hours:.2f} GPU hours per run ({why})" if hours is not None else f"unknown ({why})"
         lines.append(f"  estimate: {gpu}")
-        for command in launch_commands(run, out, launcher, overrides):
+        commands = (launch_commands(run, out, launcher, overrides) if packed_threads is None else
+                    [command for _, command in packed_commands(run, out, overrides, packed_threads)])
+        for command in commands:
             lines.append("  $ " + " ".join(shlex.quote(part) for part in ["python", *command[1:]]))
         lines.append("")
     known = f"{hours_known:.1f} GPU hours for the runs with a figure" if unknown < total else "no GPU figure"
@@ -303,6 +413,13 @@ def main(argv: Sequence[str] | None = None) -> str:
     parser.add_argument("--launcher", choices=("local", "slurm"), default="local")
     parser.add_argument("--out", type=Path, default=None, help="default: logs/reproduce/<table>")
     parser.add_argument("--dry-run", action="store_true", help="list runs, commands, data and GPU hours; run nothing")
+    parser.add_argument("--runs-per-gpu", type=int, default=None, metavar="N",
+                        help="N runs side by side on every GPU (on the CPUs without one), memory checked first")
+    parser.add_argument("--run-memory-gib", type=float, default=None, metavar="GIB",
+                        help="one run's memory, measured (default: estimated; see --runs-per-gpu)")
+    parser.add_argument("--precision", choices=tuple(TRAINING_PRECISIONS), default=None,
+                        help="train every run in fp32 (the papers'), tf32 (float32 with TF32 products) or bf16 "
+                        "autocast (default: each experiment's own)")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides for every run, e.g. trainer.devices=4")
     args = parser.parse_intermixed_args(argv)  # overrides may come before or after the options
     try:
@@ -311,8 +428,15 @@ def main(argv: Sequence[str] | None = None) -> str:
         raise ConfigError(f"--seeds {args.seeds}: give integers separated by commas, e.g. 0,1,2") from None
     out = (args.out or ROOT / "logs" / "reproduce" / Path(args.table).stem).resolve()
     only = [r.strip() for r in args.rows.split(",") if r.strip()] if args.rows else None
-    table, runs, baselines = plan(args.table, seeds, only, out, args.overrides)
-    text = describe(args.table, table, runs, baselines, seeds, out, args.launcher, args.overrides)
+    overrides = [*TRAINING_PRECISIONS.get(args.precision, []), *args.overrides]  # the command line's last: it wins
+    table, runs, baselines = plan(args.table, seeds, only, out, overrides)
+    threads = None
+    if args.runs_per_gpu is not None:
+        from evaluation.across_runs.packing import usable_cores
+
+        slot_list = packing_plan(runs, args, overrides)  # refuses before anything runs when they do not fit
+        threads = max(1, usable_cores() // len(slot_list))  # each run its share of the cores
+    text = describe(args.table, table, runs, baselines, seeds, out, args.launcher, overrides, threads)
     print(text, flush=True)
     if args.dry_run:
         return text
@@ -323,13 +447,24 @@ def main(argv: Sequence[str] | None = None) -> str:
     if missing:
         sys.exit(USER_ERROR_EXIT_CODE)
     failed = []
-    for run in runs:
-        for command in launch_commands(run, out, args.launcher, args.overrides):
+    if args.runs_per_gpu is not None:
+        jobs = [(run.experiment, seed, command) for run in runs
+                for seed, command in packed_commands(run, out, overrides, threads)]
+        failed, record = launch_packed(jobs, slot_list, out)
+        if jobs:
+            (out / "packing.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+            print(f"packing: {record['runs_finished']} runs in {record['wall_seconds']:.0f} s, "
+                  f"{args.runs_per_gpu} a device: {record['runs_per_hour']} runs per hour", flush=True)
+    for run in runs if args.runs_per_gpu is None else []:
+        for command in launch_commands(run, out, args.launcher, overrides):
             print("$ " + " ".join(shlex.quote(part) for part in ["python", *command[1:]]), flush=True)
             if subprocess.run(command, cwd=ROOT).returncode != 0:
                 failed.append(run.experiment)
     runs_found, evaluations = paper_table.find_results(out)
     result = paper_table.markdown(table, paper_table.compare(table, runs_found, evaluations))
+    if args.precision:
+        result += (f"\n\nTrained in {args.precision} (`--precision {args.precision}`: "
+                   f"{' '.join(TRAINING_PRECISIONS[args.precision])}).\n")
     (out / "paper_table.md").parent.mkdir(parents=True, exist_ok=True)
     (out / "paper_table.md").write_text(result, encoding="utf-8")
     print(result)

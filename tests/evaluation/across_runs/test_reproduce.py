@@ -171,3 +171,124 @@ def test_run_states_and_the_commands_they_give(tmp_path):
          "hydra.sweep.subdir=seed_${seed}", "seed=1", "ckpt_path=/c/last.ckpt", "eval_only=true", "trainer.devices=4"]]
     slurm = reproduce.launch_commands(run, tmp_path, "slurm", [])
     assert all("hydra/launcher=slurm" in command for command in slurm)
+
+
+# -- several runs on one device (--runs-per-gpu, evaluation.across_runs.packing) -----------------------------------
+def test_runs_that_do_not_fit_are_refused_before_any_starts(tmp_path, monkeypatch, capsys):
+    from evaluation.across_runs import packing
+
+    card = packing.Device(0, "NVIDIA H100 80GB HBM3", 40.0)
+    monkeypatch.setattr(packing, "devices", lambda use_gpu=True: [card])
+    folder = tmp_path / "short_text"
+    folder.mkdir()
+    write_views(folder, "tweet")
+    started = []
+    monkeypatch.setattr(reproduce, "launch_packed", lambda *a, **k: started.append(a))
+    with pytest.raises(SystemExit) as exit_info:
+        reproduce.main(["sccl_table1", "--rows", "sccl_tweet", "--out", str(tmp_path / "out"), f"data_dir={folder}",
+                        "--runs-per-gpu", "4", "--run-memory-gib", "15"])
+    assert exit_info.value.code == 2 and not started
+    err = capsys.readouterr().err
+    assert ("--runs-per-gpu 4: 4 runs need about 4 x 15.0 GiB = 60.0 GiB (--run-memory-gib), but GPU 0 "
+            "(NVIDIA H100 80GB HBM3) has 40.0 GiB free; use --runs-per-gpu 2") in err
+
+
+def test_a_runs_memory_is_the_measured_peak_or_a_count_of_the_backbone(tmp_path):
+    from evaluation.across_runs import packing
+
+    cfg = reproduce.compose("sccl_tweet", [])  # distilbert-base, batch 400, float32
+    bench = [{"method": "sccl", "arch": "distilbert-base", "batch": 400, "precision": "fp32", "chunk": chunk,
+              "cached": cached, "end_to_end": False, "steps_per_s": 5.0, "peak_gib": peak}
+             for chunk, cached, peak in (("-", "-", 12.3), ("8192", "-", 6.9), ("8192", "2048", 2.0))]
+    gib, source = packing.estimate_run_gib(cfg, bench, on_gpu=True)
+    assert gib == pytest.approx(12.3 + packing.CUDA_CONTEXT_GIB)  # the larger of the layouts, cached left out
+    assert "12.3 GiB measured for sccl, distilbert-base, batch 400, fp32" in source
+    chunked = reproduce.compose("sccl_tweet", ["encoder_chunk_tokens=8192"])
+    assert packing.estimate_run_gib(chunked, bench, on_gpu=True)[0] == pytest.approx(6.9 + packing.CUDA_CONTEXT_GIB)
+    # no row for bf16: counted from the tiny backbone's configuration instead (a hand count of its parameters)
+    tiny = reproduce.compose("sccl_tweet", ["backbone=tiny", "batch_size=8", "max_length=16",
+                                            "++trainer.precision=bf16-mixed"])
+    config = packing.backbone_config("tiny")
+    h, layers, inner, vocab = config.hidden_size, config.num_hidden_layers, config.intermediate_size, config.vocab_size
+    parameters = vocab * h + layers * (4 * h * h + 2 * h * inner)
+    activations = layers * (8 * 3 * 16) * h * 34
+    gib, source = packing.estimate_run_gib(tiny, bench, on_gpu=False)
+    assert gib == pytest.approx((16 * parameters + activations) / 2**30 + packing.PROCESS_GIB)
+    assert source.startswith("counted from the backbone's size")
+
+
+def test_slots_fill_every_device_before_a_second_place():
+    from evaluation.across_runs import packing
+
+    a, b = packing.Device(0, "A", 80.0), packing.Device(1, "B", 80.0)
+    placed = [(s.device.index, s.place) for s in packing.slots([a, b], 2)]
+    assert placed == [(0, 0), (1, 0), (0, 1), (1, 1)]
+    assert packing.slots([a], 1)[0].environment() == {"CUDA_VISIBLE_DEVICES": "0"}
+    assert packing.slots([packing.Device(None, "CPU", 8.0)], 1)[0].environment() == {}
+
+
+def test_claimed_gpu_slots_never_put_more_than_n_processes_on_a_gpu(tmp_path):
+    """Hydra's packed launcher: each job process claims one slot for its life; with GPUs x N processes every GPU
+    gets N of them, and one process more finds none."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(4) as pool:
+        claimed = pool.starmap(_claim_and_hold, [(str(tmp_path), 2, 2, 1.5)] * 4)
+    assert sorted(claimed) == [0, 0, 1, 1]
+    from evaluation.across_runs import packing
+
+    handles = [open(path, "w") for path in sorted(tmp_path.glob("*.lock"))]
+    import fcntl
+
+    for handle in handles:  # every slot was released when its process ended
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    assert packing.claim_gpu(tmp_path / "one", 1, 1) == 0
+    held = packing._CLAIMED.pop(str(tmp_path / "one"))  # as if another process held the one slot
+    with pytest.raises(RuntimeError, match="all 1 x 1 GPU slots"):
+        packing.claim_gpu(tmp_path / "one", 1, 1)
+    held[1].close()
+
+
+def _claim_and_hold(folder: str, gpus: int, per_gpu: int, hold: float) -> int:
+    import time
+
+    from evaluation.across_runs import packing
+
+    gpu = packing.claim_gpu(Path(folder), gpus, per_gpu)
+    assert packing.claim_gpu(Path(folder), gpus, per_gpu) == gpu  # the same process keeps its slot
+    time.sleep(hold)  # all four hold theirs at once
+    return gpu
+
+
+def test_two_runs_side_by_side_on_the_cpu_finish_and_write_the_table(tmp_path):
+    """--runs-per-gpu 2 without a GPU: two run.py processes at once on the host, both finish, the table is written
+    (about 45 s on 2 cores)."""
+    data = tmp_path / "short_text"
+    data.mkdir()
+    write_views(data, "tweet")
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "evaluation.across_runs.reproduce", "sccl_table1", "--rows", "sccl_tweet",
+               "--seeds", "0,1", "--out", str(out), "--runs-per-gpu", "2", "--precision", "fp32",
+               f"data_dir={data}", *TINY]
+    env = {**os.environ, "PROJECT_ROOT": str(ROOT)}
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    for seed in (0, 1):
+        results = json.loads((out / "sccl_tweet" / f"seed_{seed}" / "results.json").read_text())
+        assert results["status"] == "finished" and results["seed"] == seed and results["steps"] == 2
+        assert (out / "launch" / f"sccl_tweet_seed_{seed}.log").is_file()
+    record = json.loads((out / "packing.json").read_text())
+    first, second = sorted(record["runs"], key=lambda r: r["started"])
+    assert second["started"] < first["ended"]  # side by side: the second started before the first ended
+    assert record["runs_finished"] == 2 and record["devices"] == ["the host"]
+    lines = done.stdout.splitlines()
+    launched = [i for i, line in enumerate(lines) if line.startswith("$ python run.py experiment=sccl_tweet")]
+    ended = [i for i, line in enumerate(lines) if line.startswith("finished: sccl_tweet")]
+    assert len(launched) == 2 and len(ended) == 2 and max(launched) < min(ended)
+    assert "threads_per_job=1" in lines[launched[0]] and "++trainer.precision=32-true" in lines[launched[0]]
+    listed = [line for line in lines if line.startswith("  $ python run.py experiment=sccl_tweet")]
+    assert [line.strip() for line in listed] == [line.split("  > ")[0] for line in (lines[i] for i in launched)]
+    table = (out / "paper_table.md").read_text()
+    assert "| SCCL | tweet | ACC | 78.20 |" in table and "(2) |" in table
+    assert "Trained in fp32 (`--precision fp32`" in table
