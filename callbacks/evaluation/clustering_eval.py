@@ -182,6 +182,14 @@ class ClusteringEvaluator(PeriodicEvaluation):
         if self.output_dir is not None:  # an evaluation pass too large for memory is mapped into the run folder
             pl_module._eval_spill_dir = self.output_dir / "embeddings"
 
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        # the last step of a corpus larger than the sample: the final evaluation (every text) is this step's, so
+        # the sample's would be a pass for nothing (20,000 texts of MiniLM are minutes on a CPU)
+        last_step = trainer.max_steps is not None and trainer.global_step == trainer.max_steps
+        if last_step and self.sample_rows(len(trainer.datamodule.texts)) is not None:
+            return
+        super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
+
     def on_train_end(self, trainer, pl_module) -> None:
         last = self._evaluated(trainer.global_step)
         if last is not None and last.get("texts", len(trainer.datamodule.texts)) != len(trainer.datamodule.texts):

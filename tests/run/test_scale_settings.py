@@ -57,8 +57,8 @@ def test_a_corpus_larger_than_the_samples(tmp_path, monkeypatch):
     results = train(compose_config(DEMO + ["eval_sample=300", "kmeans_sample=200"], out))
     clustering = results["clustering"]
     # one pass before training (the report's before.npy, the evaluation and SCCL's centroids share it), one at
-    # step 2, one at step 4 on the sample, then every text for the final evaluation
-    assert passes == [300, 300, 300, 720]
+    # step 2 on the sample, then every text for the final evaluation at step 4 (no sample pass at the last step)
+    assert passes == [300, 300, 720]
     assert clustering["before"]["texts"] == 300 and clustering["before"]["kmeans_fitted_on"] == 200
     assert [(h["step"], h["texts"]) for h in clustering["history"]] == [(2, 300), (4, 720)]
     final = clustering["final"]
@@ -74,3 +74,24 @@ def test_a_corpus_larger_than_the_samples(tmp_path, monkeypatch):
     assert (out / "plots/embeddings_pca.png").is_file() and results["report"]["errors"] == []
     assert json.loads((out / "kmeans_centroids.json").read_text())["kmeans_fitted_on"] == 200
     assert set(results["seconds"]) >= {"read", "start_up", "training", "end", "total"}
+
+
+def test_aecl_on_a_corpus_larger_than_the_sample_shares_its_passes(tmp_path, monkeypatch):
+    """AECL's pseudo-labels need every text; its NS diagnostic follows the evaluator's texts and passes."""
+    passes = []
+    collect = eval_outputs.collect_eval_outputs
+
+    def counted(pl_module, dataloader, spill_dir=None):
+        passes.append(len(dataloader.dataset))
+        return collect(pl_module, dataloader, spill_dir)
+
+    monkeypatch.setattr(eval_outputs, "collect_eval_outputs", counted)
+    overrides = [o for o in DEMO if "centroid_init" not in o] + [
+        "method=aecl", "method.e1=0", "method.e2=1", "eval_sample=300", "kmeans_sample=200",
+        "callbacks.report.plots=false"]
+    results = train(compose_config(overrides, tmp_path / "run"))
+    # before training (sample), stage 2's pseudo-labels (every text), step 2 (sample), the final (every text)
+    assert passes == [300, 720, 300, 720]
+    attention = results["attention"]
+    assert attention["before"] is not None and [h["step"] for h in attention["history"]] == [2, 4]
+    assert results["clustering"]["final"]["texts"] == 720

@@ -69,6 +69,7 @@ class AttentionNS(PeriodicEvaluation):
     def __init__(self, every_n_steps: int = 100, evaluate_before: bool = True, *, sample: int, seed: int):
         super().__init__(every_n_steps=every_n_steps, evaluate_before=evaluate_before)
         self.sample, self.seed = sample, seed  # the clustering evaluator's texts (conf eval_sample), its pass
+        self._final = False  # set while the end-of-training evaluation (every text) runs
         self.labels_available: bool | None = None
 
     def setup(self, trainer, pl_module, stage: str) -> None:
@@ -78,13 +79,30 @@ class AttentionNS(PeriodicEvaluation):
                 "(lightning_modules.aecl.AECL has one); remove the callback for other methods."
             )
 
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        # as the clustering evaluator: at the last step of a corpus larger than the sample, the final evaluation
+        # (every text, the evaluator's pass) stands for the step
+        if trainer.global_step == trainer.max_steps and self._rows(trainer) is not None:
+            return
+        super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        self._final = True
+        try:
+            super().on_train_end(trainer, pl_module)
+        finally:
+            self._final = False
+
+    def _rows(self, trainer):
+        return sample_rows(len(trainer.datamodule.texts), self.sample, self.seed)
+
     def _evaluate(self, trainer, pl_module, record: bool = True) -> dict | None:
         dm = trainer.datamodule
         self.labels_available = dm.labels is not None
         if not self.labels_available:
             return None
         start = time.perf_counter()
-        rows = sample_rows(len(dm.texts), self.sample, self.seed)
+        rows = None if self._final else self._rows(trainer)
         outputs = cached_eval_outputs(trainer, pl_module, rows)
         if "projections" not in outputs:
             raise KeyError(f"AttentionNS: {type(pl_module).__name__}.eval_step must return 'projections' (Z)")
