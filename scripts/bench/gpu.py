@@ -98,7 +98,8 @@ def backbone_folder(arch: str, tiny: bool, root: Path) -> Path:
 
 # where the texts are: the project's data folder (datamodules.download), or one flat folder (a GPU machine's
 # .gpu/data: --data-dir)
-DATA_FILES = {"wiki": ("wiki", "wiki_sample.txt"), "short": ("short_text", "stackoverflow.csv")}
+DATA_FILES = {"wiki": ("wiki", "wiki_sample.txt"), "short": ("short_text", "stackoverflow.csv"),
+              "nli": ("nli", "nli_sample.csv")}
 DATA_DIR: Path | None = None
 
 
