@@ -50,7 +50,7 @@ def read_table(path: Path, encoding: str | None = None) -> pd.DataFrame:
 
 def _file_lines(path: Path, encoding: str | None, rows: int) -> list[int]:
     """File line of each data row; row + 2 when the file cannot be re-read row by row."""
-    lines = text_io.row_start_lines(path, encoding)
+    lines = text_io.row_start_lines(path, encoding, rows=rows)
     return lines if lines is not None and len(lines) == rows else [i + 2 for i in range(rows)]
 
 

@@ -361,15 +361,24 @@ def locate_table_error(path: str | Path, encoding: str | None = None, sep: str |
     return None
 
 
-def row_start_lines(path: str | Path, encoding: str | None = None, sep: str | None = None) -> list[int] | None:
+def row_start_lines(path: str | Path, encoding: str | None = None, sep: str | None = None,
+                    rows: int | None = None) -> list[int] | None:
     """File line (1-based) on which each data row starts: for CSV/TSV the header excluded and blank lines
     skipped as pandas does (quoted fields may span lines); for JSON Lines the non-blank lines; for a text
-    file every line. None when the file cannot be read so, and for Parquet (rows, not lines)."""
+    file every line. None when the file cannot be read so, and for Parquet (rows, not lines).
+
+    ``rows``: the rows the reader found. When the file has exactly one line more than that (the header) and one
+    line per row, as almost every file does, no row can span lines nor any line be blank, and the lines are
+    known from a count of line ends, without reading the file as a table a second time."""
     import csv
 
     kind = table_format(path) if not sep else "csv"
     if kind == "parquet":
         return None
+    if rows is not None and kind == "csv":
+        simple = _one_line_per_row(path, encoding, rows)
+        if simple is not None:
+            return simple
     if kind in ("jsonl", "text"):
         try:
             with open(path, encoding=reading_encoding(encoding)) as handle:
@@ -396,6 +405,22 @@ def row_start_lines(path: str | Path, encoding: str | None = None, sep: str | No
     finally:
         csv.field_size_limit(limit)
     return lines
+
+
+def _one_line_per_row(path: str | Path, encoding: str | None, rows: int) -> list[int] | None:
+    """Lines 2..rows+1 when the file holds exactly rows + 1 lines (a header and one line per row), else None;
+    only for encodings whose line end is the byte 0x0a (not UTF-16)."""
+    encoder = codecs.getincrementalencoder(reading_encoding(encoding))()
+    encoder.encode("a")  # past a byte-order mark
+    if encoder.encode("\n") != b"\n":
+        return None
+    count, last = 0, b""
+    with open(path, "rb") as handle:
+        while block := handle.read(1 << 22):
+            count += block.count(b"\n")
+            last = block[-1:]
+    lines = count + (1 if last not in (b"", b"\n") else 0)
+    return list(range(2, rows + 2)) if lines == rows + 1 else None
 
 
 class _RawLines:

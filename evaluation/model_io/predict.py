@@ -190,7 +190,7 @@ def read_texts(path: Path, text_column: str, encoding: str | None = None) -> tup
 def _file_lines(path: Path, encoding: str | None, rows: int) -> list[int]:
     from datamodules.text_io import row_start_lines
 
-    lines = row_start_lines(path, encoding)
+    lines = row_start_lines(path, encoding, rows=rows)
     return lines if lines is not None and len(lines) == rows else [i + 2 for i in range(rows)]
 
 

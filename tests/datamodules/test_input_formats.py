@@ -114,3 +114,27 @@ def test_an_unlabelled_jsonl_file_trains_and_reports_without_label_columns(tmp_p
     predictions = pd.read_csv(out / "predictions.csv")
     assert len(predictions) == len(texts) and not any("label" in c for c in predictions.columns)
     assert "purity" not in (out / "clusters.md").read_text().lower()
+
+
+def test_file_lines_from_a_count_of_line_ends_agree_with_the_table_reading(tmp_path):
+    """A file with one line per row takes its lines from a count of line ends; a quoted text over two lines, a
+    blank line, a missing last line end, UTF-16 and a BOM give the same lines as the row-by-row reading."""
+    from datamodules.text_io import row_start_lines
+
+    cases = {
+        "plain.csv": ("text,label\na,1\nb,2\nc,3\n", "utf-8", 3),
+        "no_last_end.csv": ("text,label\na,1\nb,2\nc,3", "utf-8", 3),
+        "spans.csv": ('text,label\n"a\nb",1\nc,2\nd,3\n', "utf-8", 3),
+        "blank.csv": ("text,label\na,1\n\nb,2\nc,3\n", "utf-8", 3),
+        "crlf.csv": ("text,label\r\na,1\r\nb,2\r\nc,3\r\n", "utf-8", 3),
+        "bom.csv": ("\ufefftext,label\na,1\nb,2\nc,3\n", "utf-8", 3),
+        "wide.csv": ("text,label\na,1\nb,2\nc,3\n", "utf-16", 3),
+    }
+    for name, (content, encoding, rows) in cases.items():
+        path = tmp_path / name
+        path.write_bytes(content.encode(encoding))
+        counted = row_start_lines(path, encoding, rows=rows)
+        assert counted == row_start_lines(path, encoding), name
+    assert row_start_lines(tmp_path / "spans.csv", rows=3) == [2, 4, 5]
+    assert row_start_lines(tmp_path / "blank.csv", rows=3) == [2, 4, 5]
+    assert row_start_lines(tmp_path / "plain.csv", rows=3) == [2, 3, 4]
