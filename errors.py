@@ -84,11 +84,14 @@ class OutputWriteError(UserError, OSError):
     """An output file could not be written (folder not writable, disk full, ...)."""
 
 
+# the system refuses the path itself, whatever the space left: permissions, a read-only mount, and EPERM, which
+# NFS root squash and container mounts give where a local disk would say EACCES
+REFUSED_ERRNOS = {errno.EROFS: "the file system is read-only", errno.EACCES: "permission denied",
+                  errno.EPERM: "the system does not permit writing there"}
 # OS errors that are the machine's state, never a bug of ours: reported as one line wherever raised
 # (output_error: results, tables, checkpoints), each with these words
 ENVIRONMENT_ERRNOS = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is exceeded",
-                      errno.EFBIG: "the file is larger than this process may write",
-                      errno.EROFS: "the file system is read-only", errno.EACCES: "permission denied"}
+                      errno.EFBIG: "the file is larger than this process may write", **REFUSED_ERRNOS}
 
 
 def output_error(err: BaseException, path: str | os.PathLike | None = None, what: str = "",
@@ -115,8 +118,9 @@ def output_error(err: BaseException, path: str | os.PathLike | None = None, what
         kept = (f"; the previous {what or 'file'} under that name is intact" if Path(target).exists()
                 else "; no file was left behind")
     where = f"{what} '{target}'".lstrip() if target else "an output file"
+    fix = "Make the folder writable" if code in REFUSED_ERRNOS else "Free disk space or make the folder writable"
     return OutputWriteError(
-        f"cannot write {where}: {reason}{free}{kept}. Free disk space or make the folder writable, or write "
+        f"cannot write {where}: {reason}{free}{kept}. {fix}, or write "
         "elsewhere (run.py: `hydra.run.dir=<folder>` or `paths.log_dir=<folder>`; CLIs: `--out <folder>`)."
     )
 
@@ -135,7 +139,7 @@ def writing(path: str | os.PathLike, what: str = "", atomic: bool = False, catch
 
 def _environment_error(err: BaseException) -> OutputWriteError | None:
     if isinstance(err, OSError) and not isinstance(err, UserError) and err.errno in ENVIRONMENT_ERRNOS:
-        if err.errno == errno.EACCES and not err.filename:
+        if err.errno in (errno.EACCES, errno.EPERM) and not err.filename:  # not a path (os.kill's EPERM, a socket)
             return None
         return output_error(err)
     return None

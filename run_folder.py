@@ -8,10 +8,11 @@ every layer can use it. What the clustering files hold and how to read them: ``e
 from __future__ import annotations
 
 import re
+import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
-from errors import MissingFileError
+from errors import ENVIRONMENT_ERRNOS, MissingFileError
 
 CONFIG = "config_resolved.yaml"       # the run's resolved config (every value after interpolation)
 RESULTS = "results.json"              # final metrics, timings and the run's metadata
@@ -20,6 +21,7 @@ LAST_CHECKPOINT = f"{CHECKPOINTS}/last.ckpt"   # what a resume and the evaluatio
 BEST_CHECKPOINT = f"{CHECKPOINTS}/best.ckpt"   # the weights an STS selection kept
 EVALUATION = "evaluation.json"        # the end-of-training evaluation (callbacks.evaluation.final_eval)
 FAILED = "failed.json"                # a multirun job that raised: type and message (callbacks.sweeps)
+LOCK = "run.lock"                     # the process that writes the folder now (callbacks.safety.run_lock)
 HYDRA = ".hydra"                      # Hydra's own copy of the config and overrides
 MULTIRUN = "multirun.yaml"            # marks a multirun's top folder
 
@@ -61,9 +63,19 @@ def _first_existing(path: Path) -> Path:
 
 
 def folder_problem(folder: str | Path) -> str | None:
-    """Why ``folder`` (which may not exist yet) could not be created and written, or None."""
+    """Why ``folder`` (which may not exist yet) could not be created and written, or None; it is created, as the
+    caller (Hydra, a run) would next, since only trying tells a mount that refuses it (EPERM, a read-only file
+    system) from one that does not; for root, permission bits say nothing."""
     folder = Path(folder)
     base = _first_existing(folder)
     if not base.is_dir():
         return f"'{base}' is a file, not a folder"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder, prefix=".write-test-"):
+            pass
+    except OSError as err:
+        words = ENVIRONMENT_ERRNOS.get(err.errno, "it cannot be written")
+        return f"'{err.filename or folder}': {words} ({err.strerror or err})"
+    return None
 

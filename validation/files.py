@@ -74,7 +74,7 @@ def check_output_dir(cfg: DictConfig) -> Path | None:
         with tempfile.NamedTemporaryFile(dir=folder, prefix=".write-test-"):
             pass
     except OSError as err:
-        reason = folder_problem(folder) if not folder.is_dir() else None
+        reason = folder_problem(folder)
         raise OutputWriteError(
             f"the run folder '{folder}' cannot be written ({reason or err.strerror or err}). Point the run at a "
             "writable folder with `hydra.run.dir=<folder>` (or `paths.log_dir=<folder>` for all runs)."

@@ -7,6 +7,7 @@ traceback) is what is tested. docs/reliability.md "When the input is wrong" list
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
 import subprocess
@@ -361,6 +362,89 @@ def test_output_folder_not_writable(tmp_path):
     blocker.write_text("x")
     message = user_error(tiny_csv(tmp_path), blocker / "run")
     assert f"the run folder '{blocker / 'run'}' cannot be written" in message and "hydra.run.dir=" in message
+
+
+REFUSALS = {errno.EPERM: "Operation not permitted", errno.EACCES: "Permission denied",
+            errno.EROFS: "Read-only file system"}
+
+
+def refuse_under(monkeypatch, prefix: Path, code: int) -> None:
+    """Creating a folder under ``prefix`` fails with ``code``, as an NFS root squash (EPERM), a folder without
+    permission (EACCES) or a read-only mount (EROFS) would: root ignores permission bits, so they are simulated."""
+    real_mkdir = os.mkdir
+
+    def mkdir(path, *args, **kwargs):
+        if str(path).startswith(str(prefix)):
+            raise PermissionError(code, REFUSALS[code], str(path)) if code != errno.EROFS \
+                else OSError(code, REFUSALS[code], str(path))
+        return real_mkdir(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "mkdir", mkdir)
+
+
+@pytest.mark.parametrize("code", sorted(REFUSALS), ids=errno.errorcode.get)
+def test_a_run_folder_the_system_refuses_is_one_line(tmp_path, monkeypatch, capsys, code):
+    """Hydra creates hydra.run.dir before run.py's main; the folder check before it names the folder and the key
+    with the same words for EPERM as for EACCES and EROFS."""
+    from omegaconf import OmegaConf
+
+    from callbacks.sweeps.hydra_callbacks import OutputFolderCheck
+    from errors import ENVIRONMENT_ERRNOS
+
+    refused = tmp_path / "mount"
+    refuse_under(monkeypatch, refused, code)
+    config = OmegaConf.create({"hydra": {"run": {"dir": str(refused / "run")}}})
+    with pytest.raises(SystemExit) as stopped:
+        OutputFolderCheck().on_run_start(config)
+    assert stopped.value.code == USER_ERROR_EXIT_CODE
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"error: cannot create the run folder '{refused / 'run'}'")
+    assert ENVIRONMENT_ERRNOS[code] in line and REFUSALS[code] in line and "hydra.run.dir=<folder>" in line
+
+
+@pytest.mark.parametrize("code", sorted(REFUSALS), ids=errno.errorcode.get)
+def test_a_write_the_system_refuses_is_one_line_wherever_raised(tmp_path, code):
+    """An EPERM raised by code that does not name the key (a library's own mkdir) is the machine's state, as
+    EACCES and EROFS are: one line with the file, not a traceback."""
+    from errors import ENVIRONMENT_ERRNOS
+
+    target = tmp_path / "out" / "results.json"
+    error = find_user_error(_raised_from(OSError(code, REFUSALS[code], str(target))))
+    assert error is not None, "a refused path must not end in a traceback"
+    message = str(error)
+    assert f"cannot write '{target}'" in message and ENVIRONMENT_ERRNOS[code] in message
+    assert "Make the folder writable" in message and "hydra.run.dir=<folder>" in message and "\n" not in message
+    assert find_user_error(PermissionError(errno.EPERM, "Operation not permitted")) is None  # os.kill's: no path
+
+
+def _raised_from(cause: OSError) -> Exception:
+    try:
+        try:
+            raise cause
+        except OSError as err:
+            raise RuntimeError("Error instantiating the logger") from err
+    except RuntimeError as wrapped:
+        return wrapped
+
+
+def test_run_py_console_for_a_run_folder_the_system_refuses(tmp_path):
+    """The real entry point with os.mkdir refusing one folder (EPERM): exit 2 and one line, not Hydra's
+    PermissionError traceback."""
+    refused = tmp_path / "squashed"
+    script = (
+        "import errno, os, runpy, sys\n"
+        "real = os.mkdir\n"
+        "def mkdir(path, *a, **k):\n"
+        f"    if str(path).startswith({str(refused)!r}):\n"
+        "        raise PermissionError(errno.EPERM, 'Operation not permitted', str(path))\n"
+        "    return real(path, *a, **k)\n"
+        "os.mkdir = mkdir\n"
+        "sys.argv = ['run.py', *sys.argv[1:]]\n"
+        "runpy.run_path('run.py', run_name='__main__')\n"
+    )
+    proc = run_entry_point(["-c", script, f"hydra.run.dir={refused / 'run'}", *FAST])
+    assert_one_error_line(proc, f"cannot create the run folder '{refused / 'run'}'", "does not permit writing",
+                          "Operation not permitted", "hydra.run.dir=<folder>")
 
 
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full to simulate a full disk")
