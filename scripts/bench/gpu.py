@@ -20,8 +20,18 @@ Steps/s over ``--steps`` timed steps after ``--warmup``; tokens/s counts the tex
 (``PEAK_TFLOPS``). The GPU section of BENCHMARKS.md (between its markers) is replaced; a CPU run writes only
 to an explicit ``--out``.
 
+``--compile`` adds the compiled step in steady state (issue 41): ``torch.compile`` of the backbone in each given mode,
+beside the eager step, cycling through ``--distinct-batches`` different batches (so the widths vary as in training),
+one padded call a step (static shapes: CUDA graphs can apply), optionally with every batch padded to a multiple of
+``--bucket`` tokens so that few shapes occur. The first pass over the batches (where every shape compiles) is
+reported apart: compile seconds = its time less the steady step time it would have taken; steady steps/s after
+``--warmup`` passes; break-even = the steps after which compiling has paid for itself. The ``vs plain`` column of
+the raw table is each cached-gradients row against the same step without them.
+
 Usage: python scripts/bench/gpu.py [--methods sccl,aecl,clusterns,pairsupcon,clusterns_large]
        [--precisions fp32,tf32,bf16,fp16] [--steps 10] [--chunk-tokens 0,1024,8192] [--grad-cache 0,2048]
+       python scripts/bench/gpu.py --compile default,max-autotune-no-cudagraphs,reduce-overhead --bucket 8 \
+           --distinct-batches 8 --compile-only        (the compiled step alone)
        python scripts/bench/gpu.py --device cpu --tiny --out bench_gpu.md   (a check that it runs)
 """
 from __future__ import annotations
@@ -213,7 +223,9 @@ def run(args) -> list[dict]:
     with tempfile.TemporaryDirectory() as tmp:
         if args.end_to_end:
             rows += end_to_end(args, device, Path(tmp))
-        for method in ([] if args.end_to_end == "only" else args.methods):
+        if args.compile:
+            rows += compiled_rows(args, device, Path(tmp))
+        for method in ([] if args.end_to_end == "only" or args.compile_only else args.methods):
             arch, paper_batch, tiny_batch, kind = METHODS[method]
             folder = backbone_folder(arch, args.tiny, Path(tmp))
             batch = tiny_batch if args.tiny else paper_batch
@@ -240,6 +252,128 @@ def run(args) -> list[dict]:
                     if device.type == "cuda":
                         torch.cuda.empty_cache()
     return rows
+
+
+COMPILE_METHODS = ("sccl", "aecl")  # short-text methods: distinct batches of StackOverflow's two columns
+
+
+def distinct_batches(module, kind: str, batch: int, count: int, bucket: int, device: torch.device) -> list[dict]:
+    """``count`` different training batches (two views: the texts and their augmentation), each padded to its
+    longest text, or up to a multiple of ``bucket`` tokens (``pad_to_multiple_of``; padding is masked, so the
+    embeddings are those of the plain batch: tests/scripts/test_bench_gpu.py)."""
+    from lightning_modules.shared.token_batches import with_token_counts
+
+    a, b = texts(kind, batch * count)
+    out = []
+    for i in range(count):
+        rows = slice(i * batch, (i + 1) * batch)
+
+        def tok(xs):
+            tokens = module.encoder.tokenizer(list(xs), padding="longest", truncation=True,
+                                              max_length=module.encoder.max_length, return_tensors="pt",
+                                              pad_to_multiple_of=bucket or None)
+            return {k: (v.to(device) if isinstance(v, torch.Tensor) else v)
+                    for k, v in with_token_counts(tokens).items()}
+
+        out.append({"index": torch.arange(batch, device=device), "view1": tok(a[rows]), "view2": tok(b[rows])})
+    return out
+
+
+def measure_cycle(module, batches: list[dict], precision: str, device: torch.device, steps: int,
+                  warmup: int) -> dict:
+    """Steps over ``batches`` in turn: the first pass (every shape's first step: compilation) timed apart, then
+    ``warmup`` passes, then ``steps`` timed steps; steady = the median step."""
+    optimizer = module.configure_optimizers()
+    optimizer = optimizer["optimizer"] if isinstance(optimizer, dict) else optimizer
+    scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
+
+    def step(i: int) -> float:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        start = time.perf_counter()
+        optimizer.zero_grad(set_to_none=True)
+        with precision_context(precision, device):
+            loss = module.training_step(batches[i % len(batches)], i)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        return time.perf_counter() - start
+
+    first = sum(step(i) for i in range(len(batches)))
+    for i in range(warmup * len(batches)):
+        step(len(batches) + i)
+    times = sorted(step(i) for i in range(steps))
+    steady = times[len(times) // 2]
+    return {"first_pass_s": first, "steady_s": steady, "compile_s": max(0.0, first - len(batches) * steady)}
+
+
+def compiled_rows(args, device: torch.device, tmp: Path) -> list[dict]:
+    """Eager and compiled steps (``--compile`` modes) over ``--distinct-batches`` batches, with and without
+    bucketed lengths (``--bucket``), one padded encoder call a step."""
+    rows = []
+    buckets = [0] + ([args.bucket] if args.bucket else [])
+    for method in [m for m in args.compile_methods if m in COMPILE_METHODS]:
+        arch, paper_batch, tiny_batch, kind = METHODS[method]
+        folder = backbone_folder(arch, args.tiny, tmp)
+        batch = tiny_batch if args.tiny else paper_batch
+        for precision in args.precisions:
+            if precision == "tf32" and device.type != "cuda":
+                continue
+            for bucket in buckets:
+                eager_s = None
+                for mode in ["eager", *args.compile]:
+                    if mode == "reduce-overhead" and device.type != "cuda":
+                        print("bench_gpu: compile mode reduce-overhead (CUDA graphs) skipped: no CUDA device",
+                              file=sys.stderr, flush=True)
+                        continue
+                    torch.manual_seed(0)
+                    torch._dynamo.reset()  # each variant compiles afresh: its compile time is its own
+                    module, _, _ = build(method, folder, batch, kind, device, "ours", 0, 0, views=2)
+                    data = distinct_batches(module, kind, batch, args.distinct_batches, bucket, device)
+                    if mode != "eager":
+                        module.encoder.backbone.compile(dynamic=args.compile_dynamic, backend=args.compile_backend,
+                                                        mode=None if mode == "default" else mode)
+                    result = measure_cycle(module, data, precision, device, args.steps, args.warmup)
+                    widths = sorted({int(b[v]["input_ids"].shape[1]) for b in data for v in ("view1", "view2")})
+                    eager_s = result["steady_s"] if mode == "eager" else eager_s
+                    saved = eager_s - result["steady_s"] if eager_s else 0.0
+                    row = {"method": method, "arch": arch, "batch": batch, "precision": precision,
+                           "layout": "compiled", "mode": mode, "bucket": bucket, "widths": widths,
+                           "steps_per_s": 1 / result["steady_s"], "compile_s": result["compile_s"] if mode != "eager"
+                           else None, "vs_eager": eager_s / result["steady_s"] if eager_s else None,
+                           "break_even_steps": (result["compile_s"] / saved) if mode != "eager" and saved > 0
+                           else None, "chunk_tokens": 0, "grad_cache_tokens": 0, "peak_gib": None, "loss": None,
+                           "mfu": None}
+                    rows.append(row)
+                    print(f"bench_gpu: {row}", file=sys.stderr, flush=True)
+                    del module, data
+                    if device.type == "cuda":
+                        torch.cuda.empty_cache()
+    return rows
+
+
+def render_compiled(rows: list[dict], paper_steps: int = 3000) -> list[str]:
+    if not rows:
+        return []
+    lines = ["", "Compiled step in steady state (`torch.compile` of the backbone; one padded call a step over "
+             f"distinct batches; compile s = the first pass over them less its steady time; break-even: steps "
+             f"until compiling has paid for itself; {paper_steps} steps: a paper run's training time, compile "
+             "included):", "",
+             "| method | backbone, batch | precision | bucket | widths | mode | steady steps/s | vs eager | compile s "
+             f"| break-even steps | {paper_steps} steps, min |", "|---" * 11 + "|"]
+    for row in rows:
+        compile_s = row["compile_s"] or 0.0
+        total = (paper_steps / row["steps_per_s"] + compile_s) / 60
+        lines.append(f"| {row['method']} | {row['arch']}, {row['batch']} | {row['precision']} | "
+                     f"{row['bucket'] or '-'} | {len(row['widths'])} ({row['widths'][0]}-{row['widths'][-1]}) | "
+                     f"{row['mode']} | {row['steps_per_s']:.2f} | "
+                     + ("-" if row["vs_eager"] is None else f"{row['vs_eager']:.2f}x") + " | "
+                     + ("-" if row["compile_s"] is None else f"{row['compile_s']:.1f}") + " | "
+                     + ("-" if row["break_even_steps"] is None else f"{row['break_even_steps']:.0f}")
+                     + f" | {total:.1f} |")
+    return lines
 
 
 E2E_METHODS = ("sccl", "aecl")  # short-text methods: the end-to-end row trains on StackOverflow itself
@@ -442,20 +576,26 @@ def render(rows: list[dict], args) -> str:
              f"_Measured {dt.date.today().isoformat()}; {versions}; `python scripts/bench/gpu.py "
              + " ".join(sys.argv[1:]) + "`. Random-init backbones of the papers' architectures, max length 32._", "",
              "| method | backbone, batch | precision | layout | chunk tokens | cached | steps/s | tokens/s | "
-             "peak GiB | MFU | vs authors |", "|---" * 11 + "|"]
-    raw = [r for r in rows if r["layout"] != "end-to-end"]
+             "peak GiB | MFU | vs authors | vs plain |", "|---" * 12 + "|"]
+    raw = [r for r in rows if r["layout"] in ("authors", "ours")]
     for row in raw:
         base = next(r for r in raw if r["method"] == row["method"] and r["precision"] == row["precision"]
                     and r["layout"] == "authors")
         peak = "-" if row["peak_gib"] is None else f"{row['peak_gib']:.1f}"
         mfu = "-" if row["mfu"] is None else f"{100 * row['mfu']:.0f} %"
+        # cached gradients against the same step without them (issue 41's target: >= 0.6x where the batch fits)
+        plain = next((r for r in raw if row["grad_cache_tokens"] and r["method"] == row["method"]
+                      and r["precision"] == row["precision"] and r["layout"] == "ours"
+                      and r["chunk_tokens"] == row["chunk_tokens"] and not r["grad_cache_tokens"]), None)
+        versus = f"{row['steps_per_s'] / plain['steps_per_s']:.2f}x" if plain else "-"
         lines.append(f"| {row['method']} | {row['arch']}, {row['batch']} | {row['precision']} | {row['layout']} | "
                      f"{row['chunk_tokens'] or '-'} | {row['grad_cache_tokens'] or '-'} | {row['steps_per_s']:.2f} | "
                      f"{row['tokens_per_s']:.0f} | {peak} | {mfu} | "
-                     f"{row['steps_per_s'] / base['steps_per_s']:.2f}x |")
+                     f"{row['steps_per_s'] / base['steps_per_s']:.2f}x | {versus} |")
     if not raw:
         lines = lines[:-2]
     lines += render_end_to_end([r for r in rows if r["layout"] == "end-to-end"])
+    lines += render_compiled([r for r in rows if r["layout"] == "compiled"])
     return "\n".join(lines + ["", END])
 
 
@@ -483,6 +623,17 @@ def main(argv=None) -> list[dict]:
                         "e.g. 'encoder_compile=true'), beside the defaults' row; the runs alternate")
     parser.add_argument("--e2e-chunk", type=int, default=None, help="encoder_chunk_tokens of the end-to-end rows "
                         "(default: the last --chunk-tokens value)")
+    parser.add_argument("--compile", default="", help="compiled-step rows in these torch.compile modes beside the "
+                        "eager step, e.g. default,max-autotune-no-cudagraphs,reduce-overhead (CUDA graphs; GPU only)")
+    parser.add_argument("--compile-methods", default="sccl", help=f"methods of the compiled rows ({COMPILE_METHODS})")
+    parser.add_argument("--compile-only", action="store_true", help="no raw table (with --compile)")
+    parser.add_argument("--compile-dynamic", action=argparse.BooleanOptionalAction, default=False,
+                        help="dynamic shapes (one graph for all widths) instead of one graph per shape")
+    parser.add_argument("--compile-backend", default="inductor", help="torch.compile backend (eager: a quick "
+                        "check of the code path without code generation)")
+    parser.add_argument("--bucket", type=int, default=0, help="also compiled rows with every batch padded to a "
+                        "multiple of this many tokens (0: none)")
+    parser.add_argument("--distinct-batches", type=int, default=8, help="batches the compiled rows cycle through")
     parser.add_argument("--data-dir", type=Path, default=data_root() / "short_text",
                         help="folder with stackoverflow.csv (and wiki_sample.txt on a GPU machine: .gpu/data)")
     args = parser.parse_args(argv)
@@ -492,6 +643,8 @@ def main(argv=None) -> list[dict]:
     args.grad_cache = [int(g) for g in args.grad_cache.split(",")]
     args.e2e_steps = sorted(int(n) for n in args.e2e_steps.split(","))
     args.e2e_methods = args.methods if args.e2e_methods is None else [m for m in args.e2e_methods.split(",") if m]
+    args.compile = [m for m in args.compile.split(",") if m]
+    args.compile_methods = [m for m in args.compile_methods.split(",") if m]
     global DATA_DIR
     DATA_DIR = args.data_dir
     unknown = [m for m in args.methods if m not in METHODS] + [p for p in args.precisions if p not in PRECISIONS]

@@ -56,3 +56,54 @@ def test_matmul_parameters_leave_the_embedding_tables_out():
 
     model = torch.nn.Sequential(torch.nn.Embedding(100, 8), torch.nn.Linear(8, 4))
     assert bench.matmul_parameters(model) == 8 * 4 + 4
+
+
+def test_bucketed_batches_embed_and_lose_as_the_plain_ones(tmp_path):
+    """Padding every batch to a multiple of 8 tokens (the compiled rows' --bucket) changes the shapes, not the
+    embeddings or the loss: padding is masked (one padded call, dropout off)."""
+    bench = load_script("bench/gpu")
+    import torch
+
+    folder = bench.backbone_folder("distilbert-base", True, tmp_path)
+    torch.manual_seed(0)
+    module, _, _ = bench.build("sccl", folder, 8, "short", torch.device("cpu"), "ours", 0, 0, views=2)
+    module.eval()
+    plain = bench.distinct_batches(module, "short", 8, 2, 0, torch.device("cpu"))
+    bucketed = bench.distinct_batches(module, "short", 8, 2, 8, torch.device("cpu"))
+    widths = [(p["view1"]["input_ids"].shape[1], b["view1"]["input_ids"].shape[1]) for p, b in zip(plain, bucketed)]
+    assert all(w % 8 == 0 for _, w in widths) and any(p != b for p, b in widths)  # the shapes did change
+    with torch.no_grad():
+        for p, b in zip(plain, bucketed):
+            for view in ("view1", "view2"):
+                torch.testing.assert_close(module.encoder(**b[view]), module.encoder(**p[view]), rtol=1e-5, atol=1e-5)
+            torch.testing.assert_close(module.training_step(b, 0), module.training_step(p, 0), rtol=1e-5, atol=1e-6)
+
+
+def test_compiled_rows_report_compile_time_apart_from_the_steady_step(tmp_path, capsys):
+    bench = load_script("bench/gpu")
+    out = tmp_path / "bench.md"
+    rows = bench.main(["--device", "cpu", "--tiny", "--methods", "sccl", "--precisions", "fp32", "--compile",
+                       "default,reduce-overhead", "--compile-backend", "eager", "--bucket", "8",
+                       "--distinct-batches", "2", "--steps", "1", "--warmup", "0", "--compile-only", "--out", str(out)])
+    assert [(r["mode"], r["bucket"]) for r in rows] == [("eager", 0), ("default", 0), ("eager", 8), ("default", 8)]
+    assert all(r["layout"] == "compiled" and r["steps_per_s"] > 0 for r in rows)
+    assert rows[0]["compile_s"] is None and rows[1]["compile_s"] is not None and rows[1]["compile_s"] >= 0
+    assert all(w % 8 == 0 for w in rows[2]["widths"])
+    assert "reduce-overhead (CUDA graphs) skipped: no CUDA device" in capsys.readouterr().err
+    text = out.read_text()
+    assert "Compiled step in steady state" in text and "| sccl | distilbert-base, 8 | fp32 | 8 |" in text
+    assert "| ours |" not in text  # --compile-only: no raw table
+
+
+def test_cached_rows_are_compared_with_the_plain_step():
+    bench = load_script("bench/gpu")
+    import argparse
+
+    base = {"method": "sccl", "arch": "distilbert-base", "batch": 400, "precision": "bf16", "tokens_per_s": 1.0,
+            "peak_gib": 1.0, "mfu": None, "loss": 0.0}
+    rows = [{**base, "layout": "authors", "chunk_tokens": 0, "grad_cache_tokens": 0, "steps_per_s": 10.0},
+            {**base, "layout": "ours", "chunk_tokens": 8192, "grad_cache_tokens": 0, "steps_per_s": 20.0},
+            {**base, "layout": "ours", "chunk_tokens": 8192, "grad_cache_tokens": 2048, "steps_per_s": 5.0}]
+    text = bench.render(rows, argparse.Namespace(device="cpu"))
+    assert "| sccl | distilbert-base, 400 | bf16 | ours | 8192 | 2048 | 5.00 | 1 | 1.0 | - | 0.50x | 0.25x |" in text
+    assert "| sccl | distilbert-base, 400 | bf16 | ours | 8192 | - | 20.00 | 1 | 1.0 | - | 2.00x | - |" in text
