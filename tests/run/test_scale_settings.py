@@ -7,6 +7,7 @@ import json
 
 import numpy as np
 import pandas as pd
+import pytest
 import torch
 
 import lightning_modules.shared.eval_outputs as eval_outputs
@@ -20,6 +21,20 @@ DEMO = ["backbone=tiny", "dataset=demo", "batch_size=32", "trainer.max_steps=4",
         "dataset.callbacks.clustering_eval.every_n_steps=2", "dataset.callbacks.clustering_eval.kmeans_n_init=2",
         "method.callbacks.centroid_init.n_init=2", "callbacks.report.projection=pca", "callbacks.report.html=false",
         "print_table=false"]
+
+
+@pytest.fixture
+def passes(monkeypatch) -> list[int]:
+    """The texts of each evaluation pass the run makes (an encoder pass over them), in order."""
+    made = []
+    collect = eval_outputs.collect_eval_outputs
+
+    def counted(pl_module, dataloader, spill_dir=None):
+        made.append(len(dataloader.dataset))
+        return collect(pl_module, dataloader, spill_dir)
+
+    monkeypatch.setattr(eval_outputs, "collect_eval_outputs", counted)
+    return made
 
 
 def test_the_largest_paper_set_is_within_the_default_samples():
@@ -44,15 +59,7 @@ def test_a_corpus_within_the_samples_runs_as_without_them(tmp_path):
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
-def test_a_corpus_larger_than_the_samples(tmp_path, monkeypatch):
-    passes = []
-    collect = eval_outputs.collect_eval_outputs
-
-    def counted(pl_module, dataloader, spill_dir=None):
-        passes.append(len(dataloader.dataset))
-        return collect(pl_module, dataloader, spill_dir)
-
-    monkeypatch.setattr(eval_outputs, "collect_eval_outputs", counted)
+def test_a_corpus_larger_than_the_samples(tmp_path, passes):
     out = tmp_path / "run"
     results = train(compose_config(DEMO + ["eval_sample=300", "kmeans_sample=200"], out))
     clustering = results["clustering"]
@@ -76,16 +83,8 @@ def test_a_corpus_larger_than_the_samples(tmp_path, monkeypatch):
     assert set(results["seconds"]) >= {"read", "start_up", "training", "end", "total"}
 
 
-def test_aecl_on_a_corpus_larger_than_the_sample_shares_its_passes(tmp_path, monkeypatch):
+def test_aecl_on_a_corpus_larger_than_the_sample_shares_its_passes(tmp_path, passes):
     """AECL's pseudo-labels need every text; its NS diagnostic follows the evaluator's texts and passes."""
-    passes = []
-    collect = eval_outputs.collect_eval_outputs
-
-    def counted(pl_module, dataloader, spill_dir=None):
-        passes.append(len(dataloader.dataset))
-        return collect(pl_module, dataloader, spill_dir)
-
-    monkeypatch.setattr(eval_outputs, "collect_eval_outputs", counted)
     overrides = [o for o in DEMO if "centroid_init" not in o] + [
         "method=aecl", "method.e1=0", "method.e2=1", "eval_sample=300", "kmeans_sample=200",
         "callbacks.report.plots=false"]
