@@ -14,7 +14,7 @@ from errors import ConfigError, writing
 from evaluation.clustering.label_free import DIRECTIONS as LABEL_FREE_DIRECTIONS
 from evaluation.clustering.label_free import best_index, changed_share, label_free_report, stable_step
 from evaluation.clustering.metrics import clustering_scores
-from lightning_modules.shared.eval_outputs import cached_eval_outputs
+from lightning_modules.shared.eval_outputs import cached_eval_outputs, outputs_kmeans
 from lightning_modules.shared.kmeans import check_kmeans_backend, kmeans_fit, sample_rows
 from lightning_modules.shared.periodic_evaluation import PeriodicEvaluation
 
@@ -217,8 +217,8 @@ class ClusteringEvaluator(PeriodicEvaluation):
         outputs = cached_eval_outputs(trainer, pl_module, rows)
         embedded = time.perf_counter()
         labels = dm.labels if dm.labels is None or rows is None else dm.labels[rows]
-        kmeans = kmeans_fit(outputs["embeddings"].numpy(), dm.num_clusters, self.kmeans_seed, self.kmeans_n_init,
-                            self.kmeans_backend, sample=self.kmeans_sample)
+        kmeans = outputs_kmeans(outputs, dm.num_clusters, self.kmeans_seed, self.kmeans_n_init, self.kmeans_backend,
+                                self.kmeans_sample)
         undefined: dict = {}
         # `changed` compares the rows of the sample: the final evaluation's rows are picked out of every text
         compare = rows is None and sampled is not None
@@ -251,8 +251,9 @@ class ClusteringEvaluator(PeriodicEvaluation):
                 logger.log_metrics({f"val/{k}": v for k, v in metrics.items() if v is not None},
                                    step=trainer.global_step)
         if trainer.is_global_zero and entry["eval_seconds"] > 5:  # a pass a person waited for: where it went
-            log.info("evaluation at step %d: %s texts in %s (embedding %s, KMeans and scores %s)", entry["step"],
-                     f"{entry['texts']:,}", format_duration(entry["eval_seconds"]), format_duration(embedding),
+            embedded = f"embedding {format_duration(embedding)}" if embedding >= 0.5 else "the encoder pass made before"
+            log.info("evaluation at step %d: %s texts in %s (%s, KMeans and scores %s)", entry["step"],
+                     f"{entry['texts']:,}", format_duration(entry["eval_seconds"]), embedded,
                      format_duration(entry["eval_seconds"] - embedding))
         if record and self.stop_when_changed_below is not None:
             self._maybe_stop(trainer)

@@ -48,6 +48,15 @@ DPI = 100
 
 
 # -- maths -------------------------------------------------------------------------------------------------
+def map_rows(n: int, max_points: int, seed: int = 0, among: np.ndarray | None = None) -> np.ndarray:
+    """The rows a map of ``n`` texts draws: a seeded sample of at most ``max_points``, taken from ``among`` (the rows
+    the evaluation before training embedded, ``embeddings/before_rows.npy``) when given, so that the "before" and
+    "after" panels and report.html show the same texts."""
+    if among is None:
+        return subsample(n, max_points, seed)
+    return np.asarray(among[subsample(len(among), max_points, seed)], dtype=np.int64)
+
+
 def subsample(n: int, max_points: int, seed: int = 0) -> np.ndarray:
     """Sorted indices of at most ``max_points`` of ``n`` rows, drawn without replacement with ``seed``."""
     if max_points <= 0 or n <= max_points:
@@ -55,9 +64,10 @@ def subsample(n: int, max_points: int, seed: int = 0) -> np.ndarray:
     return np.sort(np.random.default_rng(seed).choice(n, size=max_points, replace=False))
 
 
-# the latest projection: the run's report.html maps the same sample as embeddings_<projection>.png, and
-# a t-SNE of 3000 texts costs about 10 s on 2 cores
+# the latest two projections (a map's "after" and "before" panels): the run's report.html maps the same texts as
+# embeddings_<projection>.png's "after" panel, and a t-SNE of 3000 texts costs about 10 s on 2 cores
 _last_projection: dict = {}
+KEPT_PROJECTIONS = 2
 
 
 def project_2d(embeddings: np.ndarray, method: str = "tsne", seed: int = 0) -> np.ndarray:
@@ -70,7 +80,8 @@ def project_2d(embeddings: np.ndarray, method: str = "tsne", seed: int = 0) -> n
     x = np.asarray(embeddings, dtype=np.float32)
     key = (hashlib.sha1(np.ascontiguousarray(x).tobytes()).hexdigest(), x.shape, method, seed)
     if key not in _last_projection:
-        _last_projection.clear()
+        while len(_last_projection) >= KEPT_PROJECTIONS:
+            _last_projection.pop(next(iter(_last_projection)))  # the oldest
         _last_projection[key] = np.asarray(_project(x, method, seed))
     return _last_projection[key].copy()
 
@@ -396,7 +407,7 @@ def _cluster_plots(run_dir, out, title, projection, max_points, seed, partition,
         before = before_clusters = None  # from another corpus or another run: left out
     # the map's texts: a sample of those the "before" evaluation embedded, so both panels show the same texts
     positions = subsample(len(before_rows), max_points, seed)
-    rows = np.asarray(before_rows[positions], dtype=np.int64)
+    rows = map_rows(len(clusters), max_points, seed, before_rows)
     labels = predictions.labels[rows] if predictions.labels is not None else None
     source = "cluster head" if name == "head" else "KMeans"
     written = [plot_embedding_maps(

@@ -27,6 +27,22 @@ class EvalOutputs(dict):
 
     rows: np.ndarray | None = None
     batches: object = None
+    kmeans: dict | None = None  # settings -> KMeansResult of ``embeddings`` (outputs_kmeans)
+
+
+def outputs_kmeans(outputs: EvalOutputs, num_clusters: int, seed: int, n_init: int, backend: str, sample: int,
+                   **options):
+    """``kmeans_fit`` of the pass's embeddings, made once per setting: the evaluation before training and SCCL's
+    centroid initialisation ask for the same KMeans (10 restarts) of the same pass."""
+    from lightning_modules.shared.kmeans import kmeans_fit
+
+    key = (num_clusters, seed, n_init, backend, sample, tuple(sorted(options.items())))
+    if outputs.kmeans is None:
+        outputs.kmeans = {}
+    if key not in outputs.kmeans:
+        outputs.kmeans[key] = kmeans_fit(outputs["embeddings"].numpy(), num_clusters, seed, n_init, backend,
+                                         sample=sample, **options)
+    return outputs.kmeans[key]
 
 
 def collect_eval_outputs(pl_module, dataloader, spill_dir: str | Path | None = None) -> EvalOutputs:

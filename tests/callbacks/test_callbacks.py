@@ -3,8 +3,7 @@ import numpy as np
 import torch
 
 from callbacks.evaluation.clustering_eval import ClusteringEvaluator, evaluate_outputs
-from lightning_modules.sccl.callbacks.centroid_init import kmeans_init
-from lightning_modules.shared.eval_outputs import collect_eval_outputs
+from lightning_modules.shared.eval_outputs import EvalOutputs, collect_eval_outputs, outputs_kmeans
 from tests.helpers.speed import KMEANS
 
 
@@ -15,14 +14,21 @@ def blobs(seed=0):
     return torch.tensor(x, dtype=torch.float32), np.repeat([0, 1, 2], 10), centres
 
 
-def test_kmeans_init_finds_centres_and_is_seeded():
+def test_one_kmeans_per_setting_of_a_pass_finds_the_centres(monkeypatch):
+    """SCCL's centroids and the evaluation before training ask for the same KMeans of one pass: it is fitted once."""
+    import lightning_modules.shared.kmeans as kmeans
+
     x, _, centres = blobs()
-    found = kmeans_init(x, 3, seed=0, backend=KMEANS, sample=0)
-    assert found.shape == (3, 2) and found.dtype == torch.float32
+    outputs = EvalOutputs({"embeddings": x})
+    fits = []
+    fit = kmeans.kmeans_fit
+    monkeypatch.setattr(kmeans, "kmeans_fit", lambda *a, **k: fits.append(k) or fit(*a, **k))
+    found = outputs_kmeans(outputs, 3, 0, 10, KMEANS, 0)
+    assert outputs_kmeans(outputs, 3, 0, 10, KMEANS, 0) is found and len(fits) == 1
+    assert outputs_kmeans(outputs, 3, 1, 10, KMEANS, 0) is not found and len(fits) == 2  # another seed
     # every true centre has a found centre within 0.2
-    dist = torch.cdist(torch.tensor(centres, dtype=torch.float32), found)
+    dist = torch.cdist(torch.tensor(centres, dtype=torch.float32), torch.as_tensor(found.cluster_centers_))
     assert (dist.min(dim=1).values < 0.2).all()
-    assert torch.equal(found, kmeans_init(x, 3, seed=0, backend=KMEANS, sample=0))
 
 
 def test_evaluate_outputs_scores_kmeans_and_head():

@@ -24,11 +24,13 @@ def short_text(text, limit: int = TEXT_LIMIT) -> str:
 
 
 def map_points(embeddings: np.ndarray, clusters: np.ndarray, texts: Sequence[str], labels: np.ndarray | None,
-               class_names: list[str], projection: str, max_points: int, seed: int) -> dict:
-    """The sampled texts with 2-D coordinates scaled into [0, 1] (the map keeps its aspect ratio)."""
+               class_names: list[str], projection: str, max_points: int, seed: int,
+               rows: np.ndarray | None = None) -> dict:
+    """The sampled texts (``rows``, default a seeded sample of ``max_points``) with 2-D coordinates scaled into
+    [0, 1] (the map keeps its aspect ratio)."""
     if projection not in PROJECTIONS:
         raise ValueError(f"projection must be one of {PROJECTIONS}, got '{projection}'")
-    rows = subsample(len(clusters), max_points, seed)
+    rows = subsample(len(clusters), max_points, seed) if rows is None else rows
     xy = np.asarray(project_2d(np.asarray(embeddings[rows], dtype=np.float32), projection, seed),
                     dtype=np.float64)  # [n, 2]
     if len(xy):
@@ -124,9 +126,10 @@ def _number(value) -> bool:
 
 def page_data(texts: Sequence[str], clusters, embeddings: np.ndarray, report: dict, *, labels=None,
               partition: str | None = None, projection: str = "tsne", max_points: int = 3000, seed: int = 0,
-              results: dict | None = None, title: str = "") -> dict:
+              results: dict | None = None, title: str = "", map_rows: np.ndarray | None = None) -> dict:
     """Everything the page's script reads. ``report``: the cluster descriptions (clusters.json's layout,
-    ``evaluation.run_report.describe``); ``clusters``/``labels``/``texts``/``embeddings``: row-aligned, every text."""
+    ``evaluation.run_report.describe``); ``clusters``/``labels``/``texts``/``embeddings``: row-aligned, every text;
+    ``map_rows``: the texts of the map (default: a seeded sample of ``max_points``)."""
     clusters = np.asarray(clusters, dtype=np.int64)
     if not len(texts) == len(clusters) == len(embeddings):
         raise ValueError(f"{len(texts)} texts, {len(clusters)} cluster ids and {len(embeddings)} embeddings differ")
@@ -138,7 +141,7 @@ def page_data(texts: Sequence[str], clusters, embeddings: np.ndarray, report: di
     # with labels each cluster takes the colour of the class it is matched to, as in plots/embeddings_*.png
     index = cluster_colour_index(labels, clusters, k) if labels is not None else {c: c for c in range(k)}
     colours = [hex_colour(rgba[index.get(c, c) % len(rgba)]) for c in range(k)]
-    points = map_points(embeddings, clusters, texts, labels, class_names, projection, max_points, seed)
+    points = map_points(embeddings, clusters, texts, labels, class_names, projection, max_points, seed, map_rows)
     shown = np.bincount(np.asarray(points["cluster"], dtype=np.int64), minlength=k)
     return {
         "title": title,

@@ -11,6 +11,7 @@ from evaluation.run_report import run_files
 from evaluation.run_report.html.curves import curves_svg
 from evaluation.run_report.html.data import page_data, summary_table
 from evaluation.run_report.html.page import render_page
+from evaluation.run_report.plots import map_rows
 
 
 def write_run_page(run_dir: str | Path, report: dict | None = None, embeddings: np.ndarray | None = None,
@@ -36,9 +37,12 @@ def write_run_page(run_dir: str | Path, report: dict | None = None, embeddings: 
         if embeddings is None:
             embeddings = run_files.run_embeddings(run_dir, predictions.texts)
         partition = report["primary"]
+        # the texts of the embedding map in plots/ (and its t-SNE, computed once)
+        rows = map_rows(len(predictions.texts), max_points, seed,
+                        run_files.load_array(run_dir, run_files.EMBEDDINGS_BEFORE_ROWS))
         data = page_data(predictions.texts, predictions.partitions[partition], embeddings, report,
                          labels=predictions.labels, partition=partition, projection=projection,
-                         max_points=max_points, seed=seed, results=results, title=title)
+                         max_points=max_points, seed=seed, results=results, title=title, map_rows=rows)
     else:
         data = {"title": title, "points": None, "clusters": [], "summary": summary_table(results)}
     metrics = run_dir / run_files.METRICS_CSV

@@ -1,24 +1,12 @@
 """KMeans initialisation of cluster centroids before the first training step (SCCL §3.2)."""
 from __future__ import annotations
 
-import numpy as np
 import torch
 from lightning.pytorch.callbacks import Callback
 
 from errors import ConfigError
-from lightning_modules.shared.eval_outputs import cached_eval_outputs
-from lightning_modules.shared.kmeans import check_kmeans_backend, kmeans_fit, sample_rows
-
-
-def kmeans_init(
-    embeddings: torch.Tensor | np.ndarray, num_clusters: int, seed: int = 0, n_init: int = 10, *, backend: str,
-    sample: int,
-) -> torch.Tensor:
-    """KMeans centres [K, d] of ``embeddings`` [N, d], deterministic for a given seed (``kmeans_fit``'s backend,
-    fitted on at most ``sample`` rows)."""
-    data = embeddings.numpy() if isinstance(embeddings, torch.Tensor) else np.asarray(embeddings)
-    centres = kmeans_fit(data, num_clusters, seed=seed, n_init=n_init, backend=backend, sample=sample).cluster_centers_
-    return torch.as_tensor(centres, dtype=torch.float32)
+from lightning_modules.shared.eval_outputs import cached_eval_outputs, outputs_kmeans
+from lightning_modules.shared.kmeans import check_kmeans_backend, sample_rows
 
 
 class KMeansCentroidInit(Callback):
@@ -56,8 +44,9 @@ class KMeansCentroidInit(Callback):
         if not getattr(pl_module, "needs_centroid_init", False):
             return
         rows = sample_rows(len(trainer.datamodule.texts), self.sample, self.seed)
-        embeddings = cached_eval_outputs(trainer, pl_module, rows)["embeddings"]
-        centres = kmeans_init(embeddings, pl_module.num_clusters, self.seed, self.n_init, backend=self.kmeans_backend,
-                              sample=self.kmeans_sample)
+        outputs = cached_eval_outputs(trainer, pl_module, rows)  # the pass (and KMeans) of the "before" evaluation
+        fitted = outputs_kmeans(outputs, pl_module.num_clusters, self.seed, self.n_init, self.kmeans_backend,
+                                self.kmeans_sample)
+        centres = torch.as_tensor(fitted.cluster_centers_, dtype=torch.float32)
         centres = trainer.strategy.broadcast(centres, src=0)
         pl_module.set_centroids(centres)

@@ -55,7 +55,7 @@ def test_resume_restores_centroids_and_evaluation_state(toy_corpus, tmp_path, mo
     def fail(*args, **kwargs):
         raise AssertionError("centroids were re-initialised on resume")
 
-    monkeypatch.setattr(centroid_init, "kmeans_init", fail)
+    monkeypatch.setattr(centroid_init, "outputs_kmeans", fail)
     # the first training step of the resumed run must see the saved centroids
     seen = {}
     from lightning_modules.sccl.module import SCCL
