@@ -131,6 +131,10 @@ class RunReport(Callback):
             return
         start = time.perf_counter()
         evaluator = _evaluator(trainer)
+        if self.describe or self.plots or self.html:  # tens of seconds with maps of thousands of texts
+            log.info("end-of-run report: %s", ", ".join(
+                name for name, on in (("clusters.md", self.describe), (f"plots ({self.projection} maps)", self.plots),
+                                      ("report.html", self.html)) if on))
         embeddings = self._predictions = None
         if evaluator is not None and evaluator.outputs is not None:
             embeddings = self._save_final(evaluator, pl_module)
