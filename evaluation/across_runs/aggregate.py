@@ -20,9 +20,10 @@ Tables (numbers x100, **mean ± sample standard deviation (ddof=1)** over the se
 - STS: the seven tasks (STS12-16, STS-B, SICK-R) and their average, plus the STS-B dev score
   the run was selected or tuned on.
 
-Runs without results (failed, killed, still running) are listed with the reason, never dropped
-silently. Writes ``aggregate.md``, ``aggregate.csv`` (one line per cell and metric) and
-``aggregate.json`` into ``--out`` (default: the folder given, when it is one multirun folder).
+Runs without results (failed, killed, still running, or stopped early with a partial results.json) are
+listed with the first line of the reason, never dropped silently, and none of their numbers enter the tables.
+Writes ``aggregate.md``, ``aggregate.csv`` (one line per cell and metric) and ``aggregate.json`` into
+``--out`` (default: the folder given, when it is one multirun folder).
 """
 from __future__ import annotations
 
@@ -118,11 +119,27 @@ def load_run(path: Path) -> Run:
             run.failure = json.loads(failed.read_text(encoding="utf-8")).get("error") or "failed"
         except json.JSONDecodeError:
             run.failure = "failed (failed.json unreadable)"
+    elif isinstance(run.results, dict) and run.results.get("status", "finished") != "finished":
+        run.failure = stopped_reason(run.results)  # the partial results.json of a run that stopped early
     if run.results is None and run.failure is None:
         run.failure = "no results.json (still running, killed, or crashed before the end; see its log)"
     if (run.path / run_folder.EVALUATION).is_file():
         run.evaluation = json.loads((run.path / run_folder.EVALUATION).read_text(encoding="utf-8"))
     return run
+
+
+def first_line(text) -> str:
+    """The first line of an error message: what a table row shows (the whole message is in failed.json)."""
+    lines = str(text).strip().splitlines()
+    return lines[0] if lines else str(text)
+
+
+def stopped_reason(results: dict) -> str:
+    """Why a partial results.json's run stopped: its status and the first line of its error (or its signal)."""
+    status = results.get("status")
+    detail = results.get("error") or (f"{results['signal']} at step {results.get('interrupted_at_step')}"
+                                      if results.get("signal") else "")
+    return f"{status}: {first_line(detail)}" if detail else str(status)
 
 
 # -- grouping ---------------------------------------------------------------------------------------------
@@ -242,8 +259,9 @@ def aggregate(runs: Sequence[Run]) -> dict:
     for run in runs:
         label = labels[run_group(run, keys)]
         info = {"run": str(run.path), "label": label, "method": run.method, "dataset": run.dataset, "seed": run.seed}
-        if run.failure:
+        if run.failure:  # its numbers, if any, are those of a run that did not finish: not in the tables
             failed.append({**info, "reason": run.failure})
+            continue
         if run.results is None:
             continue
         produced = False
@@ -399,7 +417,7 @@ def markdown(agg: dict, title: str = "Results") -> str:
         lines += ["", f"## Runs without results in the tables ({len(problems)})", "",
                   "| run | method | dataset | seed | why |", "|---|---|---|---|---|"]
         for entry in problems:
-            why = _md_escape(str(entry["reason"]).replace("\n", " "))[:300]
+            why = _md_escape(first_line(entry["reason"]))[:300]
             run = _relative(entry["run"], agg.get("base"))
             lines.append(f"| {run} | {entry['method']} | {entry['dataset']} | {entry['seed']} | {why} |")
     return "\n".join(lines) + "\n"

@@ -6,7 +6,7 @@ import statistics
 import pytest
 import yaml
 
-from evaluation.across_runs.aggregate import aggregate, aggregate_folders, load_run, main
+from evaluation.across_runs.aggregate import aggregate, aggregate_folders, load_run, main, markdown
 from evaluation.across_runs.sweep_trials import trials, write_trials
 from run_folder import find_runs
 
@@ -187,3 +187,43 @@ def test_trials_table_marks_the_best(sweep):
     write_trials(rows, ["method.temperature"], sweep)
     best = [line for line in (sweep / "trials.md").read_text().splitlines() if "**best**" in line]
     assert len(best) == 1 and best[0].startswith("| 2 |")  # job 2 has the highest objective (ACC 0.70)
+
+
+def test_failed_trials_show_the_first_line_of_their_error_and_no_numbers(tmp_path):
+    """A sweep whose trial 1 raised (a two-line message) and whose trial 2 stopped on a NaN loss, leaving a partial
+    results.json (status nonfinite_loss) with the evaluations made before it: both are rows of the failures table
+    with the error's first line, neither enters the clustering table, and the trials table marks them failed."""
+    sweep = tmp_path / "sweep"
+    make_run(sweep / "0", seed=0, acc=0.6, nmi=0.5)
+    make_run(sweep / "1", seed=1, results=False, failed="RuntimeError: the projection broke\nsecond line of it")
+    make_run(sweep / "2", seed=2, acc=0.99, nmi=0.99)  # its evaluation before the bad step
+    partial = json.loads((sweep / "2" / "results.json").read_text())
+    partial.update(status="nonfinite_loss", error="NonFiniteLossError: the training loss is not finite at step 3 "
+                                                  "(train/loss=nan)\nmore")
+    (sweep / "2" / "results.json").write_text(json.dumps(partial))
+    agg, runs = aggregate_folders([sweep])
+    reasons = {f["seed"]: f["reason"] for f in agg["failed"]}
+    assert set(reasons) == {1, 2} and reasons[2].startswith("nonfinite_loss: NonFiniteLossError")
+    cell = agg["clustering"]["rows"][0]["cells"]["searchsnippets"]
+    assert cell["acc"]["n"] == 1 and cell["acc"]["mean"] == pytest.approx(60.0)  # x100; not the NaN run's 99
+    table = markdown(agg)
+    assert "| RuntimeError: the projection broke |" in table and "second line" not in table
+    assert "| nonfinite_loss: NonFiniteLossError: the training loss is not finite at step 3 (train/loss=nan) |" \
+        in table and "more" not in table.split("Runs without results")[1]
+    rows = trials(runs, ["method.temperature"])
+    assert [r["status"] for r in rows] == ["complete", "failed", "failed"]
+    assert rows[1]["error"] == "RuntimeError: the projection broke"
+    write_trials(rows, ["method.temperature"], sweep)
+    md = (sweep / "trials.md").read_text()
+    assert "| failed | RuntimeError: the projection broke |" in md and "**best**" in md.splitlines()[4]
+    with open(sweep / "trials.csv") as handle:
+        assert [r["error"] for r in csv.DictReader(handle)][1] == "RuntimeError: the projection broke"
+
+
+def test_an_interrupted_single_run_is_listed_with_its_signal(tmp_path):
+    run = make_run(tmp_path / "run", acc=0.5, nmi=0.5)
+    partial = json.loads((run / "results.json").read_text())
+    partial.update(status="interrupted", signal="SIGTERM", interrupted_at_step=37)
+    (run / "results.json").write_text(json.dumps(partial))
+    agg, _ = aggregate_folders([run])
+    assert agg["failed"][0]["reason"] == "interrupted: SIGTERM at step 37" and not agg["clustering"]["rows"]
