@@ -149,7 +149,8 @@ class PhaseProgress:
 
     Nothing is written for a phase that ends within ``first_after`` seconds; then a line every ``every`` seconds,
     and one closing line (``... done in 1m41s``) when any line was written. The rate is the average since the
-    phase began (its work is uniform: the same kind of batch again and again).
+    phase began. When the units differ in cost (texts sorted by length: the last are the longest), ``total_work``
+    and ``advance(n, work)`` (e.g. tokens) give the ETA from the work left instead of the units left.
 
     Use as a context manager, or call :meth:`close` at the end::
 
@@ -160,7 +161,8 @@ class PhaseProgress:
     """
 
     def __init__(self, what: str, total: int, unit: str = "texts", logger: logging.Logger | None = None,
-                 every: float = 10.0, first_after: float = 5.0, clock: Callable[[], float] | None = None):
+                 every: float = 10.0, first_after: float = 5.0, clock: Callable[[], float] | None = None,
+                 total_work: float | None = None):
         import time
 
         if every <= 0 or first_after < 0:
@@ -171,6 +173,7 @@ class PhaseProgress:
         self.clock = clock or time.monotonic
         self.start = self.clock()
         self.done = 0
+        self.total_work, self.work = total_work, 0.0
         self._next_line = self.start + self.first_after
         self.lines = 0  # lines written so far
 
@@ -181,8 +184,9 @@ class PhaseProgress:
         if kind is None:
             self.close()
 
-    def advance(self, n: int = 1) -> None:
+    def advance(self, n: int = 1, work: float | None = None) -> None:
         self.done += int(n)
+        self.work += n if work is None else work
         now = self.clock()
         if now >= self._next_line and self.done < self.total:
             self.log.info(self.line(now))
@@ -197,7 +201,11 @@ class PhaseProgress:
         parts = [f"{self.what} {self.done:,} of {self.total:,} {self.unit} ({share:.0f}%)"]
         if self.done:
             parts.append(f"{rate:,.0f} {self.unit}/s" if rate >= 10 else f"{rate:.2f} {self.unit}/s")
-            parts.append(f"ETA {format_duration((self.total - self.done) / rate)}")
+            if self.total_work and self.work:
+                left = (self.total_work - self.work) / (self.work / elapsed)
+            else:
+                left = (self.total - self.done) / rate
+            parts.append(f"ETA {format_duration(left)}")
         return " · ".join(parts)
 
     def close(self) -> float:

@@ -100,9 +100,10 @@ class EvalBatches:
     """Evaluation batches cut from one order of positions (``order[s:s + size]``): a list-like sampler of index
     lists that keeps a million rows as one array, not a million Python lists."""
 
-    def __init__(self, order: np.ndarray, size: int):
+    def __init__(self, order: np.ndarray, size: int, tokens: int | None = None):
         self.order = np.asarray(order, dtype=np.int64)
         self.size = int(size)
+        self.tokens = tokens  # the texts' tokens in all, when counted: a pass's progress by the work left
 
     def __len__(self) -> int:
         return -(-len(self.order) // self.size)
@@ -370,16 +371,18 @@ class ShortTextDataModule(LazyTokenizer, ResumableData, L.LightningDataModule):
         size = batch_size or self.eval_batch_size
         texts = self.corpus.texts
         count = len(texts) if rows is None else len(rows)
+        tokens = None
         if self.eval_sort_by_length:
             lengths = self.eval_token_counts(rows)
             order = np.lexsort((np.arange(count), lengths))  # by token count, then position
+            tokens = int(lengths.sum())
         elif self.eval_shuffle_seed is not None:
             order = np.random.default_rng(self.eval_shuffle_seed).permutation(count)
         else:
             order = np.arange(count)
         return DataLoader(
             _IndexSet(texts, rows),
-            batch_sampler=EvalBatches(order, size),
+            batch_sampler=EvalBatches(order, size, tokens),
             num_workers=self.loader.num_workers,
             pin_memory=self.loader.pin_memory,
             collate_fn=TextCollator(self.tokenizer, self.max_length, self.pad_to_max, views=False),

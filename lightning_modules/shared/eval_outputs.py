@@ -61,16 +61,18 @@ def collect_eval_outputs(pl_module, dataloader, spill_dir: str | Path | None = N
     total = len(dataset) if dataset is not None else sum(len(b["index"]) for b in dataloader)
     arrays: dict[str, np.ndarray] = {}
     try:
-        with torch.no_grad(), PhaseProgress("embedding", total, "texts", logger=log) as progress:
+        tokens = getattr(getattr(dataloader, "batch_sampler", None), "tokens", None)  # the ETA by tokens left
+        with torch.no_grad(), PhaseProgress("embedding", total, "texts", logger=log, total_work=tokens) as progress:
             for batch in dataloader:
                 positions = batch["index"].numpy()
+                counts = (batch.get("original") or {}).get("token_counts") if isinstance(batch, dict) else None
                 batch = _to_device(batch, pl_module.device)
                 for key, value in pl_module.eval_step(batch).items():
                     value = value.detach().float().cpu().numpy()
                     if key not in arrays:
                         arrays[key] = _allocate((total, *value.shape[1:]), spill_dir)
                     arrays[key][positions] = value
-                progress.advance(len(positions))
+                progress.advance(len(positions), sum(counts) if counts and tokens else None)
     finally:
         pl_module.train(was_training)
     outputs = EvalOutputs({key: torch.from_numpy(array) for key, array in arrays.items()})

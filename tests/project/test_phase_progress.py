@@ -51,3 +51,14 @@ def test_slow_units_keep_two_decimals_and_bad_intervals_are_refused(caplog):
     assert caplog.records[0].getMessage() == "KMeans 2 of 10 restarts (20%) · 0.25 restarts/s · ETA 32s"
     with pytest.raises(ValueError, match="every"):
         PhaseProgress("x", 1, every=0)
+
+
+def test_the_eta_follows_the_work_left_when_units_differ_in_cost(caplog):
+    """Texts sorted by length: the first half is a third of the tokens. After it, the ETA is for the two thirds of
+    the work left (at the rate of work so far), not for half of the texts."""
+    clock = Clock()
+    with caplog.at_level(logging.INFO, logger="progress"):
+        progress = PhaseProgress("embedding", 100, "texts", every=1, first_after=0, clock=clock, total_work=300)
+        clock.now += 10
+        progress.advance(50, work=100)
+    assert caplog.records[0].getMessage() == "embedding 50 of 100 texts (50%) · 5.00 texts/s · ETA 20s"
