@@ -30,7 +30,7 @@ the raw table is each cached-gradients row against the same step without them.
 
 Usage: python scripts/bench/gpu.py [--methods sccl,aecl,clusterns,pairsupcon,clusterns_large]
        [--precisions fp32,tf32,bf16,fp16] [--steps 10] [--chunk-tokens 0,1024,8192] [--grad-cache 0,2048]
-       python scripts/bench/gpu.py --compile default,max-autotune-no-cudagraphs,reduce-overhead --bucket 8 \
+       python scripts/bench/gpu.py --compile default,max-autotune-no-cudagraphs,reduce-overhead --bucket 0,8 \
            --distinct-batches 8 --compile-only        (the compiled step alone)
        python scripts/bench/gpu.py --device cpu --tiny --out bench_gpu.md   (a check that it runs)
 """
@@ -313,7 +313,6 @@ def compiled_rows(args, device: torch.device, tmp: Path) -> list[dict]:
     """Eager and compiled steps (``--compile`` modes) over ``--distinct-batches`` batches, with and without
     bucketed lengths (``--bucket``), one padded encoder call a step."""
     rows = []
-    buckets = [0] + ([args.bucket] if args.bucket else [])
     for method in [m for m in args.compile_methods if m in COMPILE_METHODS]:
         arch, paper_batch, tiny_batch, kind = METHODS[method]
         folder = backbone_folder(arch, args.tiny, tmp)
@@ -321,9 +320,9 @@ def compiled_rows(args, device: torch.device, tmp: Path) -> list[dict]:
         for precision in args.precisions:
             if precision == "tf32" and device.type != "cuda":
                 continue
-            for bucket in buckets:
+            for bucket in args.bucket:
                 eager_s = None
-                for mode in ["eager", *args.compile]:
+                for mode in ["eager", *(args.compile if bucket in args.compile_bucket else [])]:
                     if mode == "reduce-overhead" and device.type != "cuda":
                         print("bench_gpu: compile mode reduce-overhead (CUDA graphs) skipped: no CUDA device",
                               file=sys.stderr, flush=True)
@@ -631,8 +630,9 @@ def main(argv=None) -> list[dict]:
                         help="dynamic shapes (one graph for all widths) instead of one graph per shape")
     parser.add_argument("--compile-backend", default="inductor", help="torch.compile backend (eager: a quick "
                         "check of the code path without code generation)")
-    parser.add_argument("--bucket", type=int, default=0, help="also compiled rows with every batch padded to a "
-                        "multiple of this many tokens (0: none)")
+    parser.add_argument("--bucket", default="0,8", help="the compiled rows' length buckets: every batch padded to a "
+                        "multiple of this many tokens (0: to its longest text), an eager row for each")
+    parser.add_argument("--compile-bucket", default=None, help="the buckets with compiled rows (default: all)")
     parser.add_argument("--distinct-batches", type=int, default=8, help="batches the compiled rows cycle through")
     parser.add_argument("--data-dir", type=Path, default=data_root() / "short_text",
                         help="folder with stackoverflow.csv (and wiki_sample.txt on a GPU machine: .gpu/data)")
@@ -644,6 +644,9 @@ def main(argv=None) -> list[dict]:
     args.e2e_steps = sorted(int(n) for n in args.e2e_steps.split(","))
     args.e2e_methods = args.methods if args.e2e_methods is None else [m for m in args.e2e_methods.split(",") if m]
     args.compile = [m for m in args.compile.split(",") if m]
+    args.bucket = [int(b) for b in args.bucket.split(",") if b.strip()]
+    args.compile_bucket = args.bucket if args.compile_bucket is None else [int(b) for b in
+                                                                          args.compile_bucket.split(",") if b.strip()]
     args.compile_methods = [m for m in args.compile_methods.split(",") if m]
     global DATA_DIR
     DATA_DIR = args.data_dir

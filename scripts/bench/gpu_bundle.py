@@ -17,7 +17,16 @@ with the bundle inside it, visible on the node (a shared file system, or ``rsync
 ``--tiny`` prepares the same bundle for a check on a CPU: no MiniLM weights (the tiny test backbone, a random
 small BERT with MiniLM's tokenizer, needs none) and the first rows of StackOverflow and SearchSnippets only.
 
-    .venv/bin/python scripts/bench/gpu_bundle.py [--out .gpu] [--wheels] [--tiny]
+``--fit-64mib`` makes a bundle that travels with the checkout to a lent GPU machine, which takes 64 MiB in all
+(docs/gpu.md, "The measurements left"): MiniLM's weights stored in float16 (45 MB instead of 91; the node script
+writes them back as float32 before anything reads them, so both codes of a comparison load the same float32
+weights, MiniLM's rounded to float16, not MiniLM's exactly), and the Wikipedia and NLI samples cut to their first
+``FIT_ROWS`` lines (the host-sync count runs a few steps of them). ``--sccl-snapshot <git dir>`` exports the SCCL
+authors' training files (amazon-science/sccl, a `git clone --bare`; never committed: .gpu/ is ignored) into
+``official/sccl/`` for scripts/studies/sccl_side_by_side.py.
+
+    .venv/bin/python scripts/bench/gpu_bundle.py [--out .gpu] [--wheels] [--tiny] [--fit-64mib] \
+        [--sccl-snapshot <amazon-science/sccl git dir>]
 """
 from __future__ import annotations
 
@@ -41,6 +50,8 @@ DATA_FILES = {"stackoverflow": "short_text/stackoverflow.csv", "searchsnippets":
               "wiki_sample": "wiki/wiki_sample.txt", "nli_sample": "nli/nli_sample.csv"}
 TINY_DATA = ("stackoverflow", "searchsnippets")
 TINY_ROWS = 200
+FIT_ROWS = {"wiki_sample": 3000, "nli_sample": 4000}  # --fit-64mib: enough for a few steps at the papers' batches
+WEIGHTS = "model.safetensors"
 IGNORED = ("__pycache__", "*.pyc")
 
 
@@ -72,8 +83,11 @@ def fetch_missing(names: list[str], data_root: Path) -> None:
         raise SystemExit(f"error: could not fetch {', '.join(missing)} into {data_root}; see the lines above")
 
 
-def copy_data(names: list[str], data_root: Path, data: Path, rows: int | None) -> dict[str, dict]:
-    """The files into one flat folder, the first ``rows`` data rows of each when given (a CSV keeps its header)."""
+def copy_data(names: list[str], data_root: Path, data: Path, rows: int | None | dict,
+              strided: bool = False) -> dict[str, dict]:
+    """The files into one flat folder, ``rows`` data rows of each when given (a CSV keeps its header; a dict gives
+    the rows by name, the files it does not name whole): the first ones, or with ``strided`` every n-th row over
+    the whole file (the benchmark files are sorted by label: a head would hold one class)."""
     from datamodules.download.fetch import sha256_of
 
     data.mkdir(parents=True, exist_ok=True)
@@ -81,16 +95,76 @@ def copy_data(names: list[str], data_root: Path, data: Path, rows: int | None) -
     for name in names:
         source = data_root / DATA_FILES[name]
         target = data / source.name
-        if rows is None:
+        limit = rows.get(name) if isinstance(rows, dict) else rows
+        if limit is None:
             shutil.copy2(source, target)
         else:
             with source.open(encoding="utf-8", newline="") as handle:
-                head = [line for _, line in zip(range(rows + (source.suffix == ".csv")), handle)]
-            target.write_text("".join(head), encoding="utf-8", newline="")
+                lines = handle.readlines() if strided else [line for _, line in zip(range(limit + 1), handle)]
+            header, body = (lines[:1], lines[1:]) if source.suffix == ".csv" else ([], lines)
+            body = body[::max(1, len(body) // limit)] if strided else body
+            target.write_text("".join(header + body[:limit]), encoding="utf-8", newline="")
         with target.open(encoding="utf-8") as handle:
             count = sum(1 for _ in handle) - (target.suffix == ".csv")
         manifest[target.name] = {"rows": count, "sha256": sha256_of(target), "from": DATA_FILES[name]}
     return manifest
+
+
+def halve_weights(site: Path) -> None:
+    """MiniLM's weights in the bundle as float16 (``--fit-64mib``); gpu_node.sh restores float32 (:func:`widen`)."""
+    from safetensors.torch import load_file, save_file
+
+    path = site / MINILM_PACKAGE / "model" / WEIGHTS
+    tensors = load_file(path)
+    save_file({k: v.half() if v.is_floating_point() else v for k, v in tensors.items()}, path,
+              metadata={"format": "pt", "stored_as": "float16"})
+
+
+def widen(bundle: Path) -> bool:
+    """On the node: float16 weights of the bundle's MiniLM written back as float32 (transformers loads a model in
+    the dtype its file holds); True when it did. ``python scripts/bench/gpu_bundle.py --widen <bundle>``."""
+    from safetensors import safe_open
+    from safetensors.torch import load_file, save_file
+
+    path = bundle / "site" / MINILM_PACKAGE / "model" / WEIGHTS
+    if not path.is_file():
+        return False
+    with safe_open(str(path), "pt") as handle:
+        if (handle.metadata() or {}).get("stored_as") != "float16":
+            return False
+    tensors = load_file(path)
+    partial = path.with_name(WEIGHTS + ".partial")
+    save_file({k: v.float() if v.is_floating_point() else v for k, v in tensors.items()}, partial,
+              metadata={"format": "pt"})
+    partial.replace(path)
+    return True
+
+
+def export_sccl(snapshot: Path, dest: Path) -> list[str]:
+    """The SCCL authors' training files (scripts/studies/authors_sccl.py's list) from a git dir or a checkout."""
+    names = _their_files()
+    for name in names:
+        if (snapshot / name).is_file():
+            text = (snapshot / name).read_text()
+        else:
+            done = subprocess.run(["git", "--git-dir", str(snapshot), "show", f"HEAD:{name}"], capture_output=True,
+                                  text=True)
+            if done.returncode != 0:
+                raise SystemExit(f"error: {snapshot} has no {name}: give --sccl-snapshot a `git clone --bare` of "
+                                 "amazon-science/sccl (or a checkout of it)")
+            text = done.stdout
+        (dest / name).parent.mkdir(parents=True, exist_ok=True)
+        (dest / name).write_text(text)
+    return list(names)
+
+
+def _their_files() -> tuple[str, ...]:
+    """authors_sccl.THEIR_FILES, read without importing the script (it imports torch)."""
+    import ast
+
+    tree = ast.parse((ROOT / "scripts" / "studies" / "authors_sccl.py").read_text())
+    node = next(n for n in tree.body if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "THEIR_FILES")
+    return tuple(ast.literal_eval(node.value))
 
 
 def download_wheels(wheels: Path) -> None:
@@ -109,26 +183,41 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=ROOT / ".gpu", help="the bundle folder (default .gpu)")
     parser.add_argument("--wheels", action="store_true", help="also pip download requirements.txt into wheels/")
     parser.add_argument("--tiny", action="store_true", help=f"a bundle for a check on a CPU: no MiniLM weights, "
-                        f"the first {TINY_ROWS} rows of {' and '.join(TINY_DATA)}")
+                        f"{TINY_ROWS} rows of {' and '.join(TINY_DATA)} (every n-th: all classes)")
+    parser.add_argument("--fit-64mib", action="store_true", help="fit a lent GPU machine's 64 MiB with the checkout: "
+                        "MiniLM's weights in float16, the wiki and NLI samples cut")
+    parser.add_argument("--sccl-snapshot", type=Path, default=None,
+                        help="amazon-science/sccl (git dir or checkout): its training files into official/sccl/")
+    parser.add_argument("--widen", type=Path, default=None, metavar="BUNDLE",
+                        help="(the node script's) write float16 MiniLM weights of BUNDLE back as float32, then stop")
     args = parser.parse_args(argv)
+    if args.widen is not None:
+        print(f"gpu_bundle: MiniLM's weights {'widened to float32' if widen(args.widen) else 'left as they are'}")
+        return 0
     from datamodules.download.catalogue import data_root
 
     names = list(TINY_DATA if args.tiny else DATA_FILES)
     fetch_missing(names, data_root())
     if args.out.is_dir():  # a bundle made before (perhaps full, perhaps tiny) is replaced, wheels kept
-        for part in ("site", "data", "bundle.json"):
+        for part in ("site", "data", "official", "bundle.json"):
             target = args.out / part
             shutil.rmtree(target) if target.is_dir() else target.unlink(missing_ok=True)
     versions = copy_site(args.out / "site", weights=not args.tiny)
-    files = copy_data(names, data_root(), args.out / "data", TINY_ROWS if args.tiny else None)
+    if args.fit_64mib and not args.tiny:
+        halve_weights(args.out / "site")
+    rows = TINY_ROWS if args.tiny else FIT_ROWS if args.fit_64mib else None
+    files = copy_data(names, data_root(), args.out / "data", rows, strided=args.tiny)
+    sccl = export_sccl(args.sccl_snapshot, args.out / "official" / "sccl") if args.sccl_snapshot else []
     if args.wheels:
         download_wheels(args.out / "wheels")
     manifest = {"made": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "tiny": args.tiny,
                 "python": platform.python_version(), "packages": versions,
-                "minilm_weights": not args.tiny, "wheels": (args.out / "wheels").is_dir(), "data": files}
+                "minilm_weights": False if args.tiny else "float16" if args.fit_64mib else "float32",
+                "wheels": (args.out / "wheels").is_dir(), "data": files, "sccl_files": sccl}
     (args.out / "bundle.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    weights = "tokenizer only" if args.tiny else "with its weights" + (" in float16" if args.fit_64mib else "")
     print(f"gpu_bundle: {args.out} ({folder_mib(args.out):.1f} MiB): site/ ({', '.join(versions)}; MiniLM "
-          f"{'tokenizer only' if args.tiny else 'with its weights'}), data/ ({', '.join(files)})"
+          f"{weights}), data/ ({', '.join(files)})" + (", official/sccl/" if sccl else "")
           + (", wheels/" if manifest["wheels"] else "")
           + f"\non the node: bash scripts/bench/gpu_node.sh{' --tiny' if args.tiny else ''}")
     return 0

@@ -223,15 +223,17 @@ def main(argv=None) -> str:
     args.out.mkdir(parents=True, exist_ok=True)
     if args.smoke:
         precisions = [p for p in precisions if p != "tf32"]  # TF32 is a GPU's
-    if not args.table_only:
-        run_all(args, seeds, precisions)
+    failed = [] if args.table_only else run_all(args, seeds, precisions)
     text = table(args.out, seeds, precisions)
     (args.out / "table.md").write_text(text + "\n")
     print(text)
+    if failed:  # the table of what finished is written; the same command runs the failed ones again
+        sys.exit(f"sccl_side_by_side: failed runs: {', '.join(failed)} (their logs in {args.out / 'launch'})")
     return text
 
 
-def run_all(args, seeds: list[int], precisions: list[str]) -> None:
+def run_all(args, seeds: list[int], precisions: list[str]) -> list[str]:
+    """Starts the runs not finished yet; returns the names of those that failed."""
     import torch
 
     from evaluation.across_runs import packing
@@ -255,6 +257,9 @@ def run_all(args, seeds: list[int], precisions: list[str]) -> None:
     if args.steps:
         scale["steps"] = args.steps
     classes = classes_of(data / file)
+    if classes < 2:
+        raise SystemExit(f"error: {data / file} holds one class: clustering scores need several (a file sorted by "
+                         "label and cut to its first rows? take rows over the whole file)")
     (args.out / "setting.json").write_text(json.dumps({
         "file": file, "views": columns(file)["theirs"], "backbone": args.backbone if not args.smoke else "tiny",
         "batch": scale["batch"], "steps": scale["steps"], "every": scale["every"], "device": device,
@@ -287,15 +292,13 @@ def run_all(args, seeds: list[int], precisions: list[str]) -> None:
                                                              scale["every"], seed, precision, device, run_dir,
                                                              threads)))
     if not jobs:
-        return
+        return []
     os.environ["OMP_NUM_THREADS"] = str(threads)  # the authors' processes: their share of the cores
     runs_per_device = math.ceil(min(parallel, len(jobs)) / len(found))
     failed, record = launch_packed(jobs, packing.slots(found, runs_per_device), args.out)
     record["at_once"] = min(parallel, len(jobs))
     (args.out / "packing.json").write_text(json.dumps(record, indent=1) + "\n")
-    if failed:
-        print(f"sccl_side_by_side: failed runs: {', '.join(failed)} (their logs in {args.out / 'launch'})",
-              file=sys.stderr, flush=True)
+    return failed
 
 
 if __name__ == "__main__":

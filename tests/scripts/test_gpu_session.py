@@ -1,0 +1,124 @@
+"""scripts/bench/gpu_session.py (issue 41's measurements in parts that fit a lent GPU machine) and the one device
+command, `bash scripts/bench/gpu_node.sh --issue41`, at smoke scale on the CPU."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import load_script
+
+SESSION = load_script("bench/gpu_session")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _args(tmp_path, tiny=False, snapshot=True) -> argparse.Namespace:
+    bundle = tmp_path / "bundle"
+    if snapshot:
+        (bundle / "official" / "sccl").mkdir(parents=True, exist_ok=True)
+    return argparse.Namespace(data_dir=bundle / "data", bundle=bundle, tiny=tiny)
+
+
+def test_the_parts_run_the_recipe_at_paper_scale(tmp_path, monkeypatch):
+    args = _args(tmp_path)
+    work = tmp_path / "work"
+    [quality] = SESSION.commands("quality", args, work)
+    assert quality[1] == "scripts/studies/sccl_side_by_side.py" and "--smoke" not in quality
+    for option, value in (("--seeds", "0,1,2"), ("--precisions", "fp32,tf32,bf16"), ("--device", "cuda"),
+                          ("--snapshot", str(args.bundle / "official" / "sccl"))):
+        assert quality[quality.index(option) + 1] == value
+    [profile] = SESSION.commands("profile", args, work)
+    assert "--count-syncs" in profile and profile[profile.index("--methods") + 1] == "sccl,aecl"
+    assert profile[profile.index("--precision") + 1] == "bf16"
+    [steps] = SESSION.commands("steps", args, work)
+    assert steps[steps.index("--grad-cache") + 1] == "0,2048,8192,32768"
+    assert steps[steps.index("--compile") + 1] == "default,reduce-overhead"
+    assert steps[steps.index("--bucket") + 1] == "0,8" and steps[steps.index("--compile-bucket") + 1] == "8"
+    monkeypatch.setattr(SESSION, "_gpu_bench", lambda: argparse.Namespace(
+        backbone_folder=lambda arch, tiny, root: root / arch))
+    packing = SESSION.commands("packing", args, work)
+    assert [c[c.index("--runs-per-gpu") + 1] for c in packing] == ["1", "2", "4"]
+    assert [c[c.index("--seeds") + 1] for c in packing] == ["0", "0,1", "0,1,2,3"]
+    assert all("--precision" in c and c[c.index("--precision") + 1] == "bf16" for c in packing)
+    assert f"trainer.max_steps={SESSION.PACKING_STEPS}" in packing[0]
+    no_snapshot = SESSION.commands("quality", _args(tmp_path / "other", snapshot=False), work)[0]
+    assert "--snapshot" not in no_snapshot  # then only our side runs (the driver says so)
+
+
+def test_parts_that_do_not_fit_the_budget_are_left_for_the_next_call(tmp_path, monkeypatch):
+    ran, clock = [], [1000.0]
+    monkeypatch.setattr(SESSION, "time", argparse.Namespace(time=lambda: clock[0]))
+    expected = {"quality": 400, "profile": 100, "steps": 100, "packing": 100}
+
+    def fake_run(part, args, work, deadline):
+        ran.append(part)
+        clock[0] += expected[part]  # each part takes what it was expected to
+        (work / part).mkdir(parents=True, exist_ok=True)
+        (work / part / "done.json").write_text(json.dumps({"part": part, "ok": True, "exit": [0], "seconds": 1}))
+        return {"part": part, "ok": True, "exit": [0], "seconds": 1}
+
+    monkeypatch.setattr(SESSION, "run_part", fake_run)
+    monkeypatch.setattr(SESSION, "EXPECTED", expected)
+    work = tmp_path / "work"
+    common = ["--bundle", str(tmp_path / "bundle"), "--work", str(work)]
+    first = SESSION.main([*common, "--budget-s", "450"])
+    assert ran == ["quality"]  # 400 s, then 50 s left: none of the others fits
+    assert first["not_run"] == ["profile (expected about 100 s, 50 s left)", "steps (expected about 100 s, 50 s left)",
+                                "packing (expected about 100 s, 50 s left)"]
+    second = SESSION.main([*common, "--budget-s", "450", "--collect", str(tmp_path / "out")])
+    assert ran == ["quality", "profile", "steps", "packing"]  # the same command goes on where the last stopped
+    assert second["parts"]["quality"]["earlier"] and not second["not_run"]
+    text = (tmp_path / "out" / "session.md").read_text()
+    assert "## quality: finished" in text and "## packing: finished" in text
+    assert len(list((tmp_path / "out").iterdir())) <= 8  # what a lent machine's $OUT gives back
+
+
+def _packed_run(folder: Path, steps: int, history: list[tuple[int, float]], seconds: dict) -> None:
+    folder.mkdir(parents=True)
+    (folder / "results.json").write_text(json.dumps({
+        "status": "finished", "steps": steps, "seconds": seconds,
+        "clustering": {"history": [{"step": s, "eval_seconds": e} for s, e in history]}}))
+
+
+def test_packing_summary_derives_runs_per_hour_and_the_time_to_table_1(tmp_path):
+    n2 = tmp_path / "packing" / "n2"
+    n2.mkdir(parents=True)
+    (n2 / "packing.json").write_text(json.dumps({"runs_per_hour": 120.0, "wall_seconds": 60.0}))
+    for seed in (0, 1):  # 200 steps; evaluations at 0 (before training), 100 (during) and 200 (the end)
+        _packed_run(n2 / "sccl_stackoverflow" / f"seed_{seed}", 200, [(0, 2.0), (100, 2.0), (200, 2.0)],
+                    {"training": 22.0, "total": 30.0})
+    text, numbers = SESSION.packing_summary(tmp_path)
+    row = numbers[2]
+    assert row["step_s"] == pytest.approx(0.1)  # (22 - 2) s / 200 steps
+    assert row["evaluation_s"] == pytest.approx(2.0) and row["fixed_s"] == pytest.approx(8.0)
+    assert row["evaluation_share"] == pytest.approx(12 / 60)
+    per_run = 8.0 + 3000 * 0.1 + 31 * 2.0  # start-up and end, 3000 steps, 31 evaluations
+    assert row["table1_hours"] == pytest.approx(12 * per_run / 3600)  # 24 runs, two at a time
+    assert "| 2 | 2 | 60 | 120.0 | 10.00 | 2.0 | 20 % | 8 |" in text
+
+
+@pytest.mark.slow
+def test_the_device_command_runs_every_part_at_smoke_scale_on_the_cpu(tmp_path, short_text_dir):
+    """`bash scripts/bench/gpu_node.sh --tiny --issue41` on a tiny bundle (about 3 minutes on 2 cores): every part
+    finishes, the files to take away are at most 8."""
+    env = {**os.environ, "PROJECT_DATA_DIR": str(short_text_dir.parent), "BUNDLE": str(tmp_path / "bundle"),
+           "OUT": str(tmp_path / "out"), "WORK": str(tmp_path / "work"), "PYTHON": sys.executable}
+    bundle = [sys.executable, "scripts/bench/gpu_bundle.py", "--tiny", "--out", env["BUNDLE"]]
+    snapshot = os.environ.get("SCCL_SNAPSHOT")
+    subprocess.run(bundle + (["--sccl-snapshot", snapshot] if snapshot else []), cwd=ROOT, env=env, check=True,
+                   capture_output=True)
+    done = subprocess.run(["bash", "scripts/bench/gpu_node.sh", "--tiny", "--issue41"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=1500)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    out = tmp_path / "out"
+    text = (out / "session.md").read_text()
+    for part in SESSION.PARTS:
+        assert f"## {part}: finished" in text, text[-3000:]
+    assert "| ours fp32 | 1 |" in text and "| sccl | fp32 |" in text and "Compiled step in steady state" in text
+    assert "| 2 | 2 |" in text  # two runs side by side in the packing part
+    assert len(list(out.iterdir())) <= 8 and (out / "results.tar.gz").is_file()
