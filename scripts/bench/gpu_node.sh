@@ -5,7 +5,7 @@
 #   bash scripts/bench/gpu_node.sh          # on the GPU node: paper-scale rows, about 6 minutes on an H100
 #   bash scripts/bench/gpu_node.sh --tiny   # the same code at tiny scale on a CPU (a bundle made with --tiny does)
 #   bash scripts/bench/gpu_node.sh --issue41 [PARTS]          # issue 41's measurements (scripts/bench/gpu_session.py):
-#   bash scripts/bench/gpu_node.sh --tiny --issue41 [PARTS]   #   quality,profile,steps,packing; BUDGET=<s> (540)
+#   bash scripts/bench/gpu_node.sh --tiny --issue41 [PARTS]   #   quality,profile,packing,steps; BUDGET=<s> (540)
 #
 # It times SCCL, AECL and PairSupCon steps at the papers' batch sizes (scripts/bench/gpu.py: fp32 and bf16, one
 # padded call or chunks of 8192 tokens, with and without cached gradients), SCCL end to end (Trainer.fit on the
@@ -23,7 +23,7 @@ issue41=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --tiny) tiny=true ;;
-    --issue41) issue41="quality,profile,steps,packing"
+    --issue41) issue41="quality,profile,packing,steps"
       if [ -n "${2:-}" ] && [ "${2#--}" = "$2" ]; then issue41="$2"; shift; fi ;;
     *) echo "gpu_node: unknown argument $1 (--tiny, --issue41 [PARTS])" >&2; exit 2 ;;
   esac
@@ -57,9 +57,6 @@ log="$out/gpu_node.log"
 : > "$log"
 say() { echo "gpu_node: $*" | tee -a "$log"; }
 
-# a bundle made with --fit-64mib carries MiniLM's weights in float16: float32 again before anything loads them
-"$python" scripts/bench/gpu_bundle.py --widen "$bundle" >>"$log" 2>&1 || { say "could not widen the weights"; exit 1; }
-
 "$python" - <<'EOF' || exit 2
 import importlib.util
 import sys
@@ -70,6 +67,9 @@ if missing:
     sys.exit(f"gpu_node: {sys.executable} lacks {', '.join(missing)}: give the node a venv with requirements.txt, or "
              "make the bundle with --wheels (python scripts/bench/gpu_bundle.py --wheels)")
 EOF
+
+# a bundle made with --fit-64mib carries MiniLM's weights in float16: float32 again before anything loads them
+"$python" scripts/bench/gpu_bundle.py --widen "$bundle" >>"$log" 2>&1 || { say "could not widen the weights"; exit 1; }
 
 if [ -n "$issue41" ]; then
   # issue 41 (docs/gpu.md, "The measurements left"): the parts within BUDGET seconds; the files to take away in $out

@@ -37,7 +37,7 @@ def test_the_parts_run_the_recipe_at_paper_scale(tmp_path, monkeypatch):
     assert profile[profile.index("--precision") + 1] == "bf16"
     [steps] = SESSION.commands("steps", args, work)
     assert steps[steps.index("--grad-cache") + 1] == "0,2048,8192,32768"
-    assert steps[steps.index("--compile") + 1] == "default,reduce-overhead"
+    assert steps[steps.index("--compile") + 1] == "default"
     assert steps[steps.index("--bucket") + 1] == "0,8" and steps[steps.index("--compile-bucket") + 1] == "8"
     monkeypatch.setattr(SESSION, "_gpu_bench", lambda: argparse.Namespace(
         backbone_folder=lambda arch, tiny, root: root / arch))
@@ -68,10 +68,10 @@ def test_parts_that_do_not_fit_the_budget_are_left_for_the_next_call(tmp_path, m
     common = ["--bundle", str(tmp_path / "bundle"), "--work", str(work)]
     first = SESSION.main([*common, "--budget-s", "450"])
     assert ran == ["quality"]  # 400 s, then 50 s left: none of the others fits
-    assert first["not_run"] == ["profile (expected about 100 s, 50 s left)", "steps (expected about 100 s, 50 s left)",
-                                "packing (expected about 100 s, 50 s left)"]
+    assert first["not_run"] == ["profile (expected about 100 s, 50 s left)",
+                                "packing (expected about 100 s, 50 s left)", "steps (expected about 100 s, 50 s left)"]
     second = SESSION.main([*common, "--budget-s", "450", "--collect", str(tmp_path / "out")])
-    assert ran == ["quality", "profile", "steps", "packing"]  # the same command goes on where the last stopped
+    assert ran == ["quality", "profile", "packing", "steps"]  # the same command goes on where the last stopped
     assert second["parts"]["quality"]["earlier"] and not second["not_run"]
     text = (tmp_path / "out" / "session.md").read_text()
     assert "## quality: finished" in text and "## packing: finished" in text
