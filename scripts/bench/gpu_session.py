@@ -4,20 +4,23 @@ left"); run by ``bash scripts/bench/gpu_node.sh --issue41 [PARTS]``, which sets 
 Parts, in the order they run (``--parts``, default all of them):
 
 - ``quality``: SCCL at the authors' recipe beside their code, the offline MiniLM on both sides, batch 400, 1,000
-  steps, seeds 0-2, ours in fp32, TF32 and bf16, all side by side on the card
-  (scripts/studies/sccl_side_by_side.py): RESULTS.md's table, and which precision keeps it;
+  steps, seeds 0-2, both in float32, the six runs side by side on the card (scripts/studies/sccl_side_by_side.py):
+  RESULTS.md's table;
+- ``precision``: our runs of the same recipe and seeds in TF32 and bf16, side by side, and the table with all of
+  them: which precision keeps the table;
 - ``profile``: where a bf16 step's time goes, end to end beside the raw step, for SCCL and AECL, and CUDA's host
   syncs between logging steps of every method (scripts/bench/profile_loop.py);
 - ``packing``: 1, 2 and 4 SCCL runs side by side on the card (``tools.py reproduce --runs-per-gpu N``, bf16,
   random-init DistilBERT, StackOverflow, 100 steps, KMeans every 100): runs finished per hour, the evaluation's
   share of a run, and the time to SCCL's Table 1 (8 sets x 3 seeds x 3,000 steps) estimated from those parts;
-- ``steps``: cached gradients in bf16 against the plain step (budgets 2048-32768 tokens) and the compiled step in
+- ``steps``: cached gradients in bf16 against the plain step (budgets 2048 and 16384 tokens) and the compiled step in
   steady state (``torch.compile`` default mode), eager and compiled, lengths bucketed to multiples of 8
   (scripts/bench/gpu.py; other modes, e.g. CUDA graphs: ``gpu.py --compile reduce-overhead``).
 
 On a lent machine (15 minutes of device time, 10 a command) the parts go in two commands, one after the other
-while the machine is warm: ``--issue41 quality`` (about 8 minutes) and ``--issue41 profile,packing,steps``
-(about 6); on a node of one's own, all of them at once with a larger ``BUDGET``.
+while the machine is warm: ``--issue41 quality`` and ``BUDGET=480 ... --issue41 precision,profile,packing,steps``
+(about 7 and 8 minutes by the estimates above); a part that does not fit is printed as not run, for a later
+session's ``--issue41 <parts>``. On a node of one's own, all of them at once with a larger ``BUDGET``.
 
 A part starts only if its expected time (``EXPECTED``, seconds on an H100) fits in what is left of ``--budget-s``;
 each runs with the time left as its limit. Work goes to ``--work`` (checkpoints, run folders); a part whose
@@ -43,11 +46,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-PARTS = ("quality", "profile", "packing", "steps")
+PARTS = ("quality", "precision", "profile", "packing", "steps")
 # seconds on an H100, estimated (nothing of issue 41 was measured yet): quality from the authors' fp32 loop at 3.85
 # steps/s with DistilBERT (BENCHMARKS.md) scaled to MiniLM (a quarter of the matrix work), 12 runs sharing the card
-EXPECTED = {"quality": 480, "profile": 120, "packing": 110, "steps": 120}
-EXPECTED_TINY = {"quality": 60, "profile": 40, "packing": 80, "steps": 60}
+EXPECTED = {"quality": 400, "precision": 120, "profile": 110, "packing": 100, "steps": 130}
+EXPECTED_TINY = {"quality": 45, "precision": 30, "profile": 40, "packing": 80, "steps": 60}
 PACKING = (1, 2, 4)
 PACKING_STEPS, PACKING_EVERY = 100, 100
 TABLE1_RUNS, TABLE1_STEPS, TABLE1_EVERY = 8 * 3, 3000, 100
@@ -64,13 +67,14 @@ def commands(part: str, args, work: Path) -> list[list[str]]:
     """The commands of a part at the paper's scale or, with ``--tiny``, at smoke scale on the CPU."""
     data, out = str(args.data_dir), work / part
     snapshot = args.bundle / "official" / "sccl"
-    if part == "quality":
-        if args.tiny:
-            command = [python(), "scripts/studies/sccl_side_by_side.py", "--smoke", "--data", data, "--seeds", "0",
-                       "--precisions", "fp32,bf16", "--out", str(out)]
-        else:
-            command = [python(), "scripts/studies/sccl_side_by_side.py", "--data", data, "--device", "cuda",
-                       "--seeds", "0,1,2", "--precisions", "fp32,tf32,bf16", "--out", str(out)]
+    if part in ("quality", "precision"):  # one folder: the precision part's table holds the quality part's runs
+        out = work / "quality"
+        precisions = "fp32" if part == "quality" else "fp32,bf16" if args.tiny else "fp32,tf32,bf16"
+        scale = ["--smoke", "--seeds", "0"] if args.tiny else ["--device", "cuda", "--seeds", "0,1,2"]
+        command = [python(), "scripts/studies/sccl_side_by_side.py", *scale, "--data", data, "--precisions",
+                   precisions, "--out", str(out)]
+        if part == "precision":
+            command += ["--only", "ours"]  # fp32 is there from the quality part (or runs now if it is not)
         return [command + (["--snapshot", str(snapshot)] if snapshot.is_dir() else [])]
     if part == "profile":
         scale = (["--tiny", "--device", "cpu", "--precision", "fp32", "--methods", "sccl", "--steps", "2", "--warmup",
@@ -84,7 +88,7 @@ def commands(part: str, args, work: Path) -> list[list[str]]:
                   "--warmup", "0", "--chunk-tokens", "24", "--grad-cache", "0,24", "--compile", "default",
                   "--compile-backend", "eager", "--distinct-batches", "2"] if args.tiny else
                  ["--methods", "sccl,aecl", "--precisions", "bf16", "--steps", "10", "--warmup", "2", "--chunk-tokens",
-                  "8192", "--grad-cache", "0,2048,8192,32768", "--compile", "default", "--distinct-batches", "8"])
+                  "8192", "--grad-cache", "0,2048,16384", "--compile", "default", "--distinct-batches", "8"])
         return [[python(), "scripts/bench/gpu.py", *scale, "--bucket", "0,8", "--compile-bucket", "8", "--data-dir",
                  data, "--out", str(out / "bench_gpu.md")]]
     if part == "packing":
@@ -177,8 +181,8 @@ def packing_summary(work: Path, tiny: bool = False) -> tuple[str, dict]:
 
 def section(part: str, work: Path, tiny: bool = False) -> str:
     out = work / part
-    if part == "quality":
-        path = out / "table.md"
+    if part in ("quality", "precision"):
+        path = work / "quality" / "table.md"
     elif part == "profile":
         path = out / "profile.md"
     elif part == "steps":

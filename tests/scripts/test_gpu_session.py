@@ -29,14 +29,18 @@ def test_the_parts_run_the_recipe_at_paper_scale(tmp_path, monkeypatch):
     work = tmp_path / "work"
     [quality] = SESSION.commands("quality", args, work)
     assert quality[1] == "scripts/studies/sccl_side_by_side.py" and "--smoke" not in quality
-    for option, value in (("--seeds", "0,1,2"), ("--precisions", "fp32,tf32,bf16"), ("--device", "cuda"),
-                          ("--snapshot", str(args.bundle / "official" / "sccl"))):
+    for option, value in (("--seeds", "0,1,2"), ("--precisions", "fp32"), ("--device", "cuda"),
+                          ("--snapshot", str(args.bundle / "official" / "sccl")), ("--out", str(work / "quality"))):
         assert quality[quality.index(option) + 1] == value
+    [precision] = SESSION.commands("precision", args, work)  # ours in TF32 and bf16 beside the same runs
+    assert precision[precision.index("--precisions") + 1] == "fp32,tf32,bf16"
+    assert precision[precision.index("--only") + 1] == "ours" and precision[precision.index("--out") + 1] == str(
+        work / "quality")
     [profile] = SESSION.commands("profile", args, work)
     assert "--count-syncs" in profile and profile[profile.index("--methods") + 1] == "sccl,aecl"
     assert profile[profile.index("--precision") + 1] == "bf16"
     [steps] = SESSION.commands("steps", args, work)
-    assert steps[steps.index("--grad-cache") + 1] == "0,2048,8192,32768"
+    assert steps[steps.index("--grad-cache") + 1] == "0,2048,16384"
     assert steps[steps.index("--compile") + 1] == "default"
     assert steps[steps.index("--bucket") + 1] == "0,8" and steps[steps.index("--compile-bucket") + 1] == "8"
     monkeypatch.setattr(SESSION, "_gpu_bench", lambda: argparse.Namespace(
@@ -53,7 +57,7 @@ def test_the_parts_run_the_recipe_at_paper_scale(tmp_path, monkeypatch):
 def test_parts_that_do_not_fit_the_budget_are_left_for_the_next_call(tmp_path, monkeypatch):
     ran, clock = [], [1000.0]
     monkeypatch.setattr(SESSION, "time", argparse.Namespace(time=lambda: clock[0]))
-    expected = {"quality": 400, "profile": 100, "steps": 100, "packing": 100}
+    expected = {"quality": 400, "precision": 100, "profile": 100, "steps": 100, "packing": 100}
 
     def fake_run(part, args, work, deadline):
         ran.append(part)
@@ -68,10 +72,10 @@ def test_parts_that_do_not_fit_the_budget_are_left_for_the_next_call(tmp_path, m
     common = ["--bundle", str(tmp_path / "bundle"), "--work", str(work)]
     first = SESSION.main([*common, "--budget-s", "450"])
     assert ran == ["quality"]  # 400 s, then 50 s left: none of the others fits
-    assert first["not_run"] == ["profile (expected about 100 s, 50 s left)",
-                                "packing (expected about 100 s, 50 s left)", "steps (expected about 100 s, 50 s left)"]
+    assert first["not_run"] == [f"{p} (expected about 100 s, 50 s left)" for p in
+                                ("precision", "profile", "packing", "steps")]
     second = SESSION.main([*common, "--budget-s", "450", "--collect", str(tmp_path / "out")])
-    assert ran == ["quality", "profile", "packing", "steps"]  # the same command goes on where the last stopped
+    assert ran == ["quality", *SESSION.PARTS[1:]]  # the same command goes on where the last stopped
     assert second["parts"]["quality"]["earlier"] and not second["not_run"]
     text = (tmp_path / "out" / "session.md").read_text()
     assert "## quality: finished" in text and "## packing: finished" in text
@@ -119,6 +123,7 @@ def test_the_device_command_runs_every_part_at_smoke_scale_on_the_cpu(tmp_path, 
     text = (out / "session.md").read_text()
     for part in SESSION.PARTS:
         assert f"## {part}: finished" in text, text[-3000:]
-    assert "| ours fp32 | 1 |" in text and "| sccl | fp32 |" in text and "Compiled step in steady state" in text
+    assert "| ours fp32 | 1 |" in text and "| ours bf16 | 1 |" in text and "| sccl | fp32 |" in text
+    assert "Compiled step in steady state" in text
     assert "| 2 | 2 |" in text  # two runs side by side in the packing part
     assert len(list(out.iterdir())) <= 8 and (out / "results.tar.gz").is_file()
