@@ -4,6 +4,7 @@ Hydra composes conf/config.yaml; see README.md for the config groups and example
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -22,7 +23,7 @@ from omegaconf import DictConfig, OmegaConf  # noqa: E402
 import console  # noqa: E402
 import run_folder  # noqa: E402
 import validation  # noqa: E402
-from callbacks.sweeps.hydra_callbacks import record_sweep_failure  # noqa: E402
+from callbacks.sweeps.hydra_callbacks import finished_job, record_sweep_failure  # noqa: E402
 from errors import USER_ERROR_EXIT_CODE, ConfigError, find_user_error, report_user_error, writing  # noqa: E402
 from evaluation.across_runs import objective  # noqa: E402
 from evaluation.across_runs.wandb_dashboard import has_wandb_credentials, log_results, wandb_group_settings  # noqa: E402
@@ -150,6 +151,11 @@ def instantiate_callbacks(cfg: DictConfig) -> list:
 
 def train(cfg: DictConfig) -> dict:
     """Fit the configured method and return the results written to results.json."""
+    with contextlib.ExitStack() as held:  # the run folder's lock, released however the run ends
+        return _train(cfg, held)
+
+
+def _train(cfg: DictConfig, held: contextlib.ExitStack) -> dict:
     import lightning as L
     import torch
 
@@ -158,6 +164,7 @@ def train(cfg: DictConfig) -> dict:
     sample = validation.check_corpus(cfg)
     output_dir = validation.check_output_dir(cfg) or Path(cfg.paths.output_dir)
     control = RunControl(cfg, output_dir)  # resume point, eval_only, signals, partial results.json
+    held.enter_context(control.hold_folder())  # one folder, one run
     checkpoint_hparams = validation.check_checkpoint(cfg)
     L.seed_everything(cfg.seed, workers=True)
     if cfg.get("float32_matmul_precision") is not None:
@@ -255,6 +262,9 @@ def print_summary(results: dict) -> None:
 def main(cfg: DictConfig) -> float | None:
     console.configure()  # Lightning's log lines once, on stderr; no adverts
     try:
+        earlier = finished_job(cfg)  # a resumed multirun does not train a job that finished before
+        if earlier is not None:
+            return objective.raise_if_error(earlier["objective"])
         results = train(cfg)
         return objective.raise_if_error(results["objective"])  # the `objective` key's number, for sweepers
     except Exception as err:  # noqa: BLE001 - re-raised unless it is (or wraps) a user error

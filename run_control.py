@@ -8,6 +8,10 @@ ways a fit can end early into an exit status and a partial ``results.json``:
 - a signal (:class:`callbacks.safety.interrupt.RunInterrupted`): status ``interrupted``, the step, the
   checkpoint and the exact command that resumes; exit 128 + signal (SIGINT 130, SIGTERM 143);
 - a non-finite loss or weights: status ``nonfinite_loss``; the error is reported by run.py;
+- a DDP rank that died: status ``rank_died``, one message naming it and the checkpoint to resume from
+  (``callbacks.safety.ranks``: the process-group timeout, the watch of the other ranks);
+- the GPU out of memory: status ``out_of_memory``, one message naming the settings that set a step's memory
+  (``callbacks.safety.out_of_memory``) and the checkpoint to resume from;
 - a failure after the last training step (the final evaluation): status ``evaluation_failed``,
   the trained checkpoint and the command that re-runs only the evaluation (in the one error
   message, or as a note under a traceback when the error is a bug);
@@ -15,6 +19,7 @@ ways a fit can end early into an exit status and a partial ``results.json``:
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import shlex
@@ -28,7 +33,7 @@ from lightning.pytorch.callbacks import Callback
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 import run_folder
-from callbacks.safety import interrupt
+from callbacks.safety import interrupt, ranks, run_lock
 from callbacks.safety.checkpointing import (
     LastCheckpoint,
     NonFiniteWeightsError,
@@ -36,7 +41,9 @@ from callbacks.safety.checkpointing import (
     with_atomic_checkpoint_io,
 )
 from callbacks.safety.nonfinite import NonFiniteLossError
+from callbacks.safety.out_of_memory import is_out_of_memory, out_of_memory_error
 from callbacks.safety.preemption import RequeueState, command_overrides, override_key, restart_count, run_fingerprint
+from callbacks.sweeps.hydra_callbacks import is_multirun
 from errors import ConfigError, UserError, find_user_error
 
 log = logging.getLogger(__name__)
@@ -145,10 +152,12 @@ class RunControl:
             )
         self.checkpoint_callback: LastCheckpoint | None = None
         self.clock = PhaseClock()
+        self.ddp_timeout_minutes, heartbeat = ranks.settings(cfg)
+        self.watch = ranks.RankWatch(self.output_dir, heartbeat_seconds=heartbeat)  # the other ranks of a DDP run
 
     # -- building the trainer --------------------------------------------------------------------------
     def callbacks(self) -> list:
-        return ([EvaluateOnly()] if self.eval_only else []) + [self.clock]
+        return ([EvaluateOnly()] if self.eval_only else []) + [self.clock, self.watch]
 
     def trainer_kwargs(self, trainer_cfg: DictConfig) -> dict:
         """Keyword arguments for the Trainer on top of ``cfg.trainer``."""
@@ -157,6 +166,9 @@ class RunControl:
         if plugins is not None and not isinstance(plugins, (list, tuple)):
             plugins = [plugins]
         kwargs = {"plugins": with_atomic_checkpoint_io(plugins)}
+        strategy = trainer_cfg.get("strategy")
+        if isinstance(strategy, str) and strategy in ranks.DDP_STRATEGIES:  # with ddp.timeout_minutes
+            kwargs["strategy"] = ranks.ddp_strategy(strategy, self.ddp_timeout_minutes)
         if self.requeue_state is not None:
             kwargs["default_root_dir"] = str(self.requeue_state.dir)  # Lightning's hpc_ckpt_<n>.ckpt go there
         if self.eval_only:
@@ -170,7 +182,8 @@ class RunControl:
         if self.checkpoint_callback is not None and self.requeue_state is not None:
             self.checkpoint_callback.on_save = self.requeue_state.record
         requeue_signal = self.requeue_signal if self.requeue_state is not None else None
-        with interrupt.catching_signals(requeue_signal):
+        self.watch.report = lambda description: self._rank_died(trainer, description)
+        with interrupt.catching_signals(requeue_signal), self.watch.observing_children():
             try:
                 trainer.fit(model, datamodule=datamodule, ckpt_path=self.ckpt_path)
             except interrupt.RunInterrupted as err:
@@ -184,10 +197,32 @@ class RunControl:
                 raise
         if self.requeue_state is not None:
             self.requeue_state.clear()
+        if trainer.is_global_zero:
+            self.watch.remove_heartbeats()
+
+    def hold_folder(self) -> contextlib.AbstractContextManager:
+        """The run folder's lock (``callbacks.safety.run_lock``) for the rest of the run; refuses a folder that a
+        live run writes, or that holds an earlier run without ``ckpt_path`` (a multirun's job folder is the same
+        job of a resumed sweep: its unfinished attempt is replaced). Other ranks of a DDP job hold nothing."""
+        if run_lock.launch_rank() != 0:
+            return contextlib.nullcontext()
+        lock = run_lock.FolderLock(self.output_dir)
+        lock.acquire()
+        found = run_lock.earlier_run(self.output_dir)
+        if found and not self.ckpt_path:
+            if not is_multirun() or run_lock.results_status(self.output_dir) == "finished":
+                lock.release()
+                raise run_lock.refuse_earlier_run(self.output_dir, found,
+                                                  "hydra.sweep.dir" if is_multirun() else "hydra.run.dir")
+            log.info("run folder %s: the unfinished earlier attempt of this job (%s) is run again", self.output_dir,
+                     found)
+        return lock
 
     def results_fields(self) -> dict:
         """Keys added to a finished run's results.json."""
         fields = {"status": "finished", "seconds": self.clock.seconds()}
+        if is_multirun():  # a resumed sweep skips the job when they are the same (hydra_callbacks.finished_job)
+            fields["job_overrides"] = command_overrides()
         if self.ckpt_path:
             fields["resumed_from"] = str(self.ckpt_path)
         if self.eval_only:
@@ -234,6 +269,14 @@ class RunControl:
         return cb is not None and cb.final_step is not None and cb.final_step == trainer.global_step
 
     def _failed(self, trainer, err: BaseException) -> None:
+        dead = self.watch.dead_peers_soon() if trainer.world_size > 1 else {}
+        if dead:  # the error is this rank's view of another rank's death: name that one
+            error = self._rank_died(trainer, self.watch.describe(dead))
+            self.watch.stop()
+            self.watch.kill_children()
+            raise error from err
+        if is_out_of_memory(err) is not None and not self._training_finished(trainer):
+            self._out_of_memory(trainer, err)
         if not trainer.is_global_zero:
             return
         checkpoint, step = self._last_checkpoint()
@@ -256,6 +299,46 @@ class RunControl:
                 print(f"note: the end-of-training evaluation failed; {hint}", file=sys.stderr, flush=True)
             return
         self.write_partial_results(trainer, fields)
+
+    def _rank_died(self, trainer, description: str) -> ranks.RankDiedError:
+        """The one message of a run whose rank died (``description``: which, how; callbacks.safety.ranks), and its
+        partial results.json (rank 0, when it is not the one that died)."""
+        checkpoint, step = self._last_checkpoint()
+        saved = ranks.checkpoint_step(checkpoint)  # the file's: a save may have completed since the step was known
+        step = saved if saved is not None else step
+        if checkpoint is not None:
+            command = run_command({"ckpt_path": str(Path(checkpoint).resolve())})
+            kept = f"The last complete checkpoint is {checkpoint} (step {step}); resume with: {command}"
+        else:
+            kept = "No checkpoint was written yet: start the run again."
+        when = f"after {trainer.global_step} training step(s)" if trainer.global_step else \
+            "before the first training step"
+        error = ranks.RankDiedError(
+            f"{description} {when}; rank {trainer.global_rank} stops too instead "
+            f"of waiting for it (ddp.timeout_minutes={self.ddp_timeout_minutes:g}). {kept}")
+        if trainer.is_global_zero:
+            self.write_partial_results(trainer, {"status": "rank_died", "error": str(error),
+                                                 "checkpoint": str(checkpoint) if checkpoint else None,
+                                                 "checkpoint_step": step})
+        return error
+
+    def _out_of_memory(self, trainer, err: BaseException) -> None:
+        """One message with the settings to lower (callbacks.safety.out_of_memory) instead of torch's."""
+        checkpoint, step = self._last_checkpoint()
+        where = f"at training step {trainer.global_step + 1}" if interrupt.phase() == "training" else \
+            "before the first training step (the set-up or the evaluation before training)"
+        if checkpoint is not None:
+            command = run_command({"ckpt_path": str(Path(checkpoint).resolve())})
+            kept = (f"The training so far is in {checkpoint} (step {step}); once they are changed, resume with: "
+                    f"{command} (and the same batch_size: the data position is counted in batches).")
+        else:
+            kept = "No checkpoint was written yet: start the run again once they are changed."
+        error = out_of_memory_error(is_out_of_memory(err), self.cfg, where, kept, str(trainer.precision))
+        if trainer.is_global_zero:
+            self.write_partial_results(trainer, {"status": "out_of_memory", "error": str(error),
+                                                 "checkpoint": str(checkpoint) if checkpoint else None,
+                                                 "checkpoint_step": step})
+        raise error from err
 
     def write_partial_results(self, trainer, fields: dict) -> None:
         """results.json of a run that did not finish: what is known, and ``fields``."""

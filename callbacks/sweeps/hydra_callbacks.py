@@ -1,7 +1,8 @@
 """Hydra callbacks (``hydra.callbacks`` in conf/hydra/default.yaml), not Lightning ones.
 
 ``OutputFolderCheck`` (every run and multirun): the run or sweep folder can be created, checked just before
-Hydra creates it (Hydra's own failure there is a traceback); otherwise one line and exit 2.
+Hydra creates it (Hydra's own failure there is a traceback), and no other live run or sweep writes it
+(``callbacks.safety.run_lock``: a sweep holds its folder's lock while it runs); otherwise one line and exit 2.
 
 ``SweepCallback`` does the bookkeeping of a multirun (``python run.py -m ...``) whatever the
 launcher (basic, joblib, submitit_local, submitit_slurm) or sweeper (basic grid, Optuna):
@@ -9,6 +10,9 @@ launcher (basic, joblib, submitit_local, submitit_slurm) or sweeper (basic grid,
 - **job start** (every run, in the job's own process): sets torch's thread count, so jobs that
   run side by side do not each start one thread per core (``threads_per_job``; with
   ``hydra/launcher=joblib`` and ``threads_per_job: null``: usable cores // ``n_jobs``);
+- **a resumed sweep** (the same command and ``hydra.sweep.dir`` again): a job whose folder holds its
+  finished results.json, with the same overrides, is not trained again (``finished_job``, called by run.py);
+  its objective goes to the sweeper. Unfinished jobs (failed, killed) run again;
 - **job end**: the job's W&B run is finished (the next job of the process gets its own); a job
   that raised writes ``failed.json`` (type and message) into its folder (run.py does the same
   for a user error, and lets the other jobs go on);
@@ -34,7 +38,16 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 import run_folder
-from errors import USER_ERROR_EXIT_CODE, ConfigError
+from callbacks.safety.preemption import command_overrides
+from callbacks.safety.run_lock import (
+    FolderInUseError,
+    FolderLock,
+    earlier_run,
+    launch_rank,
+    refuse_earlier_run,
+    restart_count,
+)
+from errors import USER_ERROR_EXIT_CODE, ConfigError, report_user_error
 from run_folder import folder_problem
 
 log = logging.getLogger(__name__)
@@ -59,10 +72,37 @@ class OutputFolderCheck(Callback):
             sys.exit(USER_ERROR_EXIT_CODE)
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
-        self._check(str(config.hydra.run.dir), "hydra.run.dir")
+        folder = str(config.hydra.run.dir)
+        self._check(folder, "hydra.run.dir")
+        if launch_rank() == 0:  # refused before Hydra writes its .hydra/ over the other run's (run.py checks again)
+            self._refuse_if_held(lambda: self._check_run_folder(config, folder))
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        self._check(str(config.hydra.sweep.dir), "hydra.sweep.dir")
+        folder = str(config.hydra.sweep.dir)
+        self._check(folder, "hydra.sweep.dir")
+        if launch_rank() == 0:  # two sweeps in one folder would number their jobs alike
+            self._sweep_lock = FolderLock(folder, what="sweep", key="hydra.sweep.dir")
+            self._refuse_if_held(self._sweep_lock.acquire)
+            atexit.register(self._sweep_lock.release)
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        if getattr(self, "_sweep_lock", None) is not None:
+            self._sweep_lock.release()
+
+    @staticmethod
+    def _check_run_folder(config: DictConfig, folder: str) -> None:
+        FolderLock(folder).check()
+        found = earlier_run(folder)
+        if found and not config.get("ckpt_path") and restart_count() == 0:  # a requeued job finds its own record
+            raise refuse_earlier_run(folder, found)
+
+    @staticmethod
+    def _refuse_if_held(check) -> None:
+        try:
+            check()
+        except FolderInUseError as err:
+            report_user_error(err)
+            sys.exit(USER_ERROR_EXIT_CODE)
 
 
 def usable_cores() -> int:
@@ -115,6 +155,26 @@ def record_sweep_failure(cfg: DictConfig, err: BaseException) -> bool:
         return False
     write_failure(cfg.paths.output_dir, err)
     return True
+
+
+def finished_job(cfg: DictConfig) -> dict | None:
+    """In a multirun, the results.json this job's folder holds when the job finished there before with the same
+    overrides (the sweep was started again with the same ``hydra.sweep.dir``): it is not trained again, and its
+    objective goes to the sweeper. None otherwise."""
+    if not is_multirun():
+        return None
+    path = Path(str(cfg.paths.output_dir)) / run_folder.RESULTS
+    try:
+        results = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    overrides = command_overrides()
+    if not isinstance(results, dict) or results.get("status") != "finished" or overrides is None or \
+            sorted(results.get("job_overrides") or []) != sorted(overrides):
+        return None
+    log.info("job %s finished before (%s): not run again; to run it again, move that file away or use another "
+             "hydra.sweep.dir", path.parent.name, path)
+    return results
 
 
 def finish_wandb_run(failed: bool = False) -> None:

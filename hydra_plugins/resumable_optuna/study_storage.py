@@ -6,9 +6,11 @@ name) ends in a long SQLAlchemy traceback before the first trial.
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
+import run_folder
 from errors import UserError
 
 SQLITE_HEADER = b"SQLite format 3\x00"
@@ -66,3 +68,46 @@ def storage_failure(storage: Any, err: Exception) -> StudyStorageError:
     first = str(err).strip().splitlines()[0][:200] if str(err).strip() else type(err).__name__
     return StudyStorageError(_way_out(f"the study storage '{storage}' (hydra.sweeper.storage) cannot be opened "
                                       f"({type(err).__name__}: {first})"))
+
+
+def job_error(ret: Any, folder: Path | None) -> str | None:
+    """The first line of a finished job's error: its ``failed.json`` (run.py's user errors, the sweep callback's
+    record of an exception), else the exception Hydra kept; None for a job that succeeded."""
+    text = None
+    if folder is not None and (folder / run_folder.FAILED).is_file():
+        try:
+            text = json.loads((folder / run_folder.FAILED).read_text(encoding="utf-8")).get("error")
+        except (OSError, ValueError):
+            text = "failed (failed.json unreadable)"
+    elif isinstance(getattr(ret, "_return_value", None), BaseException):
+        err = ret._return_value
+        text = f"{type(err).__name__}: {err}"
+    if not text:
+        return None
+    lines = str(text).strip().splitlines()
+    return lines[0] if lines else str(text)
+
+
+def note_trials(storage: Any, study_name: str | None, returns: list, first_number: int) -> None:
+    """Each job of a batch of trials (job ``first_number + i`` is trial number ``first_number + i``, the sweeper
+    numbering its jobs after the study's trials) gets its run folder and, when it failed, its error's first line
+    as user attributes, while the trial still runs (the sweeper tells its state next)."""
+    if not storage or not study_name:
+        return
+    import optuna
+
+    study = optuna.load_study(study_name=study_name, storage=str(storage))
+    running = {t.number: t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))}
+    for i, ret in enumerate(returns):
+        trial = running.get(first_number + i)
+        if trial is None:
+            continue
+        output_dir = getattr(getattr(getattr(getattr(ret, "hydra_cfg", None), "hydra", None), "runtime", None),
+                             "output_dir", None)
+        folder = Path(str(output_dir)) if output_dir else None
+        handle = optuna.trial.Trial(study, trial._trial_id)
+        if folder is not None:
+            handle.set_user_attr("run", str(folder))
+        error = job_error(ret, folder)
+        if error:
+            handle.set_user_attr("error", error[:500])

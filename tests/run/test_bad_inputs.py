@@ -364,6 +364,17 @@ def test_output_folder_not_writable(tmp_path):
     assert f"the run folder '{blocker / 'run'}' cannot be written" in message and "hydra.run.dir=" in message
 
 
+def test_a_folder_with_an_earlier_run_is_continued_only_with_ckpt_path(tmp_path):
+    """A new run would replace the checkpoint and results.json of the run that wrote the folder before."""
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "results.json").write_text(json.dumps({"status": "finished"}))
+    message = user_error(tiny_csv(tmp_path), out)
+    assert f"the run folder '{out}' holds an earlier run (results.json (status finished))" in message
+    assert "ckpt_path=<its checkpoint>" in message and "hydra.run.dir=<folder>" in message
+    assert not (out / "run.lock").exists()  # refused: the lock it took is given back
+
+
 REFUSALS = {errno.EPERM: "Operation not permitted", errno.EACCES: "Permission denied",
             errno.EROFS: "Read-only file system"}
 

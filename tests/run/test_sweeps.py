@@ -222,3 +222,70 @@ def test_optuna_study_resumes_in_its_database(toy_corpus, tmp_path):
     assert all((sweep / str(i) / "results.json").exists() for i in range(5))
     assert {name: (sweep / name / "results.json").read_text() for name in runs_before} == runs_before
     assert len(read_trials(sweep)) == 5
+
+
+FAULTS = ["+callbacks.fault._target_=tests.helpers.faults.FailJobs", "+callbacks.fault.raise_jobs=[1]",
+          "+callbacks.fault.nan_jobs=[2]"]  # job 1 raises (a bug's exception), job 2's weights turn NaN
+
+
+def guarded_toy_cli(csv_path) -> list[str]:
+    """toy_cli with the non-finite-loss guard every run has, which a diverging trial meets."""
+    return [o for o in toy_cli(csv_path) if o != "~callbacks.nonfinite"]
+
+
+def test_failed_jobs_are_listed_and_a_resumed_multirun_trains_only_unfinished_jobs(toy_corpus, tmp_path):
+    """Three jobs: 0 trains, 1 raises, 2 diverges to NaN. All three run; 1 and 2 are rows of the failures table
+    with their error's first line. The same command again does not train job 0 (its results stay as they were)
+    and runs 1 and 2 again."""
+    sweep = tmp_path / "sweep"
+    args = ["-m", *guarded_toy_cli(toy_corpus), "seed=0,1,2", *FAULTS, f"hydra.sweep.dir={sweep}"]
+    first = run_cli(args)
+    assert first.returncode != 0 and (sweep / "aggregate.md").is_file(), first.stderr[-3000:]
+    assert json.loads((sweep / "0" / "results.json").read_text())["status"] == "finished"
+    raised = json.loads((sweep / "1" / "failed.json").read_text())["error"]
+    assert raised.startswith("RuntimeError: injected fault in job 1\n")
+    diverged = json.loads((sweep / "2" / "failed.json").read_text())["error"]
+    assert diverged.startswith("NonFiniteLossError: the training loss is not finite at step 2")
+    table = (sweep / "aggregate.md").read_text()
+    assert "| RuntimeError: injected fault in job 1 |" in table and "second line" not in table
+    assert diverged.splitlines()[0][:100] in table.replace("\\|", "|")
+    assert "| sccl | KMeans |" in table  # job 0's numbers, and only its: one seed in the cell
+    finished = (sweep / "0" / "results.json").read_text()
+
+    second = run_cli(args)
+    assert "job 0 finished before" in second.stderr, second.stderr[-3000:]
+    assert (sweep / "0" / "results.json").read_text() == finished
+    assert second.stderr.count("the unfinished earlier attempt of this job") == 2  # jobs 1 and 2, again
+    assert json.loads((sweep / "1" / "failed.json").read_text())["error"] == raised
+
+
+@pytest.mark.slow
+def test_an_optuna_study_records_failed_trials_goes_on_and_resumes_without_rerunning(toy_corpus, tmp_path):
+    """Trial 1 raises and trial 2 diverges to NaN: both are FAIL in the study with their error, trial 2 still runs
+    (the plugin's default stops the sweep at the first exception). A resumed sweep adds a trial and runs none of
+    the three again."""
+    pytest.importorskip("hydra_plugins.hydra_optuna_sweeper", reason="the `sweep` extra (Optuna sweeper)")
+    import optuna
+
+    sweep = tmp_path / "sweep"
+    base = ["hparams_search=sccl_optuna", *guarded_toy_cli(toy_corpus), "hydra.sweeper.sampler.n_startup_trials=3",
+            *FAULTS, f"hydra.sweep.dir={sweep}"]
+    first = run_cli(base + ["hydra.sweeper.n_trials=3"])
+    assert first.returncode == 2 and "error: 2 job(s) of the multirun failed" in first.stderr, first.stderr[-3000:]
+    study = optuna.load_study(study_name="sccl", storage=f"sqlite:///{sweep / 'optuna.db'}")
+    states = [t.state for t in study.trials]
+    assert states == [optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL, optuna.trial.TrialState.FAIL]
+    assert study.trials[1].user_attrs["error"] == "RuntimeError: injected fault in job 1"
+    assert study.trials[2].user_attrs["run"] == str(sweep / "2")
+    assert study.trials[2].user_attrs["error"].startswith("NonFiniteLossError: the training loss is not finite")
+    rows = read_trials(sweep)
+    assert [r["status"] for r in rows] == ["complete", "failed", "failed"] and rows[1]["error"] == \
+        "RuntimeError: injected fault in job 1" and rows[2]["value"] == ""
+    kept = {n: (sweep / n / "results.json").read_bytes() for n in ("0", "2")}
+
+    second = run_cli(base + ["hydra.sweeper.n_trials=1"])
+    assert second.returncode == 2, second.stderr[-3000:]  # the study's failed trials are still listed
+    study = optuna.load_study(study_name="sccl", storage=f"sqlite:///{sweep / 'optuna.db'}")
+    assert len(study.trials) == 4 and study.trials[3].state == optuna.trial.TrialState.COMPLETE
+    assert {n: (sweep / n / "results.json").read_bytes() for n in ("0", "2")} == kept
+    assert [r["status"] for r in read_trials(sweep)] == ["complete", "failed", "failed", "complete"]
