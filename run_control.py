@@ -209,7 +209,10 @@ class RunControl:
         lock = run_lock.FolderLock(self.output_dir)
         lock.acquire()
         found = run_lock.earlier_run(self.output_dir)
-        if found and not self.ckpt_path:
+        if found and not self.ckpt_path and restart_count() > 0:  # requeued before its first checkpoint: same run
+            log.info("run folder %s: the requeued job starts again over its earlier attempt (%s)", self.output_dir,
+                     found)
+        elif found and not self.ckpt_path:
             if not is_multirun() or run_lock.results_status(self.output_dir) == "finished":
                 lock.release()
                 raise run_lock.refuse_earlier_run(self.output_dir, found,

@@ -375,6 +375,21 @@ def test_a_folder_with_an_earlier_run_is_continued_only_with_ckpt_path(tmp_path)
     assert not (out / "run.lock").exists()  # refused: the lock it took is given back
 
 
+def test_a_requeued_job_starts_again_over_its_attempt_that_left_no_checkpoint(tmp_path, monkeypatch):
+    """SLURM requeued the job before its first checkpoint (no requeue record): the folder is the same run's."""
+    import run_control
+    from run import train
+
+    monkeypatch.setattr(run_control, "restart_count", lambda: 1)
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "results.json").write_text(json.dumps({"status": "interrupted", "checkpoint": None}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        train(compose_config(tiny_csv(tmp_path), out))
+    assert json.loads((out / "results.json").read_text())["status"] == "finished"
+
+
 REFUSALS = {errno.EPERM: "Operation not permitted", errno.EACCES: "Permission denied",
             errno.EROFS: "Read-only file system"}
 
