@@ -162,7 +162,7 @@ class PhaseProgress:
 
     def __init__(self, what: str, total: int, unit: str = "texts", logger: logging.Logger | None = None,
                  every: float = 10.0, first_after: float = 5.0, clock: Callable[[], float] | None = None,
-                 total_work: float | None = None):
+                 total_work: float | None = None, estimated: bool = False):
         import time
 
         if every <= 0 or first_after < 0:
@@ -174,6 +174,7 @@ class PhaseProgress:
         self.start = self.clock()
         self.done = 0
         self.total_work, self.work = total_work, 0.0
+        self.estimated = estimated  # ``total`` is a guess (a file's rows from its size): shown as "~N"
         self._next_line = self.start + self.first_after
         self.lines = 0  # lines written so far
 
@@ -198,7 +199,8 @@ class PhaseProgress:
         elapsed = max(now - self.start, 1e-9)
         rate = self.done / elapsed
         share = 100 * self.done / max(self.total, 1)
-        parts = [f"{self.what} {self.done:,} of {self.total:,} {self.unit} ({share:.0f}%)"]
+        total = f"{'~' if self.estimated else ''}{self.total:,}"
+        parts = [f"{self.what} {self.done:,} of {total} {self.unit} ({share:.0f}%)"]
         if self.done:
             parts.append(f"{rate:,.0f} {self.unit}/s" if rate >= 10 else f"{rate:.2f} {self.unit}/s")
             if self.total_work and self.work:

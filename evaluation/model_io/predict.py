@@ -249,7 +249,8 @@ def _assigned_rows(reference, input_path, text_column, assign, encoding, batch_s
         context = _context_embeddings(model, context_size, seed, batch_size)
     blank_rows: list[int] = []
     blanks = 0
-    with PhaseProgress("assigning", _row_estimate(Path(input_path), first), "texts", logger=log) as progress:
+    with PhaseProgress("assigning", _row_estimate(Path(input_path), first), "texts", logger=log,
+                       estimated=True) as progress:
         for start, texts, blank in _chained(first, chunks):
             keep = np.flatnonzero(~blank)
             out = [{"row": start + i, text_column: texts[i], "cluster": "", "confidence": "", "margin": "",

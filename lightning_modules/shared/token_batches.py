@@ -2,6 +2,7 @@
 length, and the length-sorted chunks a batch is encoded in (docs/gpu.md)."""
 from __future__ import annotations
 
+import logging
 from typing import Sequence
 
 import numpy as np
@@ -21,7 +22,7 @@ def token_lengths(tokenizer, texts: Sequence[str], max_length: int, block: int =
 
     counts = np.empty(len(texts), dtype=np.int32)
     direct = _direct(tokenizer)
-    with PhaseProgress("counting tokens of", len(texts), "texts") as progress:
+    with PhaseProgress("tokenising", len(texts), "texts", logger=logging.getLogger(__name__)) as progress:
         for start in range(0, len(texts), block):
             part = [texts[i] for i in range(start, min(start + block, len(texts)))]
             counts[start:start + len(part)] = (direct.count(part, max_length) if direct is not None
