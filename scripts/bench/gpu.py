@@ -37,6 +37,7 @@ Usage: python scripts/bench/gpu.py [--methods sccl,aecl,clusterns,pairsupcon,clu
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import csv
 import datetime as dt
@@ -104,6 +105,23 @@ def backbone_folder(arch: str, tiny: bool, root: Path) -> Path:
         transformers.AutoModel.from_config(config).save_pretrained(folder)
         tokenizer.save_pretrained(folder)
     return folder
+
+
+def method_backbone(method: str, tiny: bool, root: Path) -> tuple[str, Path, int, str]:
+    """A method's architecture, its random-init backbone (``backbone_folder``), its batch (the paper's or
+    ``--tiny``'s) and its text source."""
+    arch, paper_batch, tiny_batch, kind = METHODS[method]
+    return arch, backbone_folder(arch, tiny, root), tiny_batch if tiny else paper_batch, kind
+
+
+def method_precisions(args, methods: list[str], device: torch.device, root: Path):
+    """(method, architecture, backbone folder, batch, text source, precision) of each group of rows: every method
+    in turn with every ``--precisions`` value the device runs (TF32 exists on NVIDIA GPUs only)."""
+    for method in methods:
+        arch, folder, batch, kind = method_backbone(method, args.tiny, root)
+        for precision in args.precisions:
+            if precision != "tf32" or device.type == "cuda":
+                yield method, arch, folder, batch, kind, precision
 
 
 # where the texts are: the project's data folder (datamodules.download), or one flat folder (a GPU machine's
@@ -225,32 +243,26 @@ def run(args) -> list[dict]:
             rows += end_to_end(args, device, Path(tmp))
         if args.compile:
             rows += compiled_rows(args, device, Path(tmp))
-        for method in ([] if args.end_to_end == "only" or args.compile_only else args.methods):
-            arch, paper_batch, tiny_batch, kind = METHODS[method]
-            folder = backbone_folder(arch, args.tiny, Path(tmp))
-            batch = tiny_batch if args.tiny else paper_batch
-            params = None
-            variants = [("authors", 0, 0)] + [("ours", c, 0) for c in args.chunk_tokens] + \
-                       [("ours", args.chunk_tokens[-1], g) for g in args.grad_cache if g]
-            for precision in args.precisions:
-                if precision in ("tf32",) and device.type != "cuda":
-                    continue  # TF32 exists on NVIDIA GPUs only
-                for layout, chunk, grad_cache in variants:
-                    torch.manual_seed(0)
-                    module, data, tokens = build(method, folder, batch, kind, device, layout, chunk, grad_cache)
-                    params = params or matmul_parameters(module.encoder.backbone)
-                    result = measure(module, data, precision, device, args.steps, args.warmup)
-                    peak = card_peak(device, precision)
-                    flops = 6 * params * tokens / result["seconds"]
-                    rows.append({"method": method, "arch": arch, "batch": batch, "precision": precision,
-                                 "layout": layout, "chunk_tokens": chunk, "grad_cache_tokens": grad_cache,
-                                 "steps_per_s": 1 / result["seconds"], "tokens_per_s": tokens / result["seconds"],
-                                 "peak_gib": result["peak_gib"], "loss": result["loss"],
-                                 "mfu": flops / (peak * 1e12) if peak else None})
-                    print(f"bench_gpu: {rows[-1]}", file=sys.stderr, flush=True)
-                    del module, data
-                    if device.type == "cuda":
-                        torch.cuda.empty_cache()
+        variants = [("authors", 0, 0)] + [("ours", c, 0) for c in args.chunk_tokens] + \
+                   [("ours", args.chunk_tokens[-1], g) for g in args.grad_cache if g]
+        methods = [] if args.end_to_end == "only" or args.compile_only else args.methods
+        for method, arch, folder, batch, kind, precision in method_precisions(args, methods, device, Path(tmp)):
+            for layout, chunk, grad_cache in variants:
+                torch.manual_seed(0)
+                module, data, tokens = build(method, folder, batch, kind, device, layout, chunk, grad_cache)
+                params = matmul_parameters(module.encoder.backbone)
+                result = measure(module, data, precision, device, args.steps, args.warmup)
+                peak = card_peak(device, precision)
+                flops = 6 * params * tokens / result["seconds"]
+                rows.append({"method": method, "arch": arch, "batch": batch, "precision": precision,
+                             "layout": layout, "chunk_tokens": chunk, "grad_cache_tokens": grad_cache,
+                             "steps_per_s": 1 / result["seconds"], "tokens_per_s": tokens / result["seconds"],
+                             "peak_gib": result["peak_gib"], "loss": result["loss"],
+                             "mfu": flops / (peak * 1e12) if peak else None})
+                print(f"bench_gpu: {rows[-1]}", file=sys.stderr, flush=True)
+                del module, data
+                if device.type == "cuda":
+                    torch.cuda.empty_cache()
     return rows
 
 
@@ -313,43 +325,38 @@ def compiled_rows(args, device: torch.device, tmp: Path) -> list[dict]:
     """Eager and compiled steps (``--compile`` modes) over ``--distinct-batches`` batches, with and without
     bucketed lengths (``--bucket``), one padded encoder call a step."""
     rows = []
-    for method in [m for m in args.compile_methods if m in COMPILE_METHODS]:
-        arch, paper_batch, tiny_batch, kind = METHODS[method]
-        folder = backbone_folder(arch, args.tiny, tmp)
-        batch = tiny_batch if args.tiny else paper_batch
-        for precision in args.precisions:
-            if precision == "tf32" and device.type != "cuda":
-                continue
-            for bucket in args.bucket:
-                eager_s = None
-                for mode in ["eager", *(args.compile if bucket in args.compile_bucket else [])]:
-                    if mode == "reduce-overhead" and device.type != "cuda":
-                        print("bench_gpu: compile mode reduce-overhead (CUDA graphs) skipped: no CUDA device",
-                              file=sys.stderr, flush=True)
-                        continue
-                    torch.manual_seed(0)
-                    torch._dynamo.reset()  # each variant compiles afresh: its compile time is its own
-                    module, _, _ = build(method, folder, batch, kind, device, "ours", 0, 0, views=2)
-                    data = distinct_batches(module, kind, batch, args.distinct_batches, bucket, device)
-                    if mode != "eager":
-                        module.encoder.backbone.compile(dynamic=args.compile_dynamic, backend=args.compile_backend,
-                                                        mode=None if mode == "default" else mode)
-                    result = measure_cycle(module, data, precision, device, args.steps, args.warmup)
-                    widths = sorted({int(b[v]["input_ids"].shape[1]) for b in data for v in ("view1", "view2")})
-                    eager_s = result["steady_s"] if mode == "eager" else eager_s
-                    saved = eager_s - result["steady_s"] if eager_s else 0.0
-                    row = {"method": method, "arch": arch, "batch": batch, "precision": precision,
-                           "layout": "compiled", "mode": mode, "bucket": bucket, "widths": widths,
-                           "steps_per_s": 1 / result["steady_s"], "compile_s": result["compile_s"] if mode != "eager"
-                           else None, "vs_eager": eager_s / result["steady_s"] if eager_s else None,
-                           "break_even_steps": (result["compile_s"] / saved) if mode != "eager" and saved > 0
-                           else None, "chunk_tokens": 0, "grad_cache_tokens": 0, "peak_gib": None, "loss": None,
-                           "mfu": None}
-                    rows.append(row)
-                    print(f"bench_gpu: {row}", file=sys.stderr, flush=True)
-                    del module, data
-                    if device.type == "cuda":
-                        torch.cuda.empty_cache()
+    methods = [m for m in args.compile_methods if m in COMPILE_METHODS]
+    for method, arch, folder, batch, kind, precision in method_precisions(args, methods, device, tmp):
+        for bucket in args.bucket:
+            eager_s = None
+            for mode in ["eager", *(args.compile if bucket in args.compile_bucket else [])]:
+                if mode == "reduce-overhead" and device.type != "cuda":
+                    print("bench_gpu: compile mode reduce-overhead (CUDA graphs) skipped: no CUDA device",
+                          file=sys.stderr, flush=True)
+                    continue
+                torch.manual_seed(0)
+                torch._dynamo.reset()  # each variant compiles afresh: its compile time is its own
+                module, _, _ = build(method, folder, batch, kind, device, "ours", 0, 0, views=2)
+                data = distinct_batches(module, kind, batch, args.distinct_batches, bucket, device)
+                if mode != "eager":
+                    module.encoder.backbone.compile(dynamic=args.compile_dynamic, backend=args.compile_backend,
+                                                    mode=None if mode == "default" else mode)
+                result = measure_cycle(module, data, precision, device, args.steps, args.warmup)
+                widths = sorted({int(b[v]["input_ids"].shape[1]) for b in data for v in ("view1", "view2")})
+                eager_s = result["steady_s"] if mode == "eager" else eager_s
+                saved = eager_s - result["steady_s"] if eager_s else 0.0
+                row = {"method": method, "arch": arch, "batch": batch, "precision": precision,
+                       "layout": "compiled", "mode": mode, "bucket": bucket, "widths": widths,
+                       "steps_per_s": 1 / result["steady_s"], "compile_s": result["compile_s"] if mode != "eager"
+                       else None, "vs_eager": eager_s / result["steady_s"] if eager_s else None,
+                       "break_even_steps": (result["compile_s"] / saved) if mode != "eager" and saved > 0
+                       else None, "chunk_tokens": 0, "grad_cache_tokens": 0, "peak_gib": None, "loss": None,
+                       "mfu": None}
+                rows.append(row)
+                print(f"bench_gpu: {row}", file=sys.stderr, flush=True)
+                del module, data
+                if device.type == "cuda":
+                    torch.cuda.empty_cache()
     return rows
 
 
@@ -399,11 +406,32 @@ def run_overrides(method: str, folder: Path, batch: int, precision: str, device:
     ]
 
 
+def run_config(overrides: list[str]):
+    """``run.py``'s config with these overrides (composed by Hydra)."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        return compose(config_name="config", overrides=overrides)
+
+
+@contextlib.contextmanager
+def first_callbacks(*callbacks):
+    """Within: ``run.train`` puts these callbacks before the config's."""
+    import run as run_py
+
+    build_callbacks = run_py.instantiate_callbacks
+    run_py.instantiate_callbacks = lambda c: [*callbacks] + build_callbacks(c)
+    try:
+        yield
+    finally:
+        run_py.instantiate_callbacks = build_callbacks
+
+
 def timed_run(overrides: list[str], device: torch.device) -> tuple[float, float]:
     """Seconds of one ``run.train``: its training loop, from the first step's start to the end of training, and
     its start-up, from the call to the first step (data, model, e.g. the KMeans before the first step)."""
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
     from lightning.pytorch.callbacks import Callback
 
     import run as run_py
@@ -420,16 +448,10 @@ def timed_run(overrides: list[str], device: torch.device) -> tuple[float, float]
                 torch.cuda.synchronize(device)
             marks["end"] = time.perf_counter()
 
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=overrides)
-    build_callbacks = run_py.instantiate_callbacks
-    run_py.instantiate_callbacks = lambda c: [LoopTimer()] + build_callbacks(c)
-    try:
+    cfg = run_config(overrides)
+    with first_callbacks(LoopTimer()):
         marks["start"] = time.perf_counter()
         run_py.train(cfg)
-    finally:
-        run_py.instantiate_callbacks = build_callbacks
     return marks["end"] - marks["first"], marks["first"] - marks["start"]
 
 
@@ -441,74 +463,63 @@ def end_to_end(args, device: torch.device, tmp: Path) -> list[dict]:
     data_dir = data_file("short").parent.resolve()
     variants = [()] + [tuple(v.split()) for v in args.e2e_variants]  # the defaults first, then each variant
     rows = []
-    for method in [m for m in args.e2e_methods if m in E2E_METHODS]:
-        arch, paper_batch, tiny_batch, kind = METHODS[method]
-        folder = backbone_folder(arch, args.tiny, tmp)
-        batch = tiny_batch if args.tiny else paper_batch
-        for precision in args.precisions:
-            if precision == "tf32" and device.type != "cuda":
-                continue
-            chunk = args.chunk_tokens[-1] if args.e2e_chunk is None else args.e2e_chunk
-            torch.manual_seed(0)
-            module, data, tokens = build(method, folder, batch, kind, device, "ours", chunk, 0, views=2)
-            params = matmul_parameters(module.encoder.backbone)
-            raw = measure(module, data, precision, device, args.steps, args.warmup)
-            del module, data
-            # the variants' runs alternate, repeat by repeat, so that a drift of the machine hits them alike
-            seconds = {variant: [] for variant in variants}
-            start_ups = {variant: [] for variant in variants}
-            for repeat in range(args.e2e_repeats):
-                for index, variant in enumerate(variants):
-                    pair = []
-                    for steps in (short, long):
-                        out = tmp / f"e2e_{method}_{precision}_{index}_{steps}_{repeat}"
-                        overrides = run_overrides(method, folder, batch, precision, device, chunk, steps, data_dir,
-                                                  out) + list(variant)
-                        loop, start_up = timed_run(overrides, device)
-                        pair.append(loop)
-                        start_ups[variant].append(start_up)
-                    seconds[variant].append((pair[1] - pair[0]) / (long - short))
-            peak = card_peak(device, precision)
-            for variant in variants:
-                per_step = sorted(seconds[variant])[len(seconds[variant]) // 2]
-                flops = 6 * params * tokens / per_step
-                row = {"method": method, "arch": arch, "batch": batch, "precision": precision,
-                       "layout": "end-to-end", "views": 2, "chunk_tokens": chunk, "grad_cache_tokens": 0,
-                       "steps_per_s": 1 / per_step, "tokens_per_s": tokens / per_step, "peak_gib": None,
-                       "loss": raw["loss"], "mfu": flops / (peak * 1e12) if peak else None,
-                       "raw_steps_per_s": 1 / raw["seconds"], "overhead_ms": 1000 * (per_step - raw["seconds"]),
-                       "start_up_s": sorted(start_ups[variant])[len(start_ups[variant]) // 2],
-                       "settings": " ".join(variant)}
-                rows.append(row)
-                print(f"bench_gpu: {row}", file=sys.stderr, flush=True)
+    methods = [m for m in args.e2e_methods if m in E2E_METHODS]
+    for method, arch, folder, batch, kind, precision in method_precisions(args, methods, device, tmp):
+        chunk = args.chunk_tokens[-1] if args.e2e_chunk is None else args.e2e_chunk
+        torch.manual_seed(0)
+        module, data, tokens = build(method, folder, batch, kind, device, "ours", chunk, 0, views=2)
+        params = matmul_parameters(module.encoder.backbone)
+        raw = measure(module, data, precision, device, args.steps, args.warmup)
+        del module, data
+        # the variants' runs alternate, repeat by repeat, so that a drift of the machine hits them alike
+        seconds = {variant: [] for variant in variants}
+        start_ups = {variant: [] for variant in variants}
+        for repeat in range(args.e2e_repeats):
+            for index, variant in enumerate(variants):
+                pair = []
+                for steps in (short, long):
+                    out = tmp / f"e2e_{method}_{precision}_{index}_{steps}_{repeat}"
+                    overrides = run_overrides(method, folder, batch, precision, device, chunk, steps, data_dir,
+                                              out) + list(variant)
+                    loop, start_up = timed_run(overrides, device)
+                    pair.append(loop)
+                    start_ups[variant].append(start_up)
+                seconds[variant].append((pair[1] - pair[0]) / (long - short))
+        peak = card_peak(device, precision)
+        for variant in variants:
+            per_step = sorted(seconds[variant])[len(seconds[variant]) // 2]
+            flops = 6 * params * tokens / per_step
+            row = {"method": method, "arch": arch, "batch": batch, "precision": precision,
+                   "layout": "end-to-end", "views": 2, "chunk_tokens": chunk, "grad_cache_tokens": 0,
+                   "steps_per_s": 1 / per_step, "tokens_per_s": tokens / per_step, "peak_gib": None,
+                   "loss": raw["loss"], "mfu": flops / (peak * 1e12) if peak else None,
+                   "raw_steps_per_s": 1 / raw["seconds"], "overhead_ms": 1000 * (per_step - raw["seconds"]),
+                   "start_up_s": sorted(start_ups[variant])[len(start_ups[variant]) // 2],
+                   "settings": " ".join(variant)}
+            rows.append(row)
+            print(f"bench_gpu: {row}", file=sys.stderr, flush=True)
     return rows
 
 
-def count_syncs(args, device: torch.device, tmp: Path, steps: int = 12) -> dict:
-    """Host syncs CUDA reports (``torch.cuda.set_sync_debug_mode("warn")``) in ``steps`` SCCL steps of
-    ``Trainer.fit`` in bf16, none of them a logging step after the first two; per step and by source line."""
-    if device.type != "cuda":
-        print("count-syncs: no CUDA device, nothing to count")
-        return {}
-    import collections
+def host_syncs(overrides: list[str], device: torch.device, steps: int) -> tuple[list[int], collections.Counter]:
+    """The host syncs CUDA reports (``torch.cuda.set_sync_debug_mode("warn")``) in one ``run.train`` of ``steps``
+    steps, by source line, summed over its quiet steps: neither the first two nor the last, none of them a logging
+    step (the run logs after its last step only); (those steps, the counts)."""
     import warnings
 
     from lightning.pytorch.callbacks import Callback
 
     import run as run_py
 
-    arch, paper_batch, tiny_batch, _ = METHODS["sccl"]
-    folder = backbone_folder(arch, args.tiny, tmp)
-    overrides = run_overrides("sccl", folder, tiny_batch if args.tiny else paper_batch, "bf16", device, 0, steps,
-                              data_file("short").parent.resolve(), tmp / "syncs")
-    overrides = [o for o in overrides if not o.startswith("trainer.log_every_n_steps")]
-    overrides.append(f"trainer.log_every_n_steps={steps + 10}")
     state = {"step": None}
     seen = collections.defaultdict(collections.Counter)
 
     class Steps(Callback):
         def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
             state["step"] = trainer.global_step
+
+        def on_train_epoch_end(self, trainer, pl_module):
+            state["step"] = None  # what runs once an epoch (AECL's pseudo-labels) is no step's
 
         def on_train_end(self, trainer, pl_module):
             state["step"] = None
@@ -517,23 +528,35 @@ def count_syncs(args, device: torch.device, tmp: Path, steps: int = 12) -> dict:
         if state["step"] is not None and "synchroniz" in str(message):
             seen[state["step"]][f"{Path(filename).name}:{lineno}"] += 1
 
-    build_callbacks = run_py.instantiate_callbacks
-    run_py.instantiate_callbacks = lambda c: [Steps()] + build_callbacks(c)
+    overrides = [o for o in overrides if not o.startswith("trainer.log_every_n_steps")]
+    cfg = run_config(overrides + [f"trainer.log_every_n_steps={steps + 10}"])
     shown = warnings.showwarning
     try:
-        with warnings.catch_warnings():
+        with first_callbacks(Steps()), warnings.catch_warnings():
             warnings.simplefilter("always")
             warnings.showwarning = record
             torch.cuda.set_sync_debug_mode("warn")
-            timed_run(overrides, device)
+            run_py.train(cfg)
     finally:
         torch.cuda.set_sync_debug_mode("default")
         warnings.showwarning = shown
-        run_py.instantiate_callbacks = build_callbacks
-    quiet = [s for s in range(2, steps - 1)]  # after the first steps, before the last (a logging step)
+    quiet = list(range(2, steps - 1))
     total = collections.Counter()
     for step in quiet:
         total.update(seen.get(step, {}))
+    return quiet, total
+
+
+def count_syncs(args, device: torch.device, tmp: Path, steps: int = 12) -> dict:
+    """Host syncs CUDA reports in ``steps`` SCCL steps of ``Trainer.fit`` in bf16 (``host_syncs``), none of them
+    a logging step after the first two; per step and by source line."""
+    if device.type != "cuda":
+        print("count-syncs: no CUDA device, nothing to count")
+        return {}
+    _, folder, batch, _ = method_backbone("sccl", args.tiny, tmp)
+    overrides = run_overrides("sccl", folder, batch, "bf16", device, 0, steps, data_file("short").parent.resolve(),
+                              tmp / "syncs")
+    quiet, total = host_syncs(overrides, device, steps)
     per_step = sum(total.values()) / max(1, len(quiet))
     print(f"count-syncs: {per_step:.1f} syncs a step in steps {quiet[0]}-{quiet[-1]} (no logging step); "
           f"sources: {dict(total.most_common(8))}")

@@ -41,7 +41,6 @@ import json
 import sys
 import tempfile
 import time
-import warnings
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -169,8 +168,6 @@ def profiled_run(overrides: list[str], device: torch.device, warmup: int, timed:
                  trace_path: Path | None) -> dict:
     """One ``run.train`` with ``warmup + timed + trace_steps`` steps: exclusive times over the timed window, then a
     ``torch.profiler`` trace of ``trace_steps`` steps (written to ``trace_path``) and the GPU's busy time there."""
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
     from lightning.pytorch.callbacks import Callback
 
     import run as run_py
@@ -211,16 +208,9 @@ def profiled_run(overrides: list[str], device: torch.device, warmup: int, timed:
                 marks["profiler"].__exit__(None, None, None)
             marks.setdefault("timed_end", time.perf_counter())
 
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=overrides)
-    build = run_py.instantiate_callbacks
-    run_py.instantiate_callbacks = lambda c: [Window()] + build(c)
-    try:
-        with timed_calls(timer):
-            run_py.train(cfg)
-    finally:
-        run_py.instantiate_callbacks = build
+    cfg = GPU.run_config(overrides)
+    with GPU.first_callbacks(Window()), timed_calls(timer):
+        run_py.train(cfg)
     wall = marks["timed_end"] - marks["timed_start"]
     per_category = collections.Counter()
     for action, seconds in timer.exclusive.items():
@@ -271,9 +261,7 @@ def sync_runs(args, device: torch.device, tmp: Path) -> dict[str, list[str]]:
         "aecl, stage 2": ("aecl", ["method.e1=0", "method.e2=1000"]),
         "aecl, stage 3": ("aecl", ["method.e1=0", "method.e2=0"]),
     }.items():
-        arch, paper_batch, tiny_batch, _ = GPU.METHODS[method]
-        folder = GPU.backbone_folder(arch, args.tiny, tmp)
-        batch = tiny_batch if args.tiny else paper_batch
+        _, folder, batch, _ = GPU.method_backbone(method, args.tiny, tmp)
         overrides = GPU.run_overrides(method, folder, batch, "bf16", device, 0, args.sync_steps,
                                       GPU.data_file("short").parent.resolve(), tmp / f"syncs_{len(runs)}")
         overrides = [o for o in overrides if not o.startswith(("method.e1=", "trainer.log_every_n_steps"))]
@@ -285,9 +273,7 @@ def sync_runs(args, device: torch.device, tmp: Path) -> dict[str, list[str]]:
               f"trainer.max_steps={args.sync_steps}", f"++trainer.precision={GPU.TRAINER['bf16'][1]}",
               f"trainer={'gpu' if device.type == 'cuda' else 'cpu'}"]
     for method, arch_key in (("simcse", "clusterns"), ("clusterns", "clusterns"), ("pairsupcon", "pairsupcon")):
-        arch, paper_batch, tiny_batch, _ = GPU.METHODS[arch_key]
-        folder = GPU.backbone_folder(arch, args.tiny, tmp)
-        batch = tiny_batch if args.tiny else paper_batch
+        _, folder, batch, _ = GPU.method_backbone(arch_key, args.tiny, tmp)
         if method == "pairsupcon":
             nli = GPU.data_file("nli")
             data = ["dataset=nli", f"data_dir={nli.parent}", f"dataset.file={nli.name}", "~method.callbacks.sts_eval",
@@ -303,53 +289,9 @@ def sync_runs(args, device: torch.device, tmp: Path) -> dict[str, list[str]]:
 
 
 def count_syncs(overrides: list[str], device: torch.device, steps: int) -> dict:
-    """Syncs CUDA reports per step in the steps that neither log nor are the first two or the last; by source."""
-    from lightning.pytorch.callbacks import Callback
-
-    import run as run_py
-
-    state = {"step": None}
-    seen = collections.defaultdict(collections.Counter)
-
-    class Steps(Callback):
-        def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
-            state["step"] = trainer.global_step
-
-        def on_train_epoch_end(self, trainer, pl_module):
-            state["step"] = None  # what runs once an epoch (AECL's pseudo-labels) is no step's
-
-        def on_train_end(self, trainer, pl_module):
-            state["step"] = None
-
-    def record(message, category, filename, lineno, file=None, line=None):
-        if state["step"] is not None and "synchroniz" in str(message):
-            seen[state["step"]][f"{Path(filename).name}:{lineno}"] += 1
-
-    overrides = [o for o in overrides if not o.startswith("trainer.log_every_n_steps")]
-    overrides.append(f"trainer.log_every_n_steps={steps + 10}")  # no logging step but the last
-    build = run_py.instantiate_callbacks
-    run_py.instantiate_callbacks = lambda c: [Steps()] + build(c)
-    shown = warnings.showwarning
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=overrides)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("always")
-            warnings.showwarning = record
-            torch.cuda.set_sync_debug_mode("warn")
-            run_py.train(cfg)
-    finally:
-        torch.cuda.set_sync_debug_mode("default")
-        warnings.showwarning = shown
-        run_py.instantiate_callbacks = build
-    quiet = list(range(2, steps - 1))
-    total = collections.Counter()
-    for step in quiet:
-        total.update(seen.get(step, {}))
+    """Syncs CUDA reports per step in the steps that neither log nor are the first two or the last; by source
+    (scripts/bench/gpu.py's ``host_syncs``)."""
+    quiet, total = GPU.host_syncs(overrides, device, steps)
     return {"steps": f"{quiet[0]}-{quiet[-1]}", "per_step": sum(total.values()) / max(1, len(quiet)),
             "sources": dict(total.most_common(8))}
 
@@ -429,9 +371,7 @@ def main(argv=None) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         for method in [] if args.no_profile else methods:
-            arch, paper_batch, tiny_batch, kind = GPU.METHODS[method]
-            folder = GPU.backbone_folder(arch, args.tiny, tmp)
-            batch = tiny_batch if args.tiny else paper_batch
+            arch, folder, batch, kind = GPU.method_backbone(method, args.tiny, tmp)
             overrides = GPU.run_overrides(method, folder, batch, args.precision, device, args.chunk,
                                           warmup + steps + trace_steps, GPU.data_file("short").parent.resolve(),
                                           tmp / f"run_{method}")
