@@ -140,9 +140,9 @@ def widen(bundle: Path) -> bool:
     return True
 
 
-def export_sccl(snapshot: Path, dest: Path) -> list[str]:
-    """The SCCL authors' training files (scripts/studies/authors_sccl.py's list) from a git dir or a checkout."""
-    names = _their_files()
+def copy_snapshot(snapshot: Path, names, dest: Path, missing: str, edit=lambda text: text) -> None:
+    """``names`` from ``snapshot``, a git dir (``git show HEAD:<name>``) or a checkout, written under ``dest`` as
+    ``edit`` makes them; a name it lacks ends the script: ``error: <snapshot> has no <name>: <missing>``."""
     for name in names:
         if (snapshot / name).is_file():
             text = (snapshot / name).read_text()
@@ -150,11 +150,17 @@ def export_sccl(snapshot: Path, dest: Path) -> list[str]:
             done = subprocess.run(["git", "--git-dir", str(snapshot), "show", f"HEAD:{name}"], capture_output=True,
                                   text=True)
             if done.returncode != 0:
-                raise SystemExit(f"error: {snapshot} has no {name}: give --sccl-snapshot a `git clone --bare` of "
-                                 "amazon-science/sccl (or a checkout of it)")
+                raise SystemExit(f"error: {snapshot} has no {name}: {missing}")
             text = done.stdout
         (dest / name).parent.mkdir(parents=True, exist_ok=True)
-        (dest / name).write_text(text)
+        (dest / name).write_text(edit(text))
+
+
+def export_sccl(snapshot: Path, dest: Path) -> list[str]:
+    """The SCCL authors' training files (scripts/studies/authors_sccl.py's list) from a git dir or a checkout."""
+    names = _their_files()
+    copy_snapshot(snapshot, names, dest, "give --sccl-snapshot a `git clone --bare` of amazon-science/sccl (or a "
+                  "checkout of it)")
     return list(names)
 
 

@@ -36,7 +36,6 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import subprocess
 import sys
 import tempfile
 import time
@@ -49,6 +48,8 @@ import torch
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from scripts.bench.gpu_bundle import copy_snapshot  # noqa: E402
+
 # the files their training imports (main.py's run(), without main.py itself)
 THEIR_FILES = ("training.py", "models/Transformers.py", "learner/cluster_utils.py", "learner/contrastive_utils.py",
                "utils/__init__.py", "utils/kmeans.py", "utils/logger.py", "utils/metric.py", "utils/optimizer.py",
@@ -57,19 +58,9 @@ THEIR_FILES = ("training.py", "models/Transformers.py", "learner/cluster_utils.p
 
 def export_snapshot(snapshot: Path, dest: Path, device: str) -> None:
     """Their files from a git dir (``git show HEAD:<file>``) or a folder, with ``.cuda()`` as ``.to(device)``."""
-    for name in THEIR_FILES:
-        if (snapshot / name).is_file():
-            text = (snapshot / name).read_text()
-        else:
-            done = subprocess.run(["git", "--git-dir", str(snapshot), "show", f"HEAD:{name}"], capture_output=True,
-                                  text=True)
-            if done.returncode != 0:
-                raise SystemExit(f"error: {snapshot} has no {name}: give --snapshot a snapshot of amazon-science/sccl "
-                                 "(a `git clone --bare` of it, a checkout, or the bundle's .gpu/official/sccl)")
-            text = done.stdout
-        text = text.replace(".cuda()", f".to({device!r})")
-        (dest / name).parent.mkdir(parents=True, exist_ok=True)
-        (dest / name).write_text(text)
+    copy_snapshot(snapshot, THEIR_FILES, dest, "give --snapshot a snapshot of amazon-science/sccl (a `git clone "
+                  "--bare` of it, a checkout, or the bundle's .gpu/official/sccl)",
+                  edit=lambda text: text.replace(".cuda()", f".to({device!r})"))
 
 
 class Scalars:
