@@ -145,7 +145,8 @@ def authors_rows(path: Path) -> list[dict] | None:
     return rows if len(rows) == EPOCHS else None
 
 
-def _mean_std(values: list[float]) -> str:
+def mean_std(values: list[float]) -> str:
+    """A table cell: the mean ± sample std of ``values`` to two decimals (one value alone, ``-`` for none)."""
     if not values:
         return "-"
     if len(values) == 1:
@@ -169,10 +170,10 @@ def table(out: Path, seeds: list[int], data: Path | None = None) -> str:
             return [row[key] for rows in runs.values() for row in rows
                     if row["epoch"] == epoch and row.get(key) is not None]
 
-        lines.append(f"| {epoch} ({epoch * BATCHES}) | {stage} | {_mean_std(column(theirs, 'head_acc'))} "
-                     f"| {_mean_std(column(ours, 'head_acc'))} | {_mean_std(column(theirs, 'kmeans_acc'))} "
-                     f"| {_mean_std(column(ours, 'kmeans_acc'))} | {_mean_std(column(theirs, 'confident_share'))} "
-                     f"| {_mean_std(column(ours, 'confident_share'))} |")
+        lines.append(f"| {epoch} ({epoch * BATCHES}) | {stage} | {mean_std(column(theirs, 'head_acc'))} "
+                     f"| {mean_std(column(ours, 'head_acc'))} | {mean_std(column(theirs, 'kmeans_acc'))} "
+                     f"| {mean_std(column(ours, 'kmeans_acc'))} | {mean_std(column(theirs, 'confident_share'))} "
+                     f"| {mean_std(column(ours, 'confident_share'))} |")
     # each run's head ACC at the end of each stage (epochs E1 + 1, E1 + 1 + E2 and the last)
     ends = (E1 + 1, E1 + 1 + E2, EPOCHS)
     lines += ["", "| code | seed | end of stage 1 | end of stage 2 | end of stage 3 | stage 3 change |",

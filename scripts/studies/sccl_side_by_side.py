@@ -40,6 +40,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 import run_folder  # noqa: E402
+from scripts.studies.aecl_side_by_side import mean_std  # noqa: E402
 
 CONTEXTUAL = "searchsnippets_trans_subst_20.csv"  # the authors' views (text, text1, text2)
 EDA = "searchsnippets.csv"  # the AECL authors' file (label, text0, text1)
@@ -114,14 +115,6 @@ def authors_history(path: Path) -> dict | None:
     return {"steps": steps, "own": own, "seconds": data.get("total_seconds")}
 
 
-def _cell(values: list[float]) -> str:
-    if not values:
-        return "-"
-    if len(values) == 1:
-        return f"{values[0]:.2f}"
-    return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f}"
-
-
 def _inside(values: list[float], reference: list[float]) -> str:
     """Whether the mean of ``values`` lies within the seeds' range of ``reference`` (min to max)."""
     if not values or len(reference) < 2:
@@ -146,8 +139,8 @@ def table(out: Path, seeds: list[int], precisions: list[str]) -> str:
              "| step | " + " | ".join(f"{name} ACC" for name in sides) + " | "
              + " | ".join(f"{name} NMI" for name in sides) + " |", "|---" * (1 + 2 * len(sides)) + "|"]
     for step in steps:
-        acc = [_cell([h["steps"][step][0] for h in runs.values() if step in h["steps"]]) for runs in sides.values()]
-        nmi = [_cell([h["steps"][step][1] for h in runs.values() if step in h["steps"]]) for runs in sides.values()]
+        acc = [mean_std([h["steps"][step][0] for h in runs.values() if step in h["steps"]]) for runs in sides.values()]
+        nmi = [mean_std([h["steps"][step][1] for h in runs.values() if step in h["steps"]]) for runs in sides.values()]
         lines.append(f"| {step} | " + " | ".join(acc) + " | " + " | ".join(nmi) + " |")
 
     def final(runs: dict, key: str = "steps", index: int = 0) -> list[float]:
@@ -162,12 +155,12 @@ def table(out: Path, seeds: list[int], precisions: list[str]) -> str:
         reference = authors if name == "ours fp32" else ours_fp32 if name.startswith("ours") else {}
         walls = sorted(h["seconds"] for h in runs.values() if h.get("seconds"))
         wall = f"{walls[len(walls) // 2] / 60:.1f}" if walls else "-"
-        lines.append(f"| {name} | {len(runs)} | {_cell(final(runs))} | {_cell(final(runs, index=1))} | "
+        lines.append(f"| {name} | {len(runs)} | {mean_std(final(runs))} | {mean_std(final(runs, index=1))} | "
                      f"{_inside(final(runs), final(reference)) if reference else '-'} | "
                      f"{_inside(final(runs, index=1), final(reference, index=1)) if reference else '-'} | {wall} |")
     if authors:
         lines += ["", f"The authors' own KMeans (scikit-learn, random_state = seed) at the end: ACC "
-                  f"{_cell(final(authors, 'own'))}, NMI {_cell(final(authors, 'own', 1))}."]
+                  f"{mean_std(final(authors, 'own'))}, NMI {mean_std(final(authors, 'own', 1))}."]
     packing_record = out / "packing.json"
     if packing_record.is_file():
         record = json.loads(packing_record.read_text())
