@@ -317,14 +317,21 @@ def grid_scores(X, y, n_classes, folds, grid, settings, seed, n_jobs: int = 1) -
     return [_pct(row.mean()) for row in accuracies]
 
 
+def _refit(X_train, y_train, n_classes, l2, settings, seed) -> LinearProbe:
+    """The chosen decay's classifier on all the training rows, ``VALIDATION_SPLIT`` of them held out at random
+    for early stopping (the k-fold schemes' final fit)."""
+    probe = LinearProbe(X_train.shape[1], n_classes, l2, settings, seed)
+    probe.fit(X_train, y_train, validation_split=VALIDATION_SPLIT)
+    return probe
+
+
 def _outer_fold(X, y, train, held, n_classes, settings, seed, grid) -> tuple[float, float, float]:
     """One outer fold of ``inner_kfold_eval``: (test accuracy %, best inner CV score, chosen decay)."""
     X_train, y_train = X[train], y[train]
     inner = stratified_folds(y_train, settings.kfold, FOLD_SEED)
     scores = grid_scores(X_train, y_train, n_classes, inner, grid, settings, seed)
     best = int(np.argmax(scores))  # first best: the weakest decay among ties
-    probe = LinearProbe(X.shape[1], n_classes, grid[best], settings, seed)
-    probe.fit(X_train, y_train, validation_split=VALIDATION_SPLIT)
+    probe = _refit(X_train, y_train, n_classes, grid[best], settings, seed)
     return _pct(probe.score(X[held], y[held])), scores[best], grid[best]
 
 
@@ -351,6 +358,18 @@ def inner_kfold_eval(
     }
 
 
+def _test_result(scores: list[float], grid, best: int, pred: np.ndarray, y_test) -> dict:
+    """A scheme with a test set: the decay ``grid[best]`` chosen on ``scores`` (one per decay), the test accuracy
+    of its classifier's predictions ``pred`` [n_test]."""
+    return {
+        "acc": _pct(np.mean(pred == np.asarray(y_test))),
+        "devacc": scores[best],
+        "l2": grid[best],
+        "l2_scores": dict(zip(map(float, grid), scores)),
+        "pred": pred,
+    }
+
+
 def kfold_test_eval(
     X_train: np.ndarray,
     y_train: np.ndarray,
@@ -367,16 +386,8 @@ def kfold_test_eval(
     scores = grid_scores(X_train, y_train, n_classes, folds, grid, settings, seed, n_jobs)
     best = int(np.argmax(scores))
     with torch_threads(1):
-        probe = LinearProbe(X_train.shape[1], n_classes, grid[best], settings, seed)
-        probe.fit(X_train, y_train, validation_split=VALIDATION_SPLIT)
-        pred = probe.predict(X_test)
-    return {
-        "acc": _pct(np.mean(pred == np.asarray(y_test))),
-        "devacc": scores[best],
-        "l2": grid[best],
-        "l2_scores": dict(zip(map(float, grid), scores)),
-        "pred": pred,
-    }
+        pred = _refit(X_train, y_train, n_classes, grid[best], settings, seed).predict(X_test)
+    return _test_result(scores, grid, best, pred, y_test)
 
 
 def _split_fit(X, y, n_classes, l2, settings, seed) -> tuple[float, np.ndarray]:
@@ -398,11 +409,4 @@ def split_eval(
     results = _in_parallel(_split_fit, [(X, y, n_classes, l2, settings, seed) for l2 in grid], n_jobs)
     scores = [dev for dev, _ in results]
     best = int(np.argmax(scores))
-    pred = results[best][1]
-    return {
-        "acc": _pct(np.mean(pred == np.asarray(y["test"]))),
-        "devacc": scores[best],
-        "l2": grid[best],
-        "l2_scores": dict(zip(map(float, grid), scores)),
-        "pred": pred,
-    }
+    return _test_result(scores, grid, best, results[best][1], y["test"])

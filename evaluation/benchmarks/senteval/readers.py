@@ -120,53 +120,43 @@ def _header_columns(path: Path, lines: list[str], needed: tuple[str, ...]) -> tu
     return len(header), [header.index(c) for c in needed]
 
 
+def _read_pairs(path: Path, encoding: str, needed: tuple[str, ...], label_at: int, labels: tuple[str, ...],
+                rule: str) -> Split:
+    """A tab-separated file of sentence pairs with a header: ``needed`` names the columns of the first sentence,
+    the second and (at ``label_at``) the label, whose value must be one of ``labels`` (its position there is the
+    label); a line that is not so names ``rule``."""
+    lines = _lines(path, encoding)
+    width, positions = _header_columns(path, lines, needed)
+    il = positions.pop(label_at)
+    ia, ib = positions
+    a, b, ids = [], [], []
+    for line_no, line in enumerate(lines[1:], start=2):
+        if not line.strip():
+            continue
+        fields = line.split("\t")
+        if len(fields) < width or fields[il] not in labels:
+            raise TransferDataError(f"{path} line {line_no}: expected {width} tab-separated fields with {rule}.")
+        a.append(_clean(fields[ia]))
+        b.append(_clean(fields[ib]))
+        ids.append(labels.index(fields[il]))
+    return Split(a, np.asarray(ids, dtype=np.int64), b)
+
+
 def read_mrpc(folder: Path) -> dict[str, Split]:
     """Tab-separated with a header (Quality, #1 ID, #2 ID, #1 String, #2 String); BOM allowed."""
-    out = {}
-    for split in ("train", "test"):
-        path = folder / f"msr_paraphrase_{split}.txt"
-        lines = _lines(path, "utf-8-sig")
-        width, (iq, ia, ib) = _header_columns(path, lines, ("Quality", "#1 String", "#2 String"))
-        a, b, labels = [], [], []
-        for line_no, line in enumerate(lines[1:], start=2):
-            if not line.strip():
-                continue
-            fields = line.split("\t")
-            if len(fields) < width or fields[iq] not in ("0", "1"):
-                raise TransferDataError(
-                    f"{path} line {line_no}: expected {width} tab-separated fields with Quality 0|1."
-                )
-            a.append(_clean(fields[ia]))
-            b.append(_clean(fields[ib]))
-            labels.append(int(fields[iq]))
-        out[split] = Split(a, np.asarray(labels, dtype=np.int64), b)
-    return out
+    return {split: _read_pairs(folder / f"msr_paraphrase_{split}.txt", "utf-8-sig",
+                               ("Quality", "#1 String", "#2 String"), 0, ("0", "1"), "Quality 0|1")
+            for split in ("train", "test")}
 
 
 def read_sick_entailment(folder: Path) -> dict[str, Split]:
     """SICK-E: tab-separated with a header (pair_ID, sentence_A, sentence_B, relatedness_score,
     entailment_judgment); train ``SICK_train.txt``, dev ``SICK_trial.txt``, test
     ``SICK_test_annotated.txt``; labels as SentEval: CONTRADICTION 0, NEUTRAL 1, ENTAILMENT 2."""
-    out = {}
-    for split, name in (("train", "SICK_train.txt"), ("dev", "SICK_trial.txt"), ("test", "SICK_test_annotated.txt")):
-        path = folder / name
-        lines = _lines(path, "utf-8")
-        width, (ia, ib, il) = _header_columns(path, lines, ("sentence_A", "sentence_B", "entailment_judgment"))
-        a, b, labels = [], [], []
-        for line_no, line in enumerate(lines[1:], start=2):
-            if not line.strip():
-                continue
-            fields = line.split("\t")
-            if len(fields) < width or fields[il] not in SICK_LABELS:
-                raise TransferDataError(
-                    f"{path} line {line_no}: expected {width} tab-separated fields with "
-                    f"entailment_judgment in {SICK_LABELS}."
-                )
-            a.append(_clean(fields[ia]))
-            b.append(_clean(fields[ib]))
-            labels.append(SICK_LABELS.index(fields[il]))
-        out[split] = Split(a, np.asarray(labels, dtype=np.int64), b)
-    return out
+    return {split: _read_pairs(folder / name, "utf-8", ("sentence_A", "sentence_B", "entailment_judgment"), 2,
+                               SICK_LABELS, f"entailment_judgment in {SICK_LABELS}")
+            for split, name in (("train", "SICK_train.txt"), ("dev", "SICK_trial.txt"),
+                                ("test", "SICK_test_annotated.txt"))}
 
 
 def senteval_order(split: Split) -> Split:
