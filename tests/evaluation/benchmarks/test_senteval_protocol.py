@@ -38,29 +38,20 @@ def shared_noise(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 # -- settings ------------------------------------------------------------------------------------
+# SentEval README: prototyping {kfold 5; nhid 0, rmsprop, batch 128, tenacity 3, epoch_size 2},
+# default {kfold 10; nhid 0, adam, batch 64, tenacity 5, epoch_size 4}; MLP's max_epoch 200, dropout 0
+README_KFOLD = {"default": 10, "prototyping": 5}
+README_CLASSIFIER = {  # SentEval's params.classifier
+    "default": {"optim": "adam", "batch_size": 64, "tenacity": 5, "epoch_size": 4, "max_epoch": 200, "nhid": 0,
+                "dropout": 0.0},
+    "prototyping": {"optim": "rmsprop", "batch_size": 128, "tenacity": 3, "epoch_size": 2, "max_epoch": 200,
+                    "nhid": 0, "dropout": 0.0},
+}
+
+
 def test_settings_are_sentevals_documented_configurations():
-    # SentEval README: prototyping {kfold 5; nhid 0, rmsprop, batch 128, tenacity 3, epoch_size 2},
-    # default {kfold 10; nhid 0, adam, batch 64, tenacity 5, epoch_size 4}; MLP's max_epoch 200, dropout 0
-    assert sc.SETTINGS["default"].as_dict() == {
-        "kfold": 10,
-        "optim": "adam",
-        "batch_size": 64,
-        "tenacity": 5,
-        "epoch_size": 4,
-        "max_epoch": 200,
-        "nhid": 0,
-        "dropout": 0.0,
-    }
-    assert sc.SETTINGS["prototyping"].as_dict() == {
-        "kfold": 5,
-        "optim": "rmsprop",
-        "batch_size": 128,
-        "tenacity": 3,
-        "epoch_size": 2,
-        "max_epoch": 200,
-        "nhid": 0,
-        "dropout": 0.0,
-    }
+    for name in ("default", "prototyping"):
+        assert sc.SETTINGS[name].as_dict() == {"kfold": README_KFOLD[name], **README_CLASSIFIER[name]}, name
     assert sc.L2_GRID == (1e-5, 1e-4, 1e-3, 1e-2) and sc.FOLD_SEED == 1111 and sc.VALIDATION_SPLIT == 0.05
 
 

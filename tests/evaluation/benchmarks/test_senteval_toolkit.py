@@ -11,6 +11,7 @@ import pytest
 
 from evaluation.benchmarks.senteval import toolkit
 from evaluation.benchmarks.transfer import evaluate_transfer, main, to_markdown
+from tests.evaluation.benchmarks.test_senteval_protocol import README_CLASSIFIER, README_KFOLD
 from tests.evaluation.benchmarks.test_transfer import keyword_encoder, make_senteval
 
 
@@ -108,18 +109,10 @@ def test_adapter_hands_our_encoder_to_sentevals_engine(fake_senteval, tmp_path):
     assert se.params == {
         "task_path": str(tmp_path),
         "usepytorch": False,
-        "kfold": 5,
+        "kfold": README_KFOLD["prototyping"],
         "seed": 1111,
         "batch_size": 32,
-        "classifier": {
-            "optim": "rmsprop",
-            "batch_size": 128,
-            "tenacity": 3,
-            "epoch_size": 2,
-            "max_epoch": 200,
-            "nhid": 0,
-            "dropout": 0.0,
-        },
+        "classifier": README_CLASSIFIER["prototyping"],
     }
     assert seen[0] == ["A man plays alpha", "café beta", ""]  # tokens joined with spaces, bytes decoded
     assert se.embeddings.dtype == np.float32 and se.embeddings.shape == (3, 24)
