@@ -45,29 +45,23 @@ def test_every_format_gives_the_same_texts_and_labels(tmp_path):
     assert row_start_lines(paths["jsonl"]) == [1, 2, 3, 4] and row_start_lines(paths["parquet"]) is None
 
 
-def test_json_lines_skip_blank_lines_and_name_the_line_of_an_error(tmp_path):
+def test_json_lines_skip_blank_lines(tmp_path):
     good = tmp_path / "a.jsonl"
     good.write_text('{"text": "one"}\n\n{"text": "two", "extra": 3}\n')
     assert read_table(good)["text"].tolist() == ["one", "two"] and row_start_lines(good) == [1, 3]
-    bad = tmp_path / "b.jsonl"
-    bad.write_text('{"text": "one"}\n{"text": "two"\n')
-    with pytest.raises(TableError, match=r"b.jsonl' line 2 is not valid JSON"):
-        read_table(bad)
-    array = tmp_path / "c.jsonl"
-    array.write_text('["not", "an", "object"]\n')
-    with pytest.raises(TableError, match="line 1 holds a JSON list, not an object"):
-        read_table(array)
 
 
-def test_bad_parquet_and_empty_text_files_say_which_file(tmp_path):
-    fake = tmp_path / "fake.parquet"
-    fake.write_text("this is not parquet")
-    with pytest.raises(TableError, match="fake.parquet' cannot be read as Parquet"):
-        read_table(fake)
-    empty = tmp_path / "empty.txt"
-    empty.write_text("\n\n")
-    with pytest.raises(UserError, match="empty.txt' holds no text"):
-        read_table(empty)
+@pytest.mark.parametrize("name, content, error, message", [
+    ("b.jsonl", '{"text": "one"}\n{"text": "two"\n', TableError, r"b.jsonl' line 2 is not valid JSON"),
+    ("c.jsonl", '["not", "an", "object"]\n', TableError, "line 1 holds a JSON list, not an object"),
+    ("fake.parquet", "this is not parquet", TableError, "fake.parquet' cannot be read as Parquet"),
+    ("empty.txt", "\n\n", UserError, "empty.txt' holds no text"),
+])
+def test_a_bad_file_says_which_file_and_line(tmp_path, name, content, error, message):
+    path = tmp_path / name
+    path.write_text(content)
+    with pytest.raises(error, match=message):
+        read_table(path)
 
 
 def test_a_missing_column_lists_the_columns_of_a_jsonl_file(tmp_path):
