@@ -5,6 +5,7 @@ backbone. A run either writes results.json and one prediction per text kept, or 
 file or the key; prediction gives every text a cluster of the run (an empty cell for a row without text)."""
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import subprocess
@@ -35,10 +36,16 @@ def run_case():
                      st.one_of(st.none(), st.integers(1, 7)), st.integers(2, 4))
 
 
-def overrides(folder: Path, written, k, batch) -> list[str]:
-    return FAST_RUN + ["dataset=csv", f"data_dir={folder}", f"dataset.file={written.path.name}",
-                       f"dataset.encoding={written.encoding}", f"batch_size={batch}",
-                       f"dataset.num_clusters={'null' if k is None else k}"]
+@contextlib.contextmanager
+def case_run(case):
+    """A ``run_case`` written to a temporary folder: (the file, the overrides of a fast run on it, the run's folder)."""
+    (rows, labels), fmt, encoding, k, batch = case
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        written = write_table(folder, rows, labels, fmt, encoding)
+        yield written, FAST_RUN + ["dataset=csv", f"data_dir={folder}", f"dataset.file={written.path.name}",
+                                   f"dataset.encoding={written.encoding}", f"batch_size={batch}",
+                                   f"dataset.num_clusters={'null' if k is None else k}"], folder / "run"
 
 
 def check_finished_run(out: Path, written) -> None:
@@ -62,15 +69,11 @@ def test_a_run_on_a_tiny_file_finishes_or_names_the_problem(case):
     from run import train
     from tests.helpers import compose_config
 
-    (rows, labels), fmt, encoding, k, batch = case
-    with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp)
-        written = write_table(folder, rows, labels, fmt, encoding)
-        out = folder / "run"
+    with case_run(case) as (written, overrides, out):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             with user_error_or(written.path.name, "dataset.", "batch_size") as outcome:
-                train(compose_config(overrides(folder, written, k, batch), out))
+                train(compose_config(overrides, out))
         if outcome["error"] is None:
             check_finished_run(out, written)
 
@@ -79,13 +82,9 @@ def test_a_run_on_a_tiny_file_finishes_or_names_the_problem(case):
 @given(run_case())
 @example(((["only one text"], None), "csv", "utf-8", 2, 2))
 def test_run_py_ends_with_results_or_one_error_line(case):
-    (rows, labels), fmt, encoding, k, batch = case
-    with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp)
-        written = write_table(folder, rows, labels, fmt, encoding)
-        out = folder / "run"
-        proc = subprocess.run([sys.executable, "run.py", *overrides(folder, written, k, batch), f"hydra.run.dir={out}"],
-                              cwd=ROOT, capture_output=True, text=True, timeout=600)
+    with case_run(case) as (_, overrides, out):
+        proc = subprocess.run([sys.executable, "run.py", *overrides, f"hydra.run.dir={out}"], cwd=ROOT,
+                              capture_output=True, text=True, timeout=600)
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     if proc.returncode == 0:
