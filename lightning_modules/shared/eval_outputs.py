@@ -21,11 +21,10 @@ SPILL_SHARE = 0.25
 
 
 class EvalOutputs(dict):
-    """``{name: tensor [n, ...]}`` of one evaluation pass, in the order of ``rows`` (the corpus rows embedded,
-    sorted; None: every row, in row order), and ``batches``: the batches of positions the pass ran, in its order
-    (a head whose prediction depends on the other texts of its batch, AECL's, is diagnosed on them)."""
+    """``{name: tensor [n, ...]}`` of one evaluation pass, in the order of the rows it embedded, and ``batches``:
+    the batches of positions the pass ran, in its order (a head whose prediction depends on the other texts of
+    its batch, AECL's, is diagnosed on them)."""
 
-    rows: np.ndarray | None = None
     batches: object = None
     kmeans: dict | None = None  # settings -> KMeansResult of ``embeddings`` (outputs_kmeans)
 
@@ -117,15 +116,15 @@ def available_memory() -> int | None:
         return None
 
 
-def cached_eval_outputs(trainer, pl_module, rows: np.ndarray | None = None,
-                        spill_dir: str | Path | None = None) -> EvalOutputs:
+def cached_eval_outputs(trainer, pl_module, rows: np.ndarray | None = None) -> EvalOutputs:
     """Evaluation outputs of ``rows`` (sorted corpus rows; every row when None) for the current step, computed once
     even if several callbacks ask.
 
     Keyed by the trainer, its optimizer step (not the epoch) and the rows: the weights change only with the
     step, so the evaluator at the end of an epoch, AECL's stage switch at the start of the next and
     the end-of-training callbacks (where Lightning may already count the next epoch) share one
-    encoder pass. ``spill_dir``: where an output too large for memory is mapped (:func:`collect_eval_outputs`).
+    encoder pass. An output too large for memory is mapped into ``pl_module._eval_spill_dir`` when a callback set
+    one (the clustering evaluator: ``<run>/embeddings``), else into the system's temporary folder.
     """
     key = (id(trainer), trainer.global_step, _rows_key(rows))
     cache = getattr(pl_module, "_eval_outputs_cache", None)
@@ -136,8 +135,7 @@ def cached_eval_outputs(trainer, pl_module, rows: np.ndarray | None = None,
         with torch.random.fork_rng(devices=[]):
             datamodule = trainer.datamodule
             dataloader = datamodule.eval_dataloader() if rows is None else datamodule.eval_dataloader(rows=rows)
-            outputs = collect_eval_outputs(pl_module, dataloader, spill_dir)
-        outputs.rows = rows
+            outputs = collect_eval_outputs(pl_module, dataloader, getattr(pl_module, "_eval_spill_dir", None))
         pl_module._eval_outputs_cache = (key, outputs)
     return pl_module._eval_outputs_cache[1]
 

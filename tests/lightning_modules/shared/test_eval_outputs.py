@@ -38,3 +38,22 @@ def test_without_a_memory_figure_the_outputs_stay_in_memory(monkeypatch):
     monkeypatch.setattr(eval_outputs, "available_memory", lambda: None)
     out = eval_outputs.collect_eval_outputs(_Echo(), batches())
     assert out["head_pred"].tolist() == [0.0, 0.0, 0.0, 0.0, 0.0, 0.0] and out["embeddings"].shape == (6, 3)
+
+
+def test_the_pass_of_a_run_is_mapped_into_the_folder_its_evaluator_names(tmp_path, monkeypatch, caplog):
+    """The clustering evaluator sets <run>/embeddings at set-up; the cached pass maps its outputs there, not into the
+    system's temporary folder."""
+    from types import SimpleNamespace
+
+    from callbacks.evaluation.clustering_eval import ClusteringEvaluator
+    from tests.helpers.speed import KMEANS
+
+    module = _Echo()
+    ClusteringEvaluator(output_dir=str(tmp_path / "run"), kmeans_backend=KMEANS, kmeans_sample=0,
+                        sample=0).setup(None, module, "fit")
+    trainer = SimpleNamespace(global_step=3, datamodule=SimpleNamespace(eval_dataloader=batches))
+    monkeypatch.setattr(eval_outputs, "available_memory", lambda: 100)
+    with caplog.at_level("INFO", logger=eval_outputs.log.name):
+        out = eval_outputs.cached_eval_outputs(trainer, module)
+    assert f"kept in a memory-mapped file in {tmp_path / 'run' / 'embeddings'}" in caplog.text
+    assert out["embeddings"][:, 0].tolist() == [0.0, 10.0, 20.0, 30.0, 40.0, 50.0]
