@@ -30,7 +30,7 @@ from datamodules.streaming import EpochAwareLoader, distributed_rank_world, shuf
 from datamodules.tokenizer import LazyTokenizer
 from errors import DataConfigError
 from lightning_modules.shared.base import NLI
-from lightning_modules.shared.token_batches import with_token_counts
+from lightning_modules.shared.token_batches import tokenize_batch
 
 
 # -- datasets ------------------------------------------------------------------------------------
@@ -138,9 +138,7 @@ class NLICollator:
 
     def tokenize(self, texts: list[str]) -> dict:
         # the token counts travel as a list: the encoder plans its calls without reading the GPU
-        return with_token_counts(
-            self.tokenizer(texts, padding="longest", truncation=True, max_length=self.max_length, return_tensors="pt")
-        )
+        return tokenize_batch(self.tokenizer, texts, self.max_length)
 
     def __call__(self, pairs: list[NLIPair]) -> dict:
         texts1 = [p[0] for p in pairs]

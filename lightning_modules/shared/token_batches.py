@@ -25,22 +25,13 @@ def token_lengths(tokenizer, texts: Sequence[str], max_length: int, block: int =
     with PhaseProgress("tokenising", len(texts), "texts", logger=logging.getLogger(__name__)) as progress:
         for start in range(0, len(texts), block):
             part = [texts[i] for i in range(start, min(start + block, len(texts)))]
-            counts[start:start + len(part)] = (direct.count(part, max_length) if direct is not None
-                                               else encode_unpadded(tokenizer, part, max_length)[1])
+            if direct is not None:
+                counts[start:start + len(part)] = direct.count(part, max_length)
+            else:
+                ids = tokenizer(part, truncation=True, max_length=max_length)["input_ids"]
+                counts[start:start + len(part)] = [len(row) for row in ids]
             progress.advance(len(part))
     return counts
-
-
-def encode_unpadded(tokenizer, texts: Sequence[str], max_length: int) -> tuple[list[dict], np.ndarray]:
-    """(one ``{input name: ids}`` per text, token counts [n]) of ``texts`` truncated to ``max_length``, without
-    padding: the tokenizer's own Rust tokenizer when it has one (:class:`_DirectTokenizer`), else the tokenizer."""
-    direct = _direct(tokenizer)
-    if direct is not None:
-        return direct.encode(texts, max_length)
-    encoded = tokenizer(list(texts), truncation=True, max_length=max_length)
-    names = [n for n in tokenizer.model_input_names if n in encoded and n != "attention_mask"]
-    rows = [{n: encoded[n][i] for n in names} for i in range(len(texts))]
-    return rows, np.fromiter((len(ids) for ids in encoded["input_ids"]), dtype=np.int32, count=len(texts))
 
 
 def tokenize_batch(tokenizer, texts: Sequence[str], max_length: int, pad_to_max: bool = False) -> dict:
