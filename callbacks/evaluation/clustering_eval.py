@@ -12,7 +12,7 @@ import torch
 from console import format_duration
 from errors import ConfigError, writing
 from evaluation.clustering.label_free import DIRECTIONS as LABEL_FREE_DIRECTIONS
-from evaluation.clustering.label_free import best_index, changed_share, label_free_report, stable_step
+from evaluation.clustering.label_free import best_index, label_free_report, stable_step
 from evaluation.clustering.metrics import clustering_scores
 from lightning_modules.shared.eval_outputs import cached_eval_outputs, outputs_kmeans
 from lightning_modules.shared.kmeans import check_kmeans_backend, kmeans_fit, sample_rows
@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 def evaluate_outputs(
     outputs: dict, labels, num_clusters: int, seed: int = 0, n_init: int = 10, kmeans=None,
     kmeans_backend: str | None = None, previous: dict | None = None, label_free_sample: int | None = 2000,
-    undefined: dict | None = None,
+    undefined: dict | None = None, previous_rows: np.ndarray | None = None,
 ) -> tuple[dict, dict]:
     """Scores and predictions from evaluation outputs.
 
@@ -34,10 +34,10 @@ def evaluate_outputs(
     ``kmeans``: a KMeans already fitted on these embeddings (its ``labels_`` are used), else one is
     fitted with ``kmeans_backend`` (``lightning_modules.shared.kmeans.kmeans_fit``, which refuses None).
     Label-free criteria (``evaluation.clustering.label_free``; ``kmeans_silhouette``, ``head_changed``, ...) are
-    added for
-    every prediction unless ``label_free_sample`` is None; ``previous`` ({name: assignments} of the last
-    evaluation) gives ``<name>_changed``. A criterion undefined for a partition (two texts in two clusters,
-    identical embeddings, ...) is None; ``undefined``, when given, receives ``{"<name>_<criterion>": reason}``.
+    added for every prediction unless ``label_free_sample`` is None; ``previous`` ({name: assignments} of the last
+    evaluation, of the rows ``previous_rows`` of these when given) gives ``<name>_changed``. A criterion undefined
+    for a partition (two texts in two clusters, identical embeddings, ...) is None; ``undefined``, when given,
+    receives ``{"<name>_<criterion>": reason}``.
     """
     if kmeans is None:
         kmeans = kmeans_fit(outputs["embeddings"].numpy(), num_clusters, seed, n_init, kmeans_backend)
@@ -52,7 +52,7 @@ def evaluate_outputs(
         embeddings = outputs["embeddings"].numpy()
         for name, pred in predictions.items():
             scores, reasons = label_free_report(embeddings, pred, num_clusters, (previous or {}).get(name),
-                                                label_free_sample, seed)
+                                                label_free_sample, seed, previous_rows)
             metrics.update({f"{name}_{k}": v for k, v in scores.items()})
             if undefined is not None:
                 undefined.update({f"{name}_{k}": why for k, why in reasons.items()})
@@ -221,15 +221,11 @@ class ClusteringEvaluator(PeriodicEvaluation):
                                 self.kmeans_sample)
         undefined: dict = {}
         # `changed` compares the rows of the sample: the final evaluation's rows are picked out of every text
-        compare = rows is None and sampled is not None
+        compare = sampled if rows is None and sampled is not None else None
         metrics, predictions = evaluate_outputs(outputs, labels, dm.num_clusters, self.kmeans_seed, kmeans=kmeans,
-                                                previous=None if compare else self.previous,
-                                                label_free_sample=self.label_free_sample, undefined=undefined)
-        on_sample = {k: (v[sampled] if compare else v) for k, v in predictions.items()}
-        if compare and self.label_free_sample is not None:
-            for name, pred in on_sample.items():
-                if name in self.previous and len(self.previous[name]) == len(pred):
-                    metrics[f"{name}_changed"] = changed_share(self.previous[name], pred)
+                                                previous=self.previous, label_free_sample=self.label_free_sample,
+                                                undefined=undefined, previous_rows=compare)
+        on_sample = {k: (v if compare is None else v[compare]) for k, v in predictions.items()}
         self._explain_undefined(undefined, trainer.is_global_zero)
         self.previous = {k: np.asarray(v, dtype=np.int64) for k, v in on_sample.items()}
         entry = {"step": trainer.global_step, "epoch": trainer.current_epoch, **metrics}

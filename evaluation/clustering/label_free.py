@@ -179,10 +179,13 @@ def label_free_report(
     previous: np.ndarray | None = None,
     sample: int = 2000,
     seed: int = 0,
+    previous_rows: np.ndarray | None = None,
 ) -> tuple[dict[str, float | None], dict[str, str]]:
     """(scores, reasons): all criteria of the module docstring for one clustering (``changed`` only with
-    ``previous``). A criterion that is undefined for this partition is None in ``scores`` and
-    ``reasons[name]`` says why (e.g. K = N, identical embeddings, NaN in the embeddings)."""
+    ``previous``, the assignments of the rows ``previous_rows`` of these, every row when None: the last
+    evaluation of a large corpus compares the sample the earlier ones evaluated). A criterion that is undefined for
+    this partition is None in ``scores`` and ``reasons[name]`` says why (e.g. K = N, identical embeddings, NaN in
+    the embeddings)."""
     assignments = np.asarray(assignments)
     x = embeddings if getattr(embeddings, "ndim", 0) == 2 else np.asarray(embeddings).reshape(len(assignments), -1)
     scores: dict[str, float | None] = dict.fromkeys(GEOMETRIC)
@@ -210,8 +213,9 @@ def label_free_report(
                 reasons.setdefault(name, "two clusters share a centroid" if name == "davies_bouldin"
                                    else f"no finite value ({value})")
     scores["size_entropy"] = size_entropy(assignments, num_clusters)
-    if previous is not None and len(previous) == len(assignments):
-        scores["changed"] = changed_share(previous, assignments)
+    compared = assignments if previous_rows is None else assignments[previous_rows]
+    if previous is not None and len(previous) == len(compared):
+        scores["changed"] = changed_share(previous, compared)
     return scores, reasons
 
 

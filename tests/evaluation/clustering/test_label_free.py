@@ -261,3 +261,13 @@ def test_the_blocked_scores_equal_torchmetrics_and_the_plain_davies_bouldin(monk
                                                         rel=1e-10)
     assert scores["dunn"] == pytest.approx(float(dunn_index(x64, inverse)), rel=1e-10)
     assert scores["davies_bouldin"] == pytest.approx(label_free.davies_bouldin(x, labels), rel=1e-10)
+
+
+def test_changed_compares_the_rows_the_previous_evaluation_saw():
+    """The last evaluation of a large corpus has every text; the earlier ones had the rows 1, 3, 5. Their clusters
+    [0, 1, 1] against today's [0, 1, 2] on those rows: two of three agree after matching ids, 1/3 changed."""
+    x = np.random.default_rng(0).normal(size=(6, 2))
+    assignments = np.array([0, 0, 1, 1, 2, 2])
+    scores, _ = label_free_report(x, assignments, 3, previous=np.array([0, 1, 1]), previous_rows=np.array([1, 3, 5]))
+    assert scores["changed"] == pytest.approx(1 / 3)
+    assert "changed" not in label_free_report(x, assignments, 3, previous=np.array([0, 1, 1]))[0]  # rows differ
