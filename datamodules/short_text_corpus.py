@@ -48,12 +48,6 @@ def read_table(path: Path, encoding: str | None = None) -> pd.DataFrame:
     return frame
 
 
-def _file_lines(path: Path, encoding: str | None, rows: int) -> list[int]:
-    """File line of each data row; row + 2 when the file cannot be re-read row by row."""
-    lines = text_io.row_start_lines(path, encoding, rows=rows)
-    return lines if lines is not None and len(lines) == rows else [i + 2 for i in range(rows)]
-
-
 def _line_list(lines: Sequence[int], limit: int = 10) -> str:
     shown = ", ".join(str(n) for n in lines[:limit])
     return shown + (f", ... ({len(lines) - limit} more)" if len(lines) > limit else "")
@@ -85,7 +79,7 @@ def load_corpus(
                 f"Set `{key.split('[')[0]}=...` to one of them"
                 + (", or use `dataset.augmentation=virtual` with `dataset.aug_columns=[]`." if "aug" in key else ".")
             )
-    file_lines = np.asarray(_file_lines(path, encoding, len(frame)))
+    file_lines = np.asarray(text_io.file_lines(path, encoding, len(frame)))
 
     def blank(values: pd.Series) -> pd.Series:
         return values.isna() | (values.fillna("").str.strip() == "")

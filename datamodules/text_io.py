@@ -407,6 +407,13 @@ def row_start_lines(path: str | Path, encoding: str | None = None, sep: str | No
     return lines
 
 
+def file_lines(path: str | Path, encoding: str | None, rows: int) -> list[int]:
+    """The file line of each of the ``rows`` data rows (:func:`row_start_lines`), or row + 2 when the file cannot be
+    read so (Parquet, or a count that does not match)."""
+    lines = row_start_lines(path, encoding, rows=rows)
+    return lines if lines is not None and len(lines) == rows else [i + 2 for i in range(rows)]
+
+
 def _one_line_per_row(path: str | Path, encoding: str | None, rows: int) -> list[int] | None:
     """Lines 2..rows+1 when the file holds exactly rows + 1 lines (a header and one line per row), else None;
     only for encodings whose line end is the byte 0x0a (not UTF-16)."""

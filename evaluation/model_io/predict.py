@@ -180,18 +180,13 @@ def text_chunks(path: Path, text_column: str, encoding: str | None = None, chunk
 
 def read_texts(path: Path, text_column: str, encoding: str | None = None) -> tuple[list[str], np.ndarray, list[int]]:
     """(texts, blank mask, file line of each row) of a whole file (:func:`text_chunks` joined; for small files)."""
+    from datamodules.text_io import file_lines
+
     texts, blanks = [], []
     for _, chunk, blank in text_chunks(path, text_column, encoding):
         texts += chunk
         blanks.append(blank)
-    return texts, np.concatenate(blanks), _file_lines(Path(path), encoding, len(texts))
-
-
-def _file_lines(path: Path, encoding: str | None, rows: int) -> list[int]:
-    from datamodules.text_io import row_start_lines
-
-    lines = row_start_lines(path, encoding, rows=rows)
-    return lines if lines is not None and len(lines) == rows else [i + 2 for i in range(rows)]
+    return texts, np.concatenate(blanks), file_lines(Path(path), encoding, len(texts))
 
 
 def cluster_words(folder: Path, partition: str, top_n: int) -> dict[int, str]:
@@ -269,7 +264,9 @@ def _assigned_rows(reference, input_path, text_column, assign, encoding, batch_s
             progress.advance(len(texts))
             yield out
     if blank_rows:
-        lines = _file_lines(Path(input_path), encoding, progress.done)
+        from datamodules.text_io import file_lines
+
+        lines = file_lines(Path(input_path), encoding, progress.done)
         shown = [lines[i] for i in blank_rows]
         warnings.warn(f"{input_path}: {blanks} row(s) without text (file lines {shown}{', ...' if blanks > 10 else ''})"
                       " are written without a cluster.", stacklevel=2)
