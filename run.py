@@ -20,15 +20,18 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import hydra  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
-import console  # noqa: E402
-import run_folder  # noqa: E402
 import validation  # noqa: E402
-from callbacks.sweeps.hydra_callbacks import finished_job, record_sweep_failure  # noqa: E402
-from errors import USER_ERROR_EXIT_CODE, ConfigError, find_user_error, report_user_error, writing  # noqa: E402
-from evaluation.across_runs import objective  # noqa: E402
-from evaluation.across_runs.wandb_dashboard import has_wandb_credentials, log_results, wandb_group_settings  # noqa: E402
+from ctclust.run_control import RunControl  # noqa: E402
+from evaluation.across_runs.wandb_dashboard import (  # noqa: E402
+    has_wandb_credentials,
+    log_results,
+    wandb_group_settings,
+)
+from launching import objective  # noqa: E402
+from launching.hydra_callbacks import finished_job, record_sweep_failure  # noqa: E402
 from lightning_modules.shared.precision import precision_trainer_kwargs, register_precision_resolver  # noqa: E402
-from run_control import RunControl  # noqa: E402
+from textcore import console, run_folder  # noqa: E402
+from textcore.errors import USER_ERROR_EXIT_CODE, ConfigError, find_user_error, report_user_error, writing  # noqa: E402
 
 register_precision_resolver()  # ${gpu_precision:} in conf/trainer/gpu.yaml
 
@@ -88,9 +91,9 @@ def resolve_auto_clusters(cfg: DictConfig, datamodule, output_dir: Path) -> dict
     """
     if getattr(datamodule, "requested_clusters", None) != "auto":
         return None
-    from device_settings import OUTSIDE_TRAINING
     from evaluation.clustering.choose_k import choose_k, scan_rows, write_outputs
-    from lightning_modules.shared.encoder import EncoderSettings, TextEncoder
+    from textcore.device_settings import OUTSIDE_TRAINING
+    from textcore.encoding.encoder import EncoderSettings, TextEncoder
 
     folder = output_dir / "choose_k"
     saved = folder / "choose_k.json"
@@ -126,10 +129,10 @@ def resolve_auto_clusters(cfg: DictConfig, datamodule, output_dir: Path) -> dict
 
 def resolve_speed_settings(cfg: DictConfig) -> None:
     """Fill the speed settings left null (encoder chunks, DataLoader workers, pinned memory, ...) for the run's
-    device, and state each with where it came from (device_settings.py)."""
+    device, and state each with where it came from (textcore/device_settings.py)."""
     from omegaconf import open_dict
 
-    from device_settings import SETTINGS, describe, resolve_settings, run_device
+    from textcore.device_settings import SETTINGS, describe, resolve_settings, run_device
 
     device = run_device(cfg.trainer.get("accelerator"))
     resolved = resolve_settings({key: OmegaConf.select(cfg, key, default=None) for key in SETTINGS}, device)

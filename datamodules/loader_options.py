@@ -1,12 +1,12 @@
 """A training DataLoader's worker and memory settings (conf/config.yaml ``loader``; run.py chooses those left null
-for the run's device: device_settings.py). A datamodule takes them from its dataset config (``loader: ${loader}``);
-one built outside run.py is given all four."""
+for the run's device: textcore/device_settings.py). A datamodule takes them from its dataset config (``loader:
+${loader}``); one built outside run.py is given all four."""
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from typing import Mapping
 
-from errors import ConfigError
+from textcore.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,7 @@ class LoaderSettings:
             raise ConfigError(
                 f"dataset loader settings: unknown {unknown}, not set {unset}. The keys are loader."
                 f"{', loader.'.join(names)} (conf/config.yaml); run.py chooses those left null for the run's device "
-                "(device_settings.py), so a datamodule built outside run.py is given all of them, e.g. "
+                "(textcore/device_settings.py), so a datamodule built outside run.py is given all of them, e.g. "
                 "num_workers=0, pin_memory=false, persistent_workers=false, prefetch_factor=null")
         prefetch = loader.get("prefetch_factor")
         return cls(int(loader["num_workers"]), bool(loader["pin_memory"]), bool(loader["persistent_workers"]),

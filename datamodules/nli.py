@@ -28,9 +28,9 @@ from datamodules.nli_files import (
 from datamodules.resume import ResumableData, ResumableSampler, StreamSkip
 from datamodules.streaming import EpochAwareLoader, distributed_rank_world, shuffle_buffer
 from datamodules.tokenizer import LazyTokenizer
-from errors import DataConfigError
-from lightning_modules.shared.base import NLI
-from lightning_modules.shared.token_batches import tokenize_batch
+from textcore.data_kinds import NLI
+from textcore.encoding.token_batches import tokenize_batch
+from textcore.errors import DataConfigError
 
 
 # -- datasets ------------------------------------------------------------------------------------

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from datamodules import text_io
-from errors import DataConfigError
+from textcore.errors import DataConfigError
 
 ENTAILMENT, CONTRADICTION = 1, 0
 NLIPair = tuple[str, str, int]

@@ -15,7 +15,7 @@ import argparse
 from pathlib import Path
 from typing import Sequence
 
-from errors import ConfigError, MissingFileError, exit_on_user_error
+from textcore.errors import ConfigError, MissingFileError, exit_on_user_error
 
 
 def nli_pairs(path: Path, output: Path, encoding: str | None = None):
@@ -57,6 +57,6 @@ def main(argv: Sequence[str] | None = None):
 
 
 if __name__ == "__main__":
-    import console
+    from textcore import console
 
     console.run_cli(main)

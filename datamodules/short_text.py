@@ -23,9 +23,9 @@ from datamodules.loader_options import LoaderSettings
 from datamodules.resume import ResumableData, ResumableSampler
 from datamodules.short_text_corpus import ShortTextCorpus, load_corpus
 from datamodules.tokenizer import LazyTokenizer
-from errors import DataConfigError
-from lightning_modules.shared.base import SHORT_TEXT
-from lightning_modules.shared.token_batches import token_lengths, tokenize_batch
+from textcore.data_kinds import SHORT_TEXT
+from textcore.encoding.token_batches import token_lengths, tokenize_batch
+from textcore.errors import DataConfigError
 
 AUGMENTATIONS = ("explicit", "virtual")
 

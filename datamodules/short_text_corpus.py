@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from datamodules import text_io
-from errors import DataConfigError
+from textcore.errors import DataConfigError
 
 
 @dataclass

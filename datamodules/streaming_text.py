@@ -35,9 +35,9 @@ from datamodules.loader_options import LoaderSettings
 from datamodules.resume import ResumableData, StreamSkip
 from datamodules.streaming import EpochAwareLoader, distributed_rank_world, shuffle_buffer
 from datamodules.tokenizer import LazyTokenizer
-from errors import MissingFileError, UserError
-from lightning_modules.shared.base import SENTENCES
-from lightning_modules.shared.token_batches import with_token_counts
+from textcore.data_kinds import SENTENCES
+from textcore.encoding.token_batches import with_token_counts
+from textcore.errors import MissingFileError, UserError
 
 
 class TextFileError(UserError, ValueError):
@@ -190,7 +190,7 @@ class StreamingTextDataModule(LazyTokenizer, ResumableData, L.LightningDataModul
     """Training batches of sentences streamed from ``path`` (one sentence per line).
 
     Batch: ``{"input_ids", "attention_mask", ["token_type_ids"], "texts"}``. ``tokenizer`` (an
-    object) wins over ``tokenizer_name`` (loaded with ``lightning_modules.shared.backbone.load_tokenizer``:
+    object) wins over ``tokenizer_name`` (loaded with ``textcore.encoding.backbone.load_tokenizer``:
     "minilm", "tiny", a Hub name or a folder). ``rank``/``world_size`` override the values read
     from torch.distributed (for tests). Memory: about ``buffer_size`` lines per worker.
     ``encoding``: the file's text encoding (``dataset.encoding``, UTF-8 by default).

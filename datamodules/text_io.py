@@ -21,7 +21,7 @@ import contextlib
 from pathlib import Path
 from typing import Iterator
 
-from errors import UserError
+from textcore.errors import UserError
 
 DEFAULT_ENCODING = "utf-8"
 _UTF8 = codecs.lookup("utf-8").name
@@ -318,7 +318,7 @@ def iter_table(path: str | Path, encoding: str | None = None, sep: str | None = 
     """The rows of :func:`read_table`, as DataFrames of at most ``chunk_rows`` rows (None: one), read as they are
     asked for: a file of millions of rows is never held whole. The errors are :func:`read_table`'s, raised when
     the chunk that holds the bad row is read (a JSON Lines file's columns are those of each chunk's rows)."""
-    from errors import MissingFileError
+    from textcore.errors import MissingFileError
 
     path = Path(path)
     if not path.is_file():

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lightning_modules.shared.backbone import load_tokenizer
+from textcore.encoding.backbone import load_tokenizer
 
 
 class LazyTokenizer:

@@ -43,6 +43,6 @@ def _no_wandb_run_left_open():
     import sys
 
     if "wandb" in sys.modules:  # only tests that used W&B pay for the import below
-        from callbacks.sweeps.hydra_callbacks import finish_wandb_run
+        from launching.hydra_callbacks import finish_wandb_run
 
         finish_wandb_run()

@@ -13,7 +13,7 @@
 3. :func:`check_data`, after ``datamodule.setup`` and before the model (and its backbone) is built
    — enough texts, K <= distinct texts, the checkpoint's K equals the data's.
 
-Each failure raises a :class:`errors.UserError` subclass whose message names the key, its value
+Each failure raises a :class:`textcore.errors.UserError` subclass whose message names the key, its value
 and the fix; entry points print it as one line without a traceback.
 
 Which datasets a method trains on is what the classes say: a method's ``trains_on`` against a
@@ -23,12 +23,12 @@ sentences and also run on short texts; PairSupCon needs NLI pairs). A method's o
 
 One module per step: ``settings`` (1), ``files`` and ``checkpoint`` (2), ``data`` (3); ``lookup`` reads
 what a configuration names. The run folder's own check before Hydra creates it is a Hydra callback,
-``callbacks.sweeps.hydra_callbacks.OutputFolderCheck``.
+``launching.hydra_callbacks.OutputFolderCheck``.
 """
 from validation.checkpoint import CheckpointError, check_checkpoint, checkpoint_class, infer_class, read_checkpoint
 from validation.data import check_data
 from validation.files import check_corpus, check_output_dir, corpus_path
-from validation.lookup import CONF, ROOT, datasets_for, method_names
+from validation.lookup import datasets_for, method_names
 from validation.settings import (
     MATMUL_PRECISIONS,
     TINY_POSITIONS,
@@ -49,7 +49,7 @@ from validation.settings import (
 )
 
 __all__ = [
-    "CONF", "MATMUL_PRECISIONS", "ROOT", "TINY_POSITIONS", "CheckpointError", "backbone_token_limit",
+    "MATMUL_PRECISIONS", "TINY_POSITIONS", "CheckpointError", "backbone_token_limit",
     "check_accumulation", "check_batch_size", "check_budget", "check_checkpoint", "check_corpus", "check_data",
     "check_encoding", "check_learning_rates", "check_matmul_precision", "check_max_length", "check_method",
     "check_num_clusters", "check_output_dir", "check_pairing", "check_temperatures", "checkpoint_class",

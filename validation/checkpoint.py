@@ -6,10 +6,10 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-import run_folder
-from errors import MissingFileError, UserError
 from lightning_modules.shared.base import ENCODER_SETTINGS
 from lightning_modules.shared.registry import same_class
+from textcore import run_folder
+from textcore.errors import MissingFileError, UserError
 from validation.lookup import (
     chosen_name,
     class_of,

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from omegaconf import DictConfig
 
-from errors import ConfigError
-from lightning_modules.shared.base import SENTENCES, SHORT_TEXT
+from textcore.data_kinds import SENTENCES, SHORT_TEXT
+from textcore.errors import ConfigError
 from validation.checkpoint import CheckpointError
 from validation.lookup import chosen_name, data_kind_of, select, target_of
 

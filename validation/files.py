@@ -7,8 +7,8 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from errors import ConfigError, MissingFileError, OutputWriteError
-from run_folder import folder_problem
+from textcore.errors import ConfigError, MissingFileError, OutputWriteError
+from textcore.run_folder import folder_problem
 from validation.lookup import (
     chosen_name,
     select,

@@ -3,15 +3,12 @@ trains on and the ``conf/`` names of methods and datasets, for the checks of thi
 from __future__ import annotations
 
 import numbers
-from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
 from lightning_modules.shared.registry import ClassPathError, import_class
-
-ROOT = Path(__file__).resolve().parents[1]
-CONF = ROOT / "conf"
+from textcore.checkout import CONF
 
 ABSENT = object()  # a key the configuration does not have, unlike one set to null
 

@@ -7,8 +7,8 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from errors import ConfigError, UserError
-from lightning_modules.shared.base import DATA_KIND_NAMES
+from textcore.data_kinds import DATA_KIND_NAMES
+from textcore.errors import ConfigError, UserError
 from validation.lookup import (
     ABSENT,
     chosen_name,
@@ -123,7 +123,7 @@ def backbone_token_limit(name: str) -> int | None:
     import json
 
     try:
-        from lightning_modules.shared.backbone import resolve_backbone_path
+        from textcore.encoding.backbone import resolve_backbone_path
 
         folder = Path(resolve_backbone_path(name))
     except UserError:

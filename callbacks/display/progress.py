@@ -19,7 +19,7 @@ from typing import Any
 from lightning.pytorch.callbacks import Callback, RichModelSummary, RichProgressBar
 from lightning.pytorch.utilities.model_summary import get_formatted_model_size, get_human_readable_count
 
-from console import format_duration
+from textcore.console import format_duration
 
 log = logging.getLogger(__name__)
 

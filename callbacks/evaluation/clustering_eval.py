@@ -9,14 +9,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from console import format_duration
-from errors import ConfigError, writing
 from evaluation.clustering.label_free import DIRECTIONS as LABEL_FREE_DIRECTIONS
 from evaluation.clustering.label_free import best_index, label_free_report, stable_step
 from evaluation.clustering.metrics import clustering_scores
 from lightning_modules.shared.eval_outputs import cached_eval_outputs, outputs_kmeans
-from lightning_modules.shared.kmeans import check_kmeans_backend, kmeans_fit, sample_rows
 from lightning_modules.shared.periodic_evaluation import PeriodicEvaluation
+from textcore.console import format_duration
+from textcore.errors import ConfigError, writing
+from textcore.kmeans import check_kmeans_backend, kmeans_fit, sample_rows
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +32,7 @@ def evaluate_outputs(
     (metrics, predictions): metrics ``kmeans_acc``/``kmeans_nmi``/... and ``head_...`` when labels
     are known (empty otherwise); predictions ``kmeans`` and ``head`` as integer arrays.
     ``kmeans``: a KMeans already fitted on these embeddings (its ``labels_`` are used), else one is
-    fitted with ``kmeans_backend`` (``lightning_modules.shared.kmeans.kmeans_fit``, which refuses None).
+    fitted with ``kmeans_backend`` (``textcore.kmeans.kmeans_fit``, which refuses None).
     Label-free criteria (``evaluation.clustering.label_free``; ``kmeans_silhouette``, ``head_changed``, ...) are
     added for every prediction unless ``label_free_sample`` is None; ``previous`` ({name: assignments} of the last
     evaluation, of the rows ``previous_rows`` of these when given) gives ``<name>_changed``. A criterion undefined

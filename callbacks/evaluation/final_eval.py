@@ -18,10 +18,10 @@ from typing import Sequence
 
 from lightning.pytorch.callbacks import Callback
 
-import run_folder
-from errors import ConfigError
 from evaluation.benchmarks.clustering_tasks import BENCHMARKS
 from evaluation.benchmarks.encoder_evaluation import evaluate_encoder, headline_rows, write_outputs
+from textcore import run_folder
+from textcore.errors import ConfigError
 
 
 class FinalEvaluation(Callback):
@@ -68,7 +68,7 @@ class FinalEvaluation(Callback):
         results_key: str = "final_evaluation",
         clustering_max_length: int = 32,
     ):
-        from lightning_modules.shared.kmeans import check_kmeans_backend
+        from textcore.kmeans import check_kmeans_backend
 
         # only the clustering task runs KMeans (the generic MTEB entry of conf/callbacks names no backend)
         self.kmeans_backend = check_kmeans_backend(kmeans_backend) if "clustering" in tasks else None

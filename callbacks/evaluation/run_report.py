@@ -11,9 +11,9 @@ import numpy as np
 from lightning.pytorch.callbacks import Callback
 
 from callbacks.evaluation.clustering_eval import ClusteringEvaluator
-from errors import ConfigError
 from evaluation.run_report import run_files
 from lightning_modules.shared.eval_outputs import cached_eval_outputs
+from textcore.errors import ConfigError
 
 log = logging.getLogger(__name__)
 

@@ -13,9 +13,9 @@ from typing import Sequence
 from lightning.pytorch.callbacks import Callback
 
 from callbacks.evaluation.sts_selection import StsSelection
-from errors import ConfigError, MissingFileError
 from evaluation.benchmarks.sts import SEVEN, encoder_encode_fn, evaluate_sts, markdown_table, stsb_dev_spearman
 from evaluation.model_io.load import checkpoint_encoder_weights
+from textcore.errors import ConfigError, MissingFileError
 
 WEIGHTS = ("best", "final")
 log = logging.getLogger(__name__)

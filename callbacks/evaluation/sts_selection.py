@@ -15,9 +15,9 @@ from pathlib import Path
 import torch
 from lightning.pytorch.callbacks import Callback
 
-import run_folder
-from errors import ConfigError, MissingFileError
 from evaluation.benchmarks.sts import encoder_encode_fn, stsb_dev_spearman
+from textcore import run_folder
+from textcore.errors import ConfigError, MissingFileError
 
 
 @dataclass(frozen=True)

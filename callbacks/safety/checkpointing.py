@@ -3,7 +3,8 @@
 - :func:`atomic_save` is how the project writes every checkpoint (``atomic_files``: into a temporary
   file in the target's folder, flushed and fsync'ed, then renamed over the target). A crash
   or a full disk leaves the previous file intact under its name; a failed write is the one
-  ``errors.OutputWriteError`` of every failed write (``errors.writing``), naming the file and the cause.
+  ``textcore.errors.OutputWriteError`` of every failed write (``textcore.errors.writing``), naming the file and the
+  cause.
 - :class:`AtomicCheckpointIO` makes ``trainer.save_checkpoint`` use it (``last.ckpt``,
   ``best.ckpt``, Lightning's SLURM ``hpc_ckpt_*.ckpt``).
 - :class:`LastCheckpoint` writes ``last.ckpt`` every ``every_n_steps`` optimizer steps and/or
@@ -27,9 +28,9 @@ import torch
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 from lightning.pytorch.callbacks import Checkpoint
 
-import atomic_files
 from callbacks.safety import interrupt
-from errors import ConfigError, UserError, writing
+from textcore import atomic_files
+from textcore.errors import ConfigError, UserError, writing
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +42,7 @@ class NonFiniteWeightsError(UserError, FloatingPointError):
 def atomic_save(obj: Any, path: str | os.PathLike) -> None:
     """``torch.save(obj)`` to ``path`` so that ``path`` is either the old file or the complete new one.
 
-    A failed write (disk full, permissions, ...) raises ``errors.OutputWriteError``; the temporary file is
+    A failed write (disk full, permissions, ...) raises ``textcore.errors.OutputWriteError``; the temporary file is
     removed.
     """
     # torch's zip writer reports a failed write as a RuntimeError

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from lightning.pytorch.callbacks import Callback
 
-from errors import UserError
+from textcore.errors import UserError
 
 
 class EmptyEpochError(UserError, RuntimeError):

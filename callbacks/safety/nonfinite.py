@@ -20,7 +20,7 @@ import torch
 from lightning.pytorch.callbacks import Callback
 
 from callbacks.safety.checkpointing import atomic_write_text
-from errors import UserError
+from textcore.errors import UserError
 
 REPORT_FILE = "nonfinite_loss.json"
 

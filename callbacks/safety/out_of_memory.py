@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from omegaconf import DictConfig
 
-from errors import UserError
+from textcore.errors import UserError
 
 _DEVICES = ("CUDA", "HIP", "MPS", "XPU")
 _FULL_PRECISION = ("32", "32-true", "64", "64-true", "None")

@@ -37,7 +37,7 @@ from typing import Callable
 from lightning.pytorch.callbacks import Callback
 
 from callbacks.safety.run_lock import pid_alive, process_start
-from errors import ConfigError, UserError
+from textcore.errors import ConfigError, UserError
 
 log = logging.getLogger(__name__)
 

@@ -29,10 +29,10 @@ import sys
 import time
 from pathlib import Path
 
-import run_folder
-from atomic_files import atomic_write_text
 from callbacks.safety.interrupt import slurm_job_id
-from errors import UserError
+from textcore import run_folder
+from textcore.atomic_files import atomic_write_text
+from textcore.errors import UserError
 
 log = logging.getLogger(__name__)
 

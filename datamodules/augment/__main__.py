@@ -17,7 +17,7 @@ from typing import Sequence
 
 from datamodules.augment.columns import CONTEXTUAL, CONTEXTUAL_MODEL, augment_file
 from datamodules.augment.eda import PAPER_ALPHA
-from errors import USER_ERROR_EXIT_CODE, find_user_error, report_user_error
+from textcore.errors import USER_ERROR_EXIT_CODE, find_user_error, report_user_error
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -19,11 +19,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import Sequence
 
-from atomic_files import atomic_write_text
 from datamodules.augment.eda import PAPER_ALPHA
 from datamodules.download.fetch import sha256_of
 from datamodules.text_io import table_separator
-from errors import UserError
+from textcore.atomic_files import atomic_write_text
+from textcore.errors import UserError
 
 DEFAULT_PREFIX = {"eda": "eda", "contextual": "ctx"}
 TEXT_COLUMN_FALLBACKS = ("text0", "text")

@@ -22,7 +22,7 @@ from typing import Sequence
 
 import torch
 
-from errors import UserError
+from textcore.errors import UserError
 
 from .eda import Token, derive_seed, detokenize, is_plain_word, match_case, tokenize
 
@@ -48,7 +48,7 @@ def load_masked_lm(name: str):
     a Hub name that is not in the local cache stops at once, with the command that fetches it elsewhere."""
     from transformers import AutoModelForMaskedLM, AutoTokenizer
 
-    from lightning_modules.shared.hub import offline_reason
+    from textcore.encoding.hub import offline_reason
 
     local = Path(name).expanduser()
     # a Hub name is "name" or "org/name"; anything else names a folder, whose absence the load below explains

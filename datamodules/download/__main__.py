@@ -18,7 +18,7 @@ from typing import Sequence
 
 from datamodules.download.catalogue import COMMAND, data_root, select
 from datamodules.download.data_folder import fetch_all, listing, log
-from errors import USER_ERROR_EXIT_CODE, exit_on_user_error
+from textcore.errors import USER_ERROR_EXIT_CODE, exit_on_user_error
 
 
 @exit_on_user_error
@@ -44,6 +44,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    import console
+    from textcore import console
 
     console.run_cli(main)

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Callable
 
 from datamodules.download.catalogue import BY_NAME, Item
-from errors import ConfigError
+from textcore.errors import ConfigError
 
 WIKI_SAMPLE_LINES = 11914   # the length of the sample this project's results were measured on
 NLI_SAMPLE_PAIRS = 20000

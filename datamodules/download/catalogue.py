@@ -1,7 +1,7 @@
 """Every public file a paper row reads, where it comes from, and what is built from it.
 
 The one list of the project's data files: ``python tools.py download`` fetches and builds from it,
-``validation.check_corpus`` names the download of a missing corpus from it, and ``evaluation.across_runs.reproduce``
+``validation.check_corpus`` names the download of a missing corpus from it, and ``launching.reproduce``
 lists each row's files with it. Paths are relative to the data folder (``data_root()``), which has the
 layout the dataset configs read: ``short_text/``, ``wiki/``, ``nli/``, ``senteval/downstream/``.
 """
@@ -44,7 +44,7 @@ class Item:
     archive: bool = False          # a tar file unpacked into ``path``
     inputs: tuple[str, ...] = ()
     build: str | None = None
-    rows: int | None = None        # data rows (lines, pairs): the GPU-hour estimate of evaluation.across_runs.reproduce
+    rows: int | None = None        # data rows (lines, pairs): the GPU-hour estimate of launching.reproduce
     slow: bool = False             # only when named: hours on a CPU (masked language models over every text)
     sample: bool = False           # a small stand-in for a corpus: results.json of a run on it says so
     groups: tuple[str, ...] = field(default_factory=tuple)
@@ -125,7 +125,7 @@ def select(names: list[str] | tuple[str, ...]) -> list[Item]:
         elif name in GROUPS:
             wanted += [item for item in ITEMS if name in item.groups]
         else:
-            from errors import ConfigError
+            from textcore.errors import ConfigError
 
             raise ConfigError(f"'{name}' is not a data file or group; known: {', '.join(['all', *GROUPS, *BY_NAME])} "
                               f"(`{COMMAND} --list` describes them).")

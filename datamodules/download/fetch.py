@@ -9,7 +9,7 @@ import urllib.request
 from pathlib import Path
 from typing import Callable
 
-from errors import UserError
+from textcore.errors import UserError
 
 CHUNK = 1 << 20
 USER_AGENT = "contrastive-text-representations data download (python urllib)"

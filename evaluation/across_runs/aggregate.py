@@ -38,10 +38,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
-import run_folder
-from errors import UserError, exit_on_user_error
-from evaluation.across_runs.objective import is_finite_number
 from evaluation.benchmarks.clustering_tasks import BENCHMARKS, SHORT_NAMES
+from textcore import run_folder
+from textcore.errors import UserError, exit_on_user_error
+from textcore.run_folder import is_finite_number
 
 STS_TASKS = ("STS12", "STS13", "STS14", "STS15", "STS16", "STSB", "SICKR")
 CLUSTER_METRICS = ("acc", "nmi", "ari", "ami")
@@ -497,6 +497,6 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    import console
+    from textcore import console
 
     console.run_cli(main)

@@ -22,8 +22,8 @@ from typing import Sequence
 
 import numpy as np
 
-import run_folder
-from errors import ConfigError, MissingFileError, exit_on_user_error
+from textcore import run_folder
+from textcore.errors import ConfigError, MissingFileError, exit_on_user_error
 
 TABLES = Path(__file__).resolve().parent / "paper_tables"
 # where a row's numbers come from: a run's results.json (metrics by dotted path, the run's own dataset),
@@ -70,8 +70,8 @@ def _json(path: Path):
 
 
 def find_results(folder: Path) -> tuple[list[dict], list[dict]]:
-    """(run.py results, evaluate_model results) under ``folder``: the runs as ``run_folder.find_runs`` finds them,
-    and any other JSON file that holds an ``evaluate_model`` result."""
+    """(run.py results, evaluate_model results) under ``folder``: the runs as ``textcore.run_folder.find_runs`` finds
+    them, and any other JSON file that holds an ``evaluate_model`` result."""
     runs = []
     for run in run_folder.find_runs([folder]) if folder.is_dir() else []:  # no folder yet: nothing found
         data = _json(run / run_folder.RESULTS)
@@ -193,6 +193,6 @@ def main(argv: Sequence[str] | None = None) -> str:
 
 
 if __name__ == "__main__":
-    import console
+    from textcore import console
 
     console.run_cli(main)

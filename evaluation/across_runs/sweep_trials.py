@@ -1,6 +1,6 @@
 """The trials table of a hyper-parameter sweep (trials.md, trials.csv): one row per job with the searched
 parameters' values, its objective and status (a failed trial with the first line of its error), the best marked;
-written beside ``aggregate.md`` at the end of a multirun (``callbacks.sweeps.hydra_callbacks``)."""
+written beside ``aggregate.md`` at the end of a multirun (``launching.hydra_callbacks``)."""
 from __future__ import annotations
 
 import csv
@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Sequence
 
 from evaluation.across_runs.aggregate import Run, first_line, short_value
-from evaluation.across_runs.objective import is_finite_number
+from textcore.run_folder import is_finite_number
 
 
 def trials(runs: Sequence[Run], params: Sequence[str]) -> list[dict]:

@@ -20,7 +20,7 @@ import os
 from pathlib import Path
 from typing import Mapping
 
-from evaluation.across_runs.objective import is_finite_number
+from textcore.run_folder import is_finite_number
 
 log = logging.getLogger(__name__)
 

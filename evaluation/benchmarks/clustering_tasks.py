@@ -14,10 +14,10 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 
 from datamodules.download.catalogue import data_root
-from errors import ConfigError, MissingFileError
+from textcore.checkout import CONF
+from textcore.errors import ConfigError, MissingFileError
 
-ROOT = Path(__file__).resolve().parents[2]
-CONF_DATASETS = ROOT / "conf" / "dataset"
+CONF_DATASETS = CONF / "dataset"
 # the data folder of `python tools.py download` ($PROJECT_DATA_DIR, else the repository's data/)
 DATA = data_root()
 # PairSupCon Table 1 order and column names
@@ -117,15 +117,15 @@ def evaluate_clustering(
 ) -> dict:
     """KMeans with each seed on each set's embeddings; mean and std of ACC/NMI/ARI/AMI (x1).
 
-    ``kmeans_backend`` (``lightning_modules.shared.kmeans.KMEANS_BACKENDS``) and
-    ``kmeans_n_init`` (restarts per seed) go to ``lightning_modules.shared.kmeans.kmeans_fit``.
+    ``kmeans_backend`` (``textcore.kmeans.KMEANS_BACKENDS``) and
+    ``kmeans_n_init`` (restarts per seed) go to ``textcore.kmeans.kmeans_fit``.
 
     Returns ``{"datasets": {name: {acc, acc_std, nmi, nmi_std, ari, ..., n, k, seconds}},
     "avg": {acc, nmi}, "avg_over": [...], "skipped": {name: reason}, "seeds": [...]}``.
     """
     from datamodules.short_text_corpus import load_corpus
     from evaluation.clustering.metrics import kmeans_scores
-    from lightning_modules.shared.kmeans import check_kmeans_backend
+    from textcore.kmeans import check_kmeans_backend
 
     backend = check_kmeans_backend(kmeans_backend)
     kmeans = {"backend": backend, "n_init": kmeans_n_init}

@@ -40,7 +40,7 @@ class EmbeddingCache:
     """Embeddings [n, d] (float32) of texts for one ``TextEncoder``, each distinct text embedded once.
 
     Args:
-        encoder: a ``lightning_modules.shared.encoder.TextEncoder``; its ``max_length`` at call time is part
+        encoder: a ``textcore.encoding.encoder.TextEncoder``; its ``max_length`` at call time is part
             of the key (evaluation changes it per task).
         directory: where to keep embeddings between runs (None: memory only).
         batch_size: texts per encoder batch (``TextEncoder.encode``; batches are length-sorted).

@@ -12,7 +12,6 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from errors import ConfigError
 from evaluation.benchmarks.clustering_tasks import (
     BENCHMARKS,
     CLUSTERING_PROTOCOLS,
@@ -23,6 +22,7 @@ from evaluation.benchmarks.clustering_tasks import (
     clustering_sets,
     evaluate_clustering,
 )
+from textcore.errors import ConfigError
 
 TASKS = ("clustering", "sts", "transfer", "mteb", "few_shot")
 DEFAULT_TASKS = ("clustering", "sts")

@@ -34,9 +34,6 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-import run_folder
-from device_settings import OUTSIDE_TRAINING
-from errors import ConfigError, exit_on_user_error
 from evaluation.benchmarks.clustering_tasks import (
     BENCHMARKS,
     CLUSTERING_PROTOCOLS,
@@ -52,7 +49,10 @@ from evaluation.benchmarks.encoder_evaluation import (
     model_slug,
     write_outputs,
 )
-from lightning_modules.shared.kmeans import KMEANS_BACKENDS
+from textcore import run_folder
+from textcore.device_settings import OUTSIDE_TRAINING
+from textcore.errors import ConfigError, exit_on_user_error
+from textcore.kmeans import KMEANS_BACKENDS
 
 
 def is_run_reference(model_ref: str) -> bool:
@@ -249,6 +249,6 @@ def main(argv: Sequence[str] | None = None) -> dict | str:
 
 
 if __name__ == "__main__":
-    import console
+    from textcore import console
 
     console.run_cli(main)

@@ -32,7 +32,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from errors import ConfigError, UserError
+from textcore.errors import ConfigError, UserError
 
 Encode = Callable[[list[str]], np.ndarray]
 PROTOCOL = "MTEB"
@@ -93,7 +93,8 @@ def mteb_model_name(label: str) -> str:
 def _general_metadata(name: str, path: Path, kind: str, main_score: str) -> dict:
     return dict(
         name=name,
-        description=f"A {kind} task read from the local file {path.name} (made by evaluation.benchmarks.mteb_eval).",
+        description=f"A {kind} task read from the local file {path.name} "
+                    "(made by evaluation.benchmarks.mteb_eval).",
         reference=None,
         dataset={"path": str(path), "revision": "local"},
         type="Clustering" if kind == "clustering" else "STS",

@@ -41,7 +41,7 @@ import numpy as np
 from scipy.stats import spearmanr
 
 from datamodules.text_io import decoding
-from errors import ConfigError, MissingFileError, UserError, exit_on_user_error
+from textcore.errors import ConfigError, MissingFileError, UserError, exit_on_user_error
 
 STS_YEARS: dict[str, tuple[str, ...]] = {
     "STS12": ("MSRpar", "MSRvid", "SMTeuroparl", "surprise.OnWN", "surprise.SMTnews"),
@@ -439,6 +439,6 @@ def main(argv: Sequence[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    import console
+    from textcore import console
 
     console.run_cli(main)

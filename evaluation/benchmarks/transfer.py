@@ -38,7 +38,6 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
-from errors import exit_on_user_error
 from evaluation.benchmarks.senteval.readers import (
     ALL_TASKS,
     CV_TASKS,
@@ -63,6 +62,7 @@ from evaluation.benchmarks.senteval.tasks import (
     present_tasks,
     summarise,
 )
+from textcore.errors import exit_on_user_error
 
 # the classifiers (torch, scikit-learn) are imported where they are used: `tools.py transfer --help` needs neither
 if TYPE_CHECKING:
@@ -392,6 +392,6 @@ def main(argv: Sequence[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    import console
+    from textcore import console
 
     console.run_cli(main)

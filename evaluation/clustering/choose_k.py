@@ -29,9 +29,9 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from device_settings import OUTSIDE_TRAINING
-from errors import ConfigError, MissingFileError, exit_on_user_error
-from lightning_modules.shared.kmeans import KMEANS_BACKENDS
+from textcore.device_settings import OUTSIDE_TRAINING
+from textcore.errors import ConfigError, MissingFileError, exit_on_user_error
+from textcore.kmeans import KMEANS_BACKENDS
 
 RULES = {  # name -> (criterion key, direction)
     "silhouette": ("silhouette", "max"),
@@ -111,7 +111,7 @@ def scan_k(
     from sklearn.metrics import adjusted_rand_score
 
     from evaluation.clustering.label_free import label_free_report
-    from lightning_modules.shared.kmeans import kmeans_fit
+    from textcore.kmeans import kmeans_fit
 
     if seeds < 2:
         raise ConfigError(f"--seeds {seeds}: stability compares partitions, so at least 2 seeds")
@@ -352,6 +352,6 @@ def main(argv: Sequence[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    import console
+    from textcore import console
 
     console.run_cli(main)

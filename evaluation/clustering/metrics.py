@@ -5,7 +5,7 @@ import numpy as np
 from scipy.optimize import linear_sum_assignment
 from sklearn.metrics import adjusted_mutual_info_score, adjusted_rand_score, normalized_mutual_info_score
 
-from lightning_modules.shared.kmeans import kmeans_fit
+from textcore.kmeans import kmeans_fit
 
 
 def _as_int_labels(values) -> np.ndarray:

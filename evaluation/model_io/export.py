@@ -28,8 +28,8 @@ import json
 from pathlib import Path
 from typing import Sequence
 
-import run_folder
-from errors import ConfigError, UserError, exit_on_user_error
+from textcore import run_folder
+from textcore.errors import ConfigError, UserError, exit_on_user_error
 
 ST_POOLING = {"mean": "mean", "cls_before_pooler": "cls", "cls": "cls"}
 
@@ -191,6 +191,6 @@ def main(argv: Sequence[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    import console
+    from textcore import console
 
     console.run_cli(main)

@@ -24,10 +24,10 @@ from pathlib import Path
 
 import torch
 
-import run_folder
-from errors import UserError
-from lightning_modules.shared.backbone import BackboneUnavailableError
-from lightning_modules.shared.encoder import POOLINGS, EncoderSettings, TextEncoder
+from textcore import run_folder
+from textcore.encoding.backbone import BackboneUnavailableError
+from textcore.encoding.encoder import POOLINGS, EncoderSettings, TextEncoder
+from textcore.errors import UserError
 
 log = logging.getLogger(__name__)
 

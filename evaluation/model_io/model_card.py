@@ -9,7 +9,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-import run_folder
+from textcore import run_folder
 
 # method settings that describe the run rather than the recipe
 NOT_RECIPE = {"_target_", "callbacks", "optimizer", "name"}

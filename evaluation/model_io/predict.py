@@ -38,9 +38,9 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
-import run_folder
-from errors import MissingFileError, UserError, exit_on_user_error, writing
 from evaluation.run_report import run_files
+from textcore import run_folder
+from textcore.errors import MissingFileError, UserError, exit_on_user_error, writing
 
 if TYPE_CHECKING:  # torch is imported where a model runs: `tools.py predict --help` needs none of it
     import torch
@@ -217,7 +217,7 @@ def predict(reference, input_path, text_column: str = "text", output=None, assig
 
 def _assigned_rows(reference, input_path, text_column, assign, encoding, batch_size, context_size, seed, top_n):
     """The output rows, one list per chunk of the input."""
-    from console import PhaseProgress
+    from textcore.console import PhaseProgress
 
     if assign not in ASSIGNERS:
         raise PredictInputError(f"--assign must be one of {ASSIGNERS}, got '{assign}'")
@@ -310,7 +310,7 @@ def _context_embeddings(model: ClusterModel, context_size, seed: int, batch_size
 def write_rows(path: Path, chunks) -> dict:
     """Write the rows of ``chunks`` (lists of row dicts) to ``path`` as they come; a summary of what was written.
     The file appears complete or not at all (written beside it, then renamed)."""
-    from atomic_files import atomic_write
+    from textcore.atomic_files import atomic_write
 
     summary = {"rows": 0, "assigned": 0, "assigned_by": None, "per_cluster": {}}
 
@@ -361,6 +361,6 @@ def main(argv: Sequence[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    import console
+    from textcore import console
 
     console.run_cli(main, info_logs=True)

@@ -18,7 +18,7 @@ from typing import Sequence
 
 import numpy as np
 
-from errors import ConfigError
+from textcore.errors import ConfigError
 
 TOKENIZERS = "auto | word | char:A-B (character n-grams, e.g. char:2-2) | backbone"
 # scripts written without spaces between words: their "words" are character n-grams
@@ -52,7 +52,7 @@ def resolve_tokenizer(tokenizer: str, docs: Sequence[str]) -> str:
 
 
 def _backbone_analyzer(name: str):
-    from lightning_modules.shared.backbone import load_tokenizer
+    from textcore.encoding.backbone import load_tokenizer
 
     tok = load_tokenizer(name)
 

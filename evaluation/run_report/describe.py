@@ -30,11 +30,11 @@ from typing import Sequence
 
 import numpy as np
 
-from errors import exit_on_user_error, writing
 from evaluation.run_report import run_files
 from evaluation.run_report.ctfidf import top_words
 from evaluation.run_report.plots import PROJECTIONS
 from evaluation.run_report.run_files import run_embeddings  # lived here before; importers keep this name
+from textcore.errors import exit_on_user_error, writing
 
 log = logging.getLogger(__name__)
 
@@ -243,6 +243,6 @@ def main(argv: Sequence[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    import console
+    from textcore import console
 
     console.run_cli(main, info_logs=True)

@@ -35,9 +35,9 @@ from typing import Sequence
 
 import numpy as np
 
-from errors import exit_on_user_error
 from evaluation.clustering.confusion import matched_confusion
 from evaluation.run_report import run_files
+from textcore.errors import exit_on_user_error
 
 log = logging.getLogger(__name__)
 
@@ -440,6 +440,6 @@ def main(argv: Sequence[str] | None = None) -> list[Path]:
 
 
 if __name__ == "__main__":
-    import console
+    from textcore import console
 
     console.run_cli(main, info_logs=True)

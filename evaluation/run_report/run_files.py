@@ -23,8 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-import run_folder
-from errors import UserError
+from textcore import run_folder
+from textcore.errors import UserError
 
 EMBEDDINGS_BEFORE = "embeddings/before.npy"
 EMBEDDINGS_AFTER = "embeddings/after.npy"

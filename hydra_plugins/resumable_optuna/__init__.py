@@ -16,7 +16,6 @@ import sqlite3
 
 from hydra_plugins.hydra_optuna_sweeper.optuna_sweeper import OptunaSweeper
 
-from errors import exit_on_user_error
 from hydra_plugins.resumable_optuna.study_storage import (
     check_sqlite_file,
     note_trials,
@@ -24,6 +23,7 @@ from hydra_plugins.resumable_optuna.study_storage import (
     storage_failure,
     trials_in_storage,
 )
+from textcore.errors import exit_on_user_error
 
 
 def _database_errors() -> tuple[type[BaseException], ...]:

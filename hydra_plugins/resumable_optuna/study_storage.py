@@ -10,8 +10,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-import run_folder
-from errors import UserError
+from textcore import run_folder
+from textcore.errors import UserError
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 

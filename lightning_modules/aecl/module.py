@@ -5,7 +5,6 @@ import torch
 from lightning.pytorch.utilities import rank_zero_warn
 from torch import nn
 
-from errors import ConfigError, SetupError
 from lightning_modules.aecl.attention import ATTENTION_FORMS, SampleAttention, build_attention
 from lightning_modules.aecl.losses import (
     INSTANCE_LOSS_FORMS,
@@ -15,8 +14,10 @@ from lightning_modules.aecl.losses import (
     row_entropy_term,
     similarity_guided_loss,
 )
-from lightning_modules.shared.base import SHORT_TEXT, TextRepresentationModule
+from lightning_modules.shared.base import TextRepresentationModule
 from lightning_modules.shared.heads import ContrastHead
+from textcore.data_kinds import SHORT_TEXT
+from textcore.errors import ConfigError, SetupError
 
 STAGES = (1, 2, 3)
 

@@ -11,7 +11,6 @@ import logging
 
 import torch
 
-from errors import ConfigError
 from lightning_modules.clusterns.losses import BML_REDUCTIONS, bml_loss
 from lightning_modules.shared.contrastive import cosine_matrix
 from lightning_modules.shared.distributed import ddp_loss_scale, is_distributed
@@ -28,6 +27,7 @@ from lightning_modules.shared.inbatch_clustering import (
 )
 from lightning_modules.simcse.losses import infonce_with_hard_negatives
 from lightning_modules.simcse.module import SimCSE
+from textcore.errors import ConfigError
 
 log = logging.getLogger(__name__)
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from errors import ConfigError
 from lightning_modules.pairsupcon.losses import WEIGHTINGS, pairsupcon_objective
-from lightning_modules.shared.base import NLI, TextRepresentationModule
+from lightning_modules.shared.base import TextRepresentationModule
 from lightning_modules.shared.heads import ContrastHead
+from textcore.data_kinds import NLI
+from textcore.errors import ConfigError
 
 MODES = ("both", "classification", "instance")
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from errors import ConfigError, SetupError
 from lightning_modules.sccl.losses import cluster_kl_loss, student_t_assignment, target_distribution
-from lightning_modules.shared.base import SHORT_TEXT, TextRepresentationModule
+from lightning_modules.shared.base import TextRepresentationModule
 from lightning_modules.shared.contrastive import nt_xent
 from lightning_modules.shared.distributed import ddp_loss_scale, gather_with_grad
 from lightning_modules.shared.heads import ContrastHead
+from textcore.data_kinds import SHORT_TEXT
+from textcore.errors import ConfigError, SetupError
 
 OBJECTIVES = ("joint", "instance", "cluster", "sequential")
 LOSS_WEIGHTS = ("reference", "paper")

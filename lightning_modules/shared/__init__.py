@@ -1,3 +1,3 @@
-"""Pieces every method builds on: the text encoder, heads, DDP gathering, in-batch clustering,
-the KMeans used in training, precision settings and the base LightningModule. Nothing here
-imports a method."""
+"""What every method builds on and needs Lightning for: the base LightningModule, heads, DDP gathering,
+in-batch clustering, precision settings, the shared evaluation pass and schedule. The text encoder and KMeans
+are below, in ``textcore``. Nothing here imports a method."""

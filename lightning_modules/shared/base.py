@@ -10,11 +10,8 @@ import torch
 from omegaconf import Container, OmegaConf
 from torch import nn
 
-from lightning_modules.shared.encoder import EncoderSettings, TextEncoder
 from lightning_modules.shared.registry import class_path
-
-# Kinds of training data (a datamodule's ``data_kind``, a method's ``trains_on``)
-SHORT_TEXT, SENTENCES, NLI = "short_text", "sentences", "nli"
+from textcore.encoding.encoder import EncoderSettings, TextEncoder
 
 
 class _Required:
@@ -38,17 +35,15 @@ ENCODER_SETTINGS = {
     # speed (config keys encoder_chunk_tokens / encoder_concat_views): length-sorted chunks of at most this
     # many padded tokens (0: off), and the views of a step in one encoder call; with dropout off they change
     # speed, not results; in training they change which dropout mask each text draws (like another seed).
-    # No default for the chunks: run.py chooses them for the run's device (device_settings.py)
+    # No default for the chunks: run.py chooses them for the run's device (textcore/device_settings.py)
     "chunk_tokens": REQUIRED,
     "concat_views": True,
     # cached gradients (docs/cached_gradients.md): > 0 runs the encoder in mini-batches of at most this many
     # padded tokens and holds the graph of one at a time; the gradients are those of the whole batch
     "grad_cache_tokens": 0,
-    # PromptBERT templates (lightning_modules/shared/prompt.py): one or two; the prompt poolings need them
+    # PromptBERT templates (textcore/encoding/prompt.py): one or two; the prompt poolings need them
     "prompt_templates": None,
 }
-DATA_KIND_NAMES = {SHORT_TEXT: "short texts (a CSV/TSV)", SENTENCES: "sentences, one per line",
-                   NLI: "NLI sentence pairs"}
 
 
 class TextRepresentationModule(L.LightningModule):
@@ -78,7 +73,7 @@ class TextRepresentationModule(L.LightningModule):
 
     @classmethod
     def check_config(cls, method_cfg, batch: dict | None) -> None:
-        """Raise ``errors.ConfigError`` for settings this method cannot train with. ``method_cfg`` is the
+        """Raise ``textcore.errors.ConfigError`` for settings this method cannot train with. ``method_cfg`` is the
         composed ``method`` node; ``batch`` holds ``per_device``, ``devices``, ``nodes`` and ``total`` (the
         global batch), or is None while the number of devices is not known yet."""
 
@@ -108,8 +103,8 @@ class TextRepresentationModule(L.LightningModule):
         missing = sorted(key for key, value in s.items() if value is REQUIRED)
         if missing:
             raise TypeError(f"{type(self).__name__} needs {missing}: chunk_tokens is encoder_chunk_tokens, which "
-                            "run.py chooses for the run's device (device_settings.py); give the number of padded "
-                            "tokens per encoder call (0: one padded call per batch)")
+                            "run.py chooses for the run's device (textcore/device_settings.py); give the number of "
+                            "padded tokens per encoder call (0: one padded call per batch)")
         settings = EncoderSettings(s["pooling"], s["max_length"], s["chunk_tokens"], s["concat_views"],
                                    s["grad_cache_tokens"], s["prompt_templates"])
         self.encoder = TextEncoder.from_name(s["backbone"], settings)

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from console import PhaseProgress
+from textcore.console import PhaseProgress
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +33,7 @@ def outputs_kmeans(outputs: EvalOutputs, num_clusters: int, seed: int, n_init: i
                    **options):
     """``kmeans_fit`` of the pass's embeddings, made once per setting: the evaluation before training and SCCL's
     centroid initialisation ask for the same KMeans (10 restarts) of the same pass."""
-    from lightning_modules.shared.kmeans import kmeans_fit
+    from textcore.kmeans import kmeans_fit
 
     key = (num_clusters, seed, n_init, backend, sample, tuple(sorted(options.items())))
     if outputs.kmeans is None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from lightning.pytorch.callbacks import Callback
 
-from errors import ConfigError
+from textcore.errors import ConfigError
 
 
 class PeriodicEvaluation(Callback):

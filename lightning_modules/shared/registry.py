@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import importlib
 
-from errors import UserError
+from textcore.errors import UserError
 
 
 class ClassPathError(UserError, ImportError):

@@ -11,12 +11,13 @@ import warnings
 
 import torch
 
-from errors import ConfigError
-from lightning_modules.shared.base import SENTENCES, SHORT_TEXT, TextRepresentationModule
+from lightning_modules.shared.base import TextRepresentationModule
 from lightning_modules.shared.contrastive import cosine_matrix
 from lightning_modules.shared.distributed import ddp_loss_scale, gather_with_grad
-from lightning_modules.shared.token_batches import TOKEN_COUNTS
 from lightning_modules.simcse.losses import infonce_with_hard_negatives
+from textcore.data_kinds import SENTENCES, SHORT_TEXT
+from textcore.encoding.token_batches import TOKEN_COUNTS
+from textcore.errors import ConfigError
 
 TOKEN_KEYS = ("input_ids", "attention_mask", "token_type_ids", TOKEN_COUNTS)
 LR_SCHEDULES = ("linear", "constant")

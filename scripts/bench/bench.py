@@ -52,12 +52,12 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from datamodules.download.catalogue import data_root  # noqa: E402
-from device_settings import Device, device_defaults  # noqa: E402
-from lightning_modules.shared.encoder import CHUNK_IF_BELOW  # noqa: E402
-from lightning_modules.shared.token_batches import length_chunks  # noqa: E402
 from scripts.bench.reference_step import AuthorsSCCLStep  # noqa: E402
 from scripts.bench.report import EVAL_VARIANTS, PARTS, document, machine, render  # noqa: E402
 from scripts.bench.scale import part_scale  # noqa: E402
+from textcore.device_settings import Device, device_defaults  # noqa: E402
+from textcore.encoding.encoder import CHUNK_IF_BELOW  # noqa: E402
+from textcore.encoding.token_batches import length_chunks  # noqa: E402
 
 BATCH = 64
 MAX_LENGTH = 32
@@ -331,7 +331,7 @@ def part_eval(args) -> dict:
     from evaluation.benchmarks.embedding_cache import EmbeddingCache
     from evaluation.clustering.metrics import clustering_scores
     from evaluation.model_io.load import load_encoder
-    from lightning_modules.shared.kmeans import kmeans_fit
+    from textcore.kmeans import kmeans_fit
 
     encoder, pooling = load_encoder(BACKBONE)
     encoder.max_length = MAX_LENGTH
@@ -394,7 +394,7 @@ def part_inrun(args) -> dict:
     from callbacks.evaluation.clustering_eval import evaluate_outputs
     from datamodules.short_text import ShortTextDataModule
     from lightning_modules.shared.eval_outputs import collect_eval_outputs
-    from lightning_modules.shared.kmeans import kmeans_fit
+    from textcore.kmeans import kmeans_fit
 
     dm = ShortTextDataModule(data_dir=args.data_dir, file="stackoverflow.csv", text_column="text0",
                              aug_columns=["text1"], num_clusters=20, tokenizer="minilm", batch_size=BATCH,

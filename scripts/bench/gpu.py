@@ -94,7 +94,7 @@ def backbone_folder(arch: str, tiny: bool, root: Path) -> Path:
     """A randomly initialised backbone of ``arch`` saved with the MiniLM tokenizer (``backbone=<folder>``)."""
     import transformers
 
-    from lightning_modules.shared.backbone import load_tokenizer
+    from textcore.encoding.backbone import load_tokenizer
 
     folder = root / (arch + ("-tiny" if tiny else ""))
     if not (folder / "config.json").is_file():
@@ -175,7 +175,7 @@ def build(method: str, folder: Path, batch: int, kind: str, device: torch.device
         from lightning_modules.pairsupcon.module import PairSupCon
 
         module = PairSupCon(**settings)
-    from lightning_modules.shared.token_batches import with_token_counts
+    from textcore.encoding.token_batches import with_token_counts
 
     # token counts made on the host, as the collators make them (the encoder then reads nothing back)
     tok = lambda xs: with_token_counts(module.encoder.tokenize(xs, pad_to_max=authors))  # noqa: E731
@@ -273,7 +273,7 @@ def distinct_batches(module, kind: str, batch: int, count: int, bucket: int, dev
     """``count`` different training batches (two views: the texts and their augmentation), each padded to its
     longest text, or up to a multiple of ``bucket`` tokens (``pad_to_multiple_of``; padding is masked, so the
     embeddings are those of the plain batch: tests/scripts/test_bench_gpu.py)."""
-    from lightning_modules.shared.token_batches import with_token_counts
+    from textcore.encoding.token_batches import with_token_counts
 
     a, b = texts(kind, batch * count)
     out = []

@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from datamodules.download.catalogue import data_root  # noqa: E402
-from device_settings import CPU_CHUNK_TOKENS  # noqa: E402
+from textcore.device_settings import CPU_CHUNK_TOKENS  # noqa: E402
 
 START, END = "<!-- grad-cache:start -->", "<!-- grad-cache:end -->"
 CASES = (("pairsupcon", 1024), ("sccl", 400))

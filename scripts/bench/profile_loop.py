@@ -338,7 +338,7 @@ def main(argv=None) -> dict:
     parser.add_argument("--warmup", type=int, default=None, help="steps before the timed window (default 10; --tiny 2)")
     parser.add_argument("--trace-steps", type=int, default=None, help="steps traced after it (default 5; --tiny 2)")
     parser.add_argument("--chunk", type=int, default=None, help="encoder_chunk_tokens of both the run and the raw "
-                        "step (default: the device's, device_settings.py)")
+                        "step (default: the device's, textcore/device_settings.py)")
     parser.add_argument("--count-syncs", action="store_true", help="also count CUDA's host syncs of every method")
     parser.add_argument("--sync-steps", type=int, default=12)
     parser.add_argument("--no-profile", action="store_true", help="only --count-syncs")
@@ -361,7 +361,7 @@ def main(argv=None) -> dict:
     if args.precision in ("fp16", "tf32") and device.type != "cuda":
         sys.exit(f"error: --precision {args.precision} needs a GPU (bf16 and fp32 also run on the CPU)")
     if args.chunk is None:
-        import device_settings
+        from textcore import device_settings
 
         args.chunk = device_settings.GPU_CHUNK_TOKENS if device.type == "cuda" else device_settings.CPU_CHUNK_TOKENS
     notes, rows, syncs = [], [], {}

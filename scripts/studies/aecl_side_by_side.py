@@ -36,8 +36,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-import run_folder  # noqa: E402
 from evaluation.run_report import run_files  # noqa: E402
+from textcore import run_folder  # noqa: E402
 
 EPOCHS, BATCHES, E1, E2 = 7, 100, 1, 3
 SWAP_EPOCH = E1 + 1 + E2  # the last epoch of stage 2 (the reference schedule: stage 1 runs E1 + 1 epochs)

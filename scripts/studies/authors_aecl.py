@@ -63,7 +63,7 @@ def export_snapshot(snapshot: Path, dest: Path, device: str) -> None:
 
 def backbone_folder(name: str) -> str:
     if name == "minilm":
-        from lightning_modules.shared.backbone import minilm_folder
+        from textcore.encoding.backbone import minilm_folder
 
         return str(minilm_folder())
     return name
@@ -166,8 +166,8 @@ def main(argv=None) -> None:
     import pandas as pd
     from transformers import AutoModel, AutoTokenizer
 
-    from device_settings import OUTSIDE_TRAINING
     from evaluation.clustering.metrics import cluster_accuracy, clustering_scores, kmeans_scores
+    from textcore.device_settings import OUTSIDE_TRAINING
 
     try:
         import sentence_transformers  # noqa: F401  (their utils/optimizer.py imports it; the loop does not use it)

@@ -163,7 +163,7 @@ def main(argv=None) -> dict:
     args.tensorboard = Scalars(args.resPath)
     backbone = args_in.backbone
     if backbone == "minilm":
-        from lightning_modules.shared.backbone import minilm_folder
+        from textcore.encoding.backbone import minilm_folder
 
         backbone = str(minilm_folder())
 

@@ -28,8 +28,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from evaluation.across_runs.aggregate import Run, cell_stats, fmt_cell, load_run  # noqa: E402
-from evaluation.across_runs.objective import is_finite_number, lookup  # noqa: E402
-from run_folder import find_runs  # noqa: E402
+from launching.objective import lookup  # noqa: E402
+from textcore.run_folder import find_runs, is_finite_number  # noqa: E402
 
 
 @dataclass(frozen=True)

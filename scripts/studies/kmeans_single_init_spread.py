@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     import pandas as pd
     import torch
 
-    from lightning_modules.shared.encoder import EncoderSettings, TextEncoder
+    from textcore.encoding.encoder import EncoderSettings, TextEncoder
 
     frame = pd.read_csv(args.data)
     missing = {args.text_column, args.label_column} - set(frame.columns)

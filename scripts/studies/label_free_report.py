@@ -20,10 +20,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-import run_folder  # noqa: E402
 from datamodules.download.catalogue import data_root  # noqa: E402
 from evaluation.clustering.choose_k import RULES, recommend  # noqa: E402
 from evaluation.clustering.label_free import best_index, stable_step  # noqa: E402
+from textcore import run_folder  # noqa: E402
 
 CRITERIA = (("silhouette", "max"), ("calinski_harabasz", "max"), ("davies_bouldin", "min"), ("dunn", "max"))
 STOP_RULE = (0.01, 3)  # the documented example (docs/clusters.md), not tuned here

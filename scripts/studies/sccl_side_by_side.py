@@ -39,14 +39,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-import run_folder  # noqa: E402
 from scripts.studies.aecl_side_by_side import mean_std  # noqa: E402
+from textcore import run_folder  # noqa: E402
 
 CONTEXTUAL = "searchsnippets_trans_subst_20.csv"  # the authors' views (text, text1, text2)
 EDA = "searchsnippets.csv"  # the AECL authors' file (label, text0, text1)
 RECIPE = {"batch": 400, "steps": 1000, "every": 100}
 SMOKE = {"batch": 16, "steps": 4, "every": 2, "rows": 200}
-PRECISION_OVERRIDES = {  # evaluation.across_runs.reproduce's --precision, as run.py overrides
+PRECISION_OVERRIDES = {  # launching.reproduce's --precision, as run.py overrides
     "fp32": ["++trainer.precision=32-true", "float32_matmul_precision=highest"],
     "tf32": ["++trainer.precision=32-true", "float32_matmul_precision=high"],
     "bf16": ["++trainer.precision=bf16-mixed"],
@@ -184,7 +184,7 @@ def smoke_data(source: Path, dest: Path, rows: int) -> Path:
 def tiny_backbone(folder: Path) -> str:
     """A random small BERT with the MiniLM tokenizer saved as a model folder both codes load (--smoke)."""
     if not (folder / "config.json").is_file():
-        from lightning_modules.shared.backbone import build_tiny_bert, load_tokenizer
+        from textcore.encoding.backbone import build_tiny_bert, load_tokenizer
 
         build_tiny_bert().save_pretrained(folder)
         load_tokenizer("tiny").save_pretrained(folder)
@@ -229,8 +229,8 @@ def run_all(args, seeds: list[int], precisions: list[str]) -> list[str]:
     """Starts the runs not finished yet; returns the names of those that failed."""
     import torch
 
-    from evaluation.across_runs import packing
-    from evaluation.across_runs.reproduce import launch_packed
+    from launching import packing
+    from launching.reproduce import launch_packed
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if args.data is None:

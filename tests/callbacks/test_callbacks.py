@@ -16,7 +16,7 @@ def blobs(seed=0):
 
 def test_one_kmeans_per_setting_of_a_pass_finds_the_centres(monkeypatch):
     """SCCL's centroids and the evaluation before training ask for the same KMeans of one pass: it is fitted once."""
-    import lightning_modules.shared.kmeans as kmeans
+    import textcore.kmeans as kmeans
 
     x, _, centres = blobs()
     outputs = EvalOutputs({"embeddings": x})

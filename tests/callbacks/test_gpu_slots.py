@@ -1,4 +1,4 @@
-"""hydra/launcher=packed (conf/hydra/launcher/packed.yaml, callbacks/sweeps/gpu_slots.py): N jobs of a multirun
+"""hydra/launcher=packed (conf/hydra/launcher/packed.yaml, launching/gpu_slots.py): N jobs of a multirun
 side by side on every GPU, memory checked before the first, each job process pinned to one GPU."""
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ import os
 import pytest
 from omegaconf import OmegaConf
 
-from callbacks.sweeps import gpu_slots
-from evaluation.across_runs import packing
+from launching import gpu_slots, packing
 from tests.helpers import CONF, toy_overrides
 from tests.helpers.sweeps import lean_callbacks, run_cli
 

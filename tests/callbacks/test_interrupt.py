@@ -22,12 +22,12 @@ import torch
 from callbacks.safety import interrupt
 from callbacks.safety.checkpointing import LastCheckpoint, NonFiniteWeightsError, atomic_save
 from callbacks.safety.nonfinite import NonFiniteLossError
-from errors import ConfigError, MissingFileError, OutputWriteError
+from ctclust.run_control import FinalEvaluationError
 from run import train
-from run_control import FinalEvaluationError
 from tests.helpers import compose_config, toy_overrides
 from tests.helpers.data_files import ROOT
 from tests.helpers.resume import assert_same_tensors, slow_overrides, stop_overrides, without_timings
+from textcore.errors import ConfigError, MissingFileError, OutputWriteError
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -267,7 +267,7 @@ def test_a_write_cut_short_by_the_kernel_leaves_the_previous_checkpoint(tmp_path
         import resource, signal, sys, torch
         sys.path.insert(0, {str(ROOT)!r})
         from callbacks.safety.checkpointing import atomic_save
-        from errors import OutputWriteError
+        from textcore.errors import OutputWriteError
         atomic_save({{"step": 1}}, {str(tmp_path / 'last.ckpt')!r})
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (2**20, 2**20))

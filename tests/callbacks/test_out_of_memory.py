@@ -8,9 +8,9 @@ import warnings
 import pytest
 import torch
 
-from errors import find_user_error
 from run import train
 from tests.helpers import compose_config, toy_overrides
+from textcore.errors import find_user_error
 
 TORCH_MESSAGE = ("CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 23.65 GiB of which "
                  "1.06 GiB is free. Of the allocated memory 20.1 GiB is allocated by PyTorch")

@@ -14,9 +14,9 @@ import pytest
 
 import callbacks.display.progress as progress
 from callbacks.display.progress import PlainProgressLines, progress_line
-from console import format_duration
 from evaluation.run_report.plots import partial_batch_steps
 from tests.helpers import toy_overrides
+from textcore.console import format_duration
 
 ROOT = Path(__file__).resolve().parents[2]
 

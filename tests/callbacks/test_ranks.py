@@ -18,8 +18,8 @@ from omegaconf import OmegaConf
 
 from callbacks.safety import ranks
 from callbacks.safety.run_lock import process_start
-from errors import ConfigError
 from tests.helpers import compose_config
+from textcore.errors import ConfigError
 
 
 def sleeper() -> subprocess.Popen:
@@ -57,7 +57,7 @@ def run_thread_until_exit(watch, action, seconds: float = 10.0) -> tuple[int, fl
 
 
 def test_the_default_timeout_is_minutes_and_reaches_the_strategy(tmp_path):
-    from run_control import RunControl
+    from ctclust.run_control import RunControl
 
     cfg = compose_config(["trainer=ddp", "trainer.accelerator=cpu"], tmp_path / "run")
     assert cfg.ddp.timeout_minutes == 10  # not Lightning's 30 minutes

@@ -12,7 +12,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from callbacks.safety.run_lock import FolderInUseError, FolderLock, launch_rank, process_start
-from errors import USER_ERROR_EXIT_CODE
+from textcore.errors import USER_ERROR_EXIT_CODE
 
 
 @pytest.fixture
@@ -92,7 +92,7 @@ def test_only_the_launching_rank_holds_the_lock(env, rank):
 
 
 def test_the_run_folder_check_refuses_a_live_run_before_hydra_writes_there(tmp_path, live_process, capsys):
-    from callbacks.sweeps.hydra_callbacks import OutputFolderCheck
+    from launching.hydra_callbacks import OutputFolderCheck
 
     write_lock(tmp_path / "run", pid=live_process.pid, process_start=process_start(live_process.pid))
     config = OmegaConf.create({"hydra": {"run": {"dir": str(tmp_path / "run")}}, "ckpt_path": None})
@@ -104,7 +104,7 @@ def test_the_run_folder_check_refuses_a_live_run_before_hydra_writes_there(tmp_p
 
 
 def test_an_earlier_run_is_continued_only_with_ckpt_path(tmp_path, capsys):
-    from callbacks.sweeps.hydra_callbacks import OutputFolderCheck
+    from launching.hydra_callbacks import OutputFolderCheck
 
     run = tmp_path / "run"
     (run / "checkpoints").mkdir(parents=True)
@@ -120,7 +120,7 @@ def test_an_earlier_run_is_continued_only_with_ckpt_path(tmp_path, capsys):
 
 
 def test_a_second_sweep_on_the_same_folder_is_refused(tmp_path, live_process, capsys):
-    from callbacks.sweeps.hydra_callbacks import OutputFolderCheck
+    from launching.hydra_callbacks import OutputFolderCheck
 
     write_lock(tmp_path / "sweep", pid=live_process.pid, process_start=process_start(live_process.pid))
     config = OmegaConf.create({"hydra": {"sweep": {"dir": str(tmp_path / "sweep")}}})

@@ -208,7 +208,7 @@ def tiny_mlm_dir(tmp_path_factory) -> Path:
     """A randomly initialised 2-layer BERT masked LM with the MiniLM vocabulary, saved to disk."""
     from transformers import BertConfig, BertForMaskedLM
 
-    from lightning_modules.shared.backbone import load_tokenizer
+    from textcore.encoding.backbone import load_tokenizer
 
     tokenizer = load_tokenizer("tiny")
     config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2,
@@ -222,7 +222,7 @@ def tiny_mlm_dir(tmp_path_factory) -> Path:
 
 def test_whole_word_vocabulary_wordpiece():
     from datamodules.augment.contextual import whole_word_vocabulary
-    from lightning_modules.shared.backbone import load_tokenizer
+    from textcore.encoding.backbone import load_tokenizer
 
     tokenizer = load_tokenizer("tiny")
     valid, words_ = whole_word_vocabulary(tokenizer, len(tokenizer))
@@ -271,7 +271,7 @@ class _StubMaskedLM(torch.nn.Module):
 
 def test_contextual_takes_best_whole_word_that_differs_from_original():
     from datamodules.augment.contextual import ContextualAugmenter
-    from lightning_modules.shared.backbone import load_tokenizer
+    from textcore.encoding.backbone import load_tokenizer
 
     tokenizer = load_tokenizer("tiny")
     ids = tokenizer.convert_tokens_to_ids(["dog", "##s", "[SEP]", ",", "cat", "bird"])
@@ -316,7 +316,7 @@ def test_masked_lm_errors_are_explained(tmp_path, monkeypatch):
     from transformers import BertConfig, BertModel
 
     from datamodules.augment.contextual import MaskedLMUnavailableError, load_masked_lm
-    from lightning_modules.shared.backbone import load_tokenizer
+    from textcore.encoding.backbone import load_tokenizer
 
     with pytest.raises(MaskedLMUnavailableError, match="neither an existing local folder.*--model"):
         load_masked_lm("./no/such/folder")
@@ -334,7 +334,7 @@ def test_masked_lm_errors_are_explained(tmp_path, monkeypatch):
         raise OSError("We couldn't connect to 'https://huggingface.co' to load the files")
 
     monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", offline)
-    import lightning_modules.shared.hub as hub
+    import textcore.encoding.hub as hub
 
     monkeypatch.setattr(hub, "offline_reason", lambda name: None)  # the network looked fine, the download failed
     with pytest.raises(MaskedLMUnavailableError, match="cannot be reached.*local folder"):

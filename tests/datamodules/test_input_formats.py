@@ -13,7 +13,7 @@ import pytest
 
 from datamodules.short_text_corpus import load_corpus
 from datamodules.text_io import TableError, read_hub_dataset, read_table, row_start_lines
-from errors import UserError
+from textcore.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[2]
 ROWS = [("sport", "the match ended in a draw"), ("food", 'a "quoted" recipe, with commas'), ("sport", "goal!"),

@@ -36,7 +36,7 @@ def test_nli_triplets_become_entailment_and_contradiction_pairs_that_the_nli_loa
 def test_offline_reason_answers_fast_for_local_folders_and_the_offline_setting(tmp_path, monkeypatch):
     import time
 
-    from lightning_modules.shared.hub import offline_reason
+    from textcore.encoding.hub import offline_reason
 
     assert offline_reason(str(tmp_path)) is None  # a local folder
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")

@@ -5,9 +5,9 @@ import pytest
 
 from datamodules.short_text import ShortTextDataModule
 from datamodules.short_text_corpus import load_corpus
-from errors import DataConfigError
 from tests.helpers.data_files import write_csv
 from tests.helpers.speed import LOADER
+from textcore.errors import DataConfigError
 
 
 def make_dm(path, **kwargs):
@@ -162,8 +162,8 @@ def test_length_grouping_loader_and_bad_value(toy_corpus):
 
 
 def test_eval_only_evaluates_the_checkpoint_again_instead_of_reusing_its_history():
+    from ctclust.run_control import EvaluateOnly
     from lightning_modules.shared.periodic_evaluation import PeriodicEvaluation
-    from run_control import EvaluateOnly
 
     class Counting(PeriodicEvaluation):
         def _evaluate(self, trainer, pl_module, record=True):

@@ -11,9 +11,9 @@ from torch.utils.data import DataLoader
 
 from datamodules.streaming import EpochAwareLoader
 from datamodules.streaming_text import StreamingTextDataModule, StreamingTextDataset
-from errors import UserError
 from tests.helpers.recording import seen_per_epoch
 from tests.helpers.speed import LOADER
+from textcore.errors import UserError
 
 
 def write_lines(path: Path, lines: list[str], newline: str = "\n") -> Path:
@@ -164,7 +164,7 @@ def test_crlf_and_surrounding_whitespace_are_stripped(tmp_path):
 
 
 def test_datamodule_batches_pad_to_longest_and_keep_texts(tmp_path):
-    from lightning_modules.shared.backbone import load_tokenizer
+    from textcore.encoding.backbone import load_tokenizer
 
     tokenizer = load_tokenizer("minilm")
     texts = ["a cat", "a much longer sentence about cats and dogs and birds and more", "dogs bark", "hi"]

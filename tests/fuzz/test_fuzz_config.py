@@ -131,7 +131,7 @@ def test_the_clustering_evaluator_arguments(below_token, patience_token, every_t
 
 
 def test_the_tiny_backbone_limit_is_the_one_it_is_built_with():
-    from lightning_modules.shared.backbone import build_tiny_bert
+    from textcore.encoding.backbone import build_tiny_bert
     from validation import TINY_POSITIONS
 
     assert build_tiny_bert().config.max_position_embeddings == TINY_POSITIONS

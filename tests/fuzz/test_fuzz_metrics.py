@@ -241,7 +241,7 @@ def test_best_index_ignores_undefined_values(values, direction):
 def test_kmeans_of_every_backend_reports_its_own_partition(case, k, backend, seed):
     """KMeans as training and evaluation use it, on coinciding points too: ids in 0..K-1, finite centres, and the
     inertia is the sum of squared distances to the assigned centres (the number choose_k compares)."""
-    from lightning_modules.shared.kmeans import kmeans_fit
+    from textcore.kmeans import kmeans_fit
 
     x, _ = case
     if k > len(x):

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 
-from errors import UserError, find_user_error
+from textcore.errors import UserError, find_user_error
 
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "fast")
 _COMMON = {"deadline": None, "database": None, "print_blob": True,

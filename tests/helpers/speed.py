@@ -1,6 +1,6 @@
-"""The speed settings a test gives what it builds outside run.py: those of a run on the CPU (device_settings.py),
-so that a module, datamodule or callback built here runs as it would in a CPU run."""
-from device_settings import Device, device_defaults
+"""The speed settings a test gives what it builds outside run.py: those of a run on the CPU
+(textcore/device_settings.py), so that a module, datamodule or callback built here runs as it would in a CPU run."""
+from textcore.device_settings import Device, device_defaults
 
 CPU_RUN = device_defaults(Device("cpu"))
 CHUNKS = CPU_RUN["encoder_chunk_tokens"]  # a module's chunk_tokens

@@ -17,13 +17,16 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # bottom to top, as docs/architecture.md lists them; a module belongs to the longest name that prefixes it
 LAYERS = (
-    ("errors", "console", "run_folder", "atomic_files", "device_settings"),
+    ("textcore",),  # errors, console, run_folder, atomic_files, device_settings, checkout, data_kinds
+    ("textcore.encoding", "textcore.kmeans"),  # the text encoder and KMeans, without Lightning
+    ("datamodules",),
     ("lightning_modules.shared",),
-    ("lightning_modules", "datamodules"),  # the method packages, each with its own callbacks/
+    ("lightning_modules",),  # the method packages, each with its own callbacks/
     ("validation",),
     ("evaluation",),
     ("callbacks", "hydra_plugins"),
-    ("run", "run_control", "tools"),
+    ("launching",),
+    ("ctclust", "run", "tools"),
     ("scripts",),
 )
 NOT_PROJECT_CODE = ("tests", "docs", "conf", "data", "logs", "outputs", "multirun")
@@ -136,7 +139,8 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_the_checker_sees_a_circle_and_an_upward_import():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
-    assert layer("lightning_modules.shared.encoder") < layer("lightning_modules.sccl.module") \
+    assert layer("textcore.encoding.encoder") < layer("datamodules.short_text") \
+        < layer("lightning_modules.shared.base") < layer("lightning_modules.sccl.module") \
         < layer("evaluation.model_io.load")
     assert layer("lightning_modules.sccl.callbacks.centroid_init") == layer("lightning_modules.sccl.module")
     with pytest.raises(KeyError, match="newtop.thing.*LAYERS"):
@@ -153,10 +157,12 @@ def write_tree(root: Path, files: dict[str, str]) -> Path:
 def test_the_checker_sees_imports_inside_functions_relative_ones_and_import_module(tmp_path):
     """A small project whose only upward imports are hidden where a top-of-file reading would miss them."""
     root = write_tree(tmp_path, {
-        "errors.py": "",
-        "run.py": "import errors\n",
+        "textcore/__init__.py": "",
+        "textcore/errors.py": "",
+        "run.py": "from textcore import errors\n",
         "evaluation/__init__.py": "",
-        "evaluation/tool.py": "import errors\n\n\ndef main():\n    from run import ROOT\n    return ROOT\n",
+        "evaluation/tool.py": "from textcore import errors\n\n\ndef main():\n"
+                              "    from run import ROOT\n    return ROOT\n",
         "evaluation/helpers.py": "",
         "datamodules/__init__.py": "",
         "datamodules/reader.py": "class R:\n    def load(self):\n        from ..evaluation import helpers\n",
@@ -165,15 +171,16 @@ def test_the_checker_sees_imports_inside_functions_relative_ones_and_import_modu
         "tests/test_x.py": "import run\n",  # tests are not the project's code
     })
     graph = import_graph(root)
-    assert set(graph) == {"errors", "run", "evaluation", "evaluation.tool", "evaluation.helpers", "datamodules",
-                          "datamodules.reader", "datamodules.pick", "datamodules.fine"}
+    assert set(graph) == {"textcore", "textcore.errors", "run", "evaluation", "evaluation.tool", "evaluation.helpers",
+                          "datamodules", "datamodules.reader", "datamodules.pick", "datamodules.fine"}
     assert graph["datamodules.fine"] == {"datamodules.reader"}
     assert upward_imports(graph) == ["datamodules.pick -> run", "datamodules.reader -> evaluation",
                                      "datamodules.reader -> evaluation.helpers", "evaluation.tool -> run"]
 
 
 def test_the_checker_finds_a_module_in_no_layer(tmp_path):
-    graph = import_graph(write_tree(tmp_path, {"errors.py": "", "helpers_of_mine.py": "import errors\n"}))
+    graph = import_graph(write_tree(tmp_path, {"textcore/__init__.py": "", "textcore/errors.py": "",
+                                               "helpers_of_mine.py": "from textcore import errors\n"}))
     with pytest.raises(KeyError, match="helpers_of_mine"):
         upward_imports(graph)
 

@@ -3,8 +3,8 @@ import errno
 
 import pytest
 
-from atomic_files import atomic_write, atomic_write_text
-from errors import ENVIRONMENT_ERRNOS, output_error
+from textcore.atomic_files import atomic_write, atomic_write_text
+from textcore.errors import ENVIRONMENT_ERRNOS, output_error
 
 
 def test_a_failed_write_keeps_the_old_file_and_leaves_no_temporary_file(tmp_path):

@@ -1,5 +1,5 @@
-"""console.run_cli, the tail of every tool (`python tools.py <command>` and its `python -m` module): a user error
-is one line on stderr and exit 2."""
+"""textcore.console.run_cli, the tail of every tool (`python tools.py <command>` and its `python -m` module): a user
+error is one line on stderr and exit 2."""
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +11,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.mark.parametrize("command, named", [
     (["-m", "evaluation.model_io.export", "--run", "no/such/run", "--out", "out"], "no/such/run"),
-    (["-m", "evaluation.model_io.predict", "--run", "no/such/run", "--input", "x.csv", "--output", "y.csv"], "x.csv"),
+    (["-m", "evaluation.model_io.predict", "--run", "no/such/run", "--input", "x.csv", "--output", "y.csv"],
+     "x.csv"),
     ([str(ROOT / "tools.py"), "export", "--run", "no/such/run", "--out", "out"], "no/such/run"),
     ([str(ROOT / "tools.py"), "predict", "--run", "no/such/run", "--input", "x.csv", "--output", "y.csv"], "x.csv"),
 ])

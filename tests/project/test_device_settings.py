@@ -1,4 +1,4 @@
-"""Speed settings chosen per device (device_settings.py), without a GPU: the device is faked. Below the
+"""Speed settings chosen per device (textcore/device_settings.py), without a GPU: the device is faked. Below the
 configuration nothing chooses them by itself."""
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import logging
 import pytest
 import torch
 
-import device_settings
-from device_settings import OUTSIDE_TRAINING, SETTINGS, Device, resolve_settings
-from errors import ConfigError
+from textcore import device_settings
+from textcore.device_settings import OUTSIDE_TRAINING, SETTINGS, Device, resolve_settings
+from textcore.errors import ConfigError
 
 CPU, H100, T4 = Device("cpu", None, 2), Device("cuda", 80.0, 16), Device("cuda", 15.0, 4)
 NOTHING_SET = {key: None for key in SETTINGS}
@@ -103,23 +103,24 @@ def test_below_the_configuration_nothing_chooses_a_setting_by_itself(toy_corpus)
 
     from datamodules.short_text import ShortTextDataModule
     from lightning_modules.sccl import SCCL
-    from lightning_modules.shared.encoder import EncoderSettings, TextEncoder
-    from lightning_modules.shared.kmeans import KMeansBackendError, kmeans_fit
+    from textcore.encoding.encoder import EncoderSettings, TextEncoder
+    from textcore.kmeans import KMeansBackendError, kmeans_fit
 
-    with pytest.raises(TypeError, match=r"needs \['chunk_tokens'\].*encoder_chunk_tokens.*device_settings.py"):
+    with pytest.raises(TypeError, match=r"needs \['chunk_tokens'\].*encoder_chunk_tokens.*textcore/device_settings.py"):
         SCCL(num_clusters=3, backbone="tiny")
     unchosen = dataclasses.replace(EncoderSettings.outside_training(), chunk_tokens=None)
-    with pytest.raises(ConfigError, match="encoder_chunk_tokens is null.*device_settings.py"):
+    with pytest.raises(ConfigError, match="encoder_chunk_tokens is null.*textcore/device_settings.py"):
         TextEncoder.from_name("tiny", unchosen)
     loader = {"num_workers": None, "pin_memory": False, "persistent_workers": False, "prefetch_factor": None}
-    with pytest.raises(ConfigError, match=r"not set \['num_workers'\].*device_settings.py"):
+    with pytest.raises(ConfigError, match=r"not set \['num_workers'\].*textcore/device_settings.py"):
         ShortTextDataModule(data_dir=str(toy_corpus.parent), file=toy_corpus.name, tokenizer="tiny",
                             augmentation="virtual", loader=loader)
-    with pytest.raises(KMeansBackendError, match="kmeans_backend is null.*device_settings.py"):
+    with pytest.raises(KMeansBackendError, match="kmeans_backend is null.*textcore/device_settings.py"):
         kmeans_fit(np.zeros((4, 2), dtype=np.float32), 2)
 
 
-@pytest.mark.parametrize("command", ["evaluation.clustering.choose_k", "evaluation.benchmarks.evaluate_model"])
+@pytest.mark.parametrize("command", ["evaluation.clustering.choose_k",
+                                     "evaluation.benchmarks.evaluate_model"])
 def test_the_evaluation_commands_show_the_value_outside_training(command, capsys):
     import importlib
 
@@ -129,6 +130,6 @@ def test_the_evaluation_commands_show_the_value_outside_training(command, capsys
 
 
 def test_an_encoder_outside_training_makes_one_padded_call_per_batch():
-    from lightning_modules.shared.encoder import EncoderSettings
+    from textcore.encoding.encoder import EncoderSettings
 
     assert EncoderSettings.outside_training().chunk_tokens == OUTSIDE_TRAINING["encoder_chunk_tokens"] == 0

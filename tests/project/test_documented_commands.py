@@ -24,7 +24,7 @@ from unittest import mock
 
 import pytest
 
-import tools
+from ctclust import tools
 from tests.helpers import CONF
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -5,7 +5,7 @@ import logging
 
 import pytest
 
-from console import PhaseProgress
+from textcore.console import PhaseProgress
 
 
 class Clock:

@@ -1,8 +1,8 @@
-"""run_folder.find_runs: the one way runs are found (aggregate, fidelity and label-free reports)."""
+"""textcore.run_folder.find_runs: the one way runs are found (aggregate, fidelity and label-free reports)."""
 import pytest
 
-import run_folder
-from errors import MissingFileError
+from textcore import run_folder
+from textcore.errors import MissingFileError
 
 
 def make_run(folder, name=run_folder.RESULTS):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-import tools
+from ctclust import tools
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL_LIBRARIES = ("torch", "lightning", "transformers")
@@ -79,8 +79,8 @@ def test_an_exit_status_a_command_returns_is_the_tools_exit_status(tmp_path):
 
 
 def test_the_tools_console_leaves_transformers_bars_off_and_the_hubs_downloads_on():
-    """console.configure_tool imports neither library, yet transformers imported after it draws no bars."""
-    code = ("import sys, console; console.configure_tool(); "
+    """textcore.console.configure_tool imports neither library, yet transformers imported after it draws no bars."""
+    code = ("import sys; from textcore import console; console.configure_tool(); "
             "print(any(m in sys.modules for m in ('lightning', 'transformers'))); "
             "import transformers.utils.logging as tl; from huggingface_hub.utils import are_progress_bars_disabled; "
             "print(tl.is_progress_bar_enabled(), are_progress_bars_disabled('huggingface_hub.http_get'))")

@@ -1,7 +1,7 @@
 """Bad inputs stop with one message that names the file or key and the fix, never a traceback.
 
 Most cases run ``run.train`` in-process and take the error the way ``run.py``'s main does
-(``errors.find_user_error`` on whatever was raised): that is what gets printed, as one line. A few
+(``textcore.errors.find_user_error`` on whatever was raised): that is what gets printed, as one line. A few
 run the real entry point as a subprocess, where the console itself (exit code, stderr, no
 traceback) is what is tested. docs/reliability.md "When the input is wrong" lists the cases.
 """
@@ -19,10 +19,10 @@ import pytest
 import torch
 
 import validation
-from errors import USER_ERROR_EXIT_CODE, UserError, find_user_error
 from tests.helpers import compose_config
 from tests.helpers.data_files import FAST, write_nli, write_short_text_csv, write_stsb, write_wiki
 from tests.helpers.speed import CHUNKS, LOADER
+from textcore.errors import USER_ERROR_EXIT_CODE, UserError, find_user_error
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -377,7 +377,7 @@ def test_a_folder_with_an_earlier_run_is_continued_only_with_ckpt_path(tmp_path)
 
 def test_a_requeued_job_starts_again_over_its_attempt_that_left_no_checkpoint(tmp_path, monkeypatch):
     """SLURM requeued the job before its first checkpoint (no requeue record): the folder is the same run's."""
-    import run_control
+    from ctclust import run_control
     from run import train
 
     monkeypatch.setattr(run_control, "restart_count", lambda: 1)
@@ -414,8 +414,8 @@ def test_a_run_folder_the_system_refuses_is_one_line(tmp_path, monkeypatch, caps
     with the same words for EPERM as for EACCES and EROFS."""
     from omegaconf import OmegaConf
 
-    from callbacks.sweeps.hydra_callbacks import OutputFolderCheck
-    from errors import ENVIRONMENT_ERRNOS
+    from launching.hydra_callbacks import OutputFolderCheck
+    from textcore.errors import ENVIRONMENT_ERRNOS
 
     refused = tmp_path / "mount"
     refuse_under(monkeypatch, refused, code)
@@ -432,7 +432,7 @@ def test_a_run_folder_the_system_refuses_is_one_line(tmp_path, monkeypatch, caps
 def test_a_write_the_system_refuses_is_one_line_wherever_raised(tmp_path, code):
     """An EPERM raised by code that does not name the key (a library's own mkdir) is the machine's state, as
     EACCES and EROFS are: one line with the file, not a traceback."""
-    from errors import ENVIRONMENT_ERRNOS
+    from textcore.errors import ENVIRONMENT_ERRNOS
 
     target = tmp_path / "out" / "results.json"
     error = find_user_error(_raised_from(OSError(code, REFUSALS[code], str(target))))
@@ -503,7 +503,8 @@ def test_run_py_console_for_an_unwritable_run_folder(tmp_path):
 
 
 def test_evaluate_model_with_a_path_that_does_not_exist(tmp_path):
-    proc = run_entry_point(["-m", "evaluation.benchmarks.evaluate_model", "--model", str(tmp_path / "nonexistent"),
+    proc = run_entry_point(["-m", "evaluation.benchmarks.evaluate_model",
+                            "--model", str(tmp_path / "nonexistent"),
                             "--out", str(tmp_path / "out")])
     line = assert_one_error_line(proc, f"model '{tmp_path / 'nonexistent'}' does not exist")
     assert "backbone=" not in line and "Hub" not in line.split("Give")[0]

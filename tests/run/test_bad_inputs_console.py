@@ -7,7 +7,7 @@ import warnings
 
 import pytest
 
-import console
+from textcore import console
 
 LOGGERS = ("lightning", "lightning.pytorch", "lightning.fabric", "lightning.pytorch.utilities.rank_zero",
            "lightning.fabric.utilities.rank_zero")

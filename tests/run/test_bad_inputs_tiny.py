@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from errors import USER_ERROR_EXIT_CODE
+from textcore.errors import USER_ERROR_EXIT_CODE
 
 ROOT = Path(__file__).resolve().parents[2]
 LONG_TEXT = " ".join(f"word{i % 97}" for i in range(20_000))

@@ -7,10 +7,10 @@ import math
 import pytest
 import torch
 
-from errors import ConfigError
 from run import train
 from tests.helpers import compose_config
 from tests.run.test_resume import method_overrides
+from textcore.errors import ConfigError
 from validation import validate
 
 

@@ -234,8 +234,8 @@ def test_the_counter_sees_a_read_from_project_code_and_not_from_torch():
 def test_the_masks_given_to_the_backbone_embed_as_transformers_own_mask(implementation):
     """The [B, 1, 1, T] mask (and no mask for rows without padding) that spares transformers its read of the
     mask gives the embeddings of the plain [B, T] mask, in both attention implementations."""
-    from lightning_modules.shared.encoder import EncoderSettings, TextEncoder
-    from lightning_modules.shared.token_batches import with_token_counts
+    from textcore.encoding.encoder import EncoderSettings, TextEncoder
+    from textcore.encoding.token_batches import with_token_counts
 
     encoder = TextEncoder.from_name("tiny", EncoderSettings.outside_training()).eval()
     encoder.backbone.config._attn_implementation = implementation

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from errors import USER_ERROR_EXIT_CODE
 from tests.helpers.resume import assert_same_tensors, slow_overrides, without_timings
 from tests.helpers.sweeps import cli_env
+from textcore.errors import USER_ERROR_EXIT_CODE
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow

@@ -10,9 +10,9 @@ import pytest
 from omegaconf import OmegaConf
 
 import validation
-from errors import UserError, find_user_error
 from tests.helpers import CONF, compose_config
 from tests.helpers.data_files import FAST, write_nli, write_short_text_csv, write_stsb, write_wiki
+from textcore.errors import UserError, find_user_error
 
 METHODS = sorted(p.stem for p in (CONF / "method").glob("*.yaml"))
 DATASETS = sorted(p.stem for p in (CONF / "dataset").glob("*.yaml"))

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from datamodules.download import catalogue
-from errors import ConfigError, MissingFileError
 from tests.helpers import compose_config, write_wiki_and_stsb
+from textcore.errors import ConfigError, MissingFileError
 
 ROOT = Path(__file__).resolve().parents[2]
 FAMILIES = ("sccl_", "aecl_", "simcse_", "clusterns_", "promptbert_", "pairsupcon_")

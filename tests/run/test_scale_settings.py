@@ -11,10 +11,10 @@ import pytest
 import torch
 
 import lightning_modules.shared.eval_outputs as eval_outputs
-from lightning_modules.shared.kmeans import sample_rows
 from run import train
 from tests.helpers import compose_config
 from tests.helpers.resume import without_timings
+from textcore.kmeans import sample_rows
 
 DEMO = ["backbone=tiny", "dataset=demo", "batch_size=32", "trainer.max_steps=4", "trainer.enable_progress_bar=false",
         "trainer.enable_model_summary=false", "~callbacks.progress",

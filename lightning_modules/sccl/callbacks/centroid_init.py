@@ -4,9 +4,9 @@ from __future__ import annotations
 import torch
 from lightning.pytorch.callbacks import Callback
 
-from errors import ConfigError
 from lightning_modules.shared.eval_outputs import cached_eval_outputs, outputs_kmeans
-from lightning_modules.shared.kmeans import check_kmeans_backend, sample_rows
+from textcore.errors import ConfigError
+from textcore.kmeans import check_kmeans_backend, sample_rows
 
 
 class KMeansCentroidInit(Callback):

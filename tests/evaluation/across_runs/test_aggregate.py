@@ -8,7 +8,7 @@ import yaml
 
 from evaluation.across_runs.aggregate import aggregate, aggregate_folders, load_run, main, markdown
 from evaluation.across_runs.sweep_trials import trials, write_trials
-from run_folder import find_runs
+from textcore.run_folder import find_runs
 
 
 def make_run(folder, method="sccl", dataset="searchsnippets", seed=0, acc=None, nmi=None, head_acc=None,

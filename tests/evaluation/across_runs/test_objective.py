@@ -4,8 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from errors import UserError
-from evaluation.across_runs.objective import (
+from launching.objective import (
     ObjectiveError,
     check_sources,
     lookup,
@@ -14,6 +13,7 @@ from evaluation.across_runs.objective import (
     raise_if_error,
 )
 from tests.helpers import CONF
+from textcore.errors import UserError
 
 CLUSTERING = {
     "method": "sccl",

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from errors import ConfigError
 from evaluation.across_runs.paper_table import available, compare, find_results, load_table, main
+from textcore.errors import ConfigError
 
 
 def run(folder, method, dataset, acc, nmi, seed, head=None):

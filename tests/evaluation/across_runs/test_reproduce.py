@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from evaluation.across_runs import reproduce
+from launching import reproduce
 
 ROOT = Path(__file__).resolve().parents[3]
 TINY = ["trainer=cpu", "backbone=tiny", "batch_size=8", "max_length=16", "trainer.max_steps=2",
@@ -101,7 +101,7 @@ def test_two_rows_two_seeds_launch_skip_resume_and_table(tmp_path):
         "    command: 'python run.py experiment=sccl_{dataset} seed=<seed>'\n"
         "    values: {tweet: [78.2, 89.2], searchsnippets: [85.2, 71.1]}\n")
     out = tmp_path / "out"
-    command = [sys.executable, "-m", "evaluation.across_runs.reproduce", str(table), "--seeds", "0,1",
+    command = [sys.executable, "-m", "launching.reproduce", str(table), "--seeds", "0,1",
                "--out", str(out),
                f"data_dir={data}", *TINY]
     env = {**os.environ, "PROJECT_ROOT": str(ROOT)}
@@ -173,9 +173,9 @@ def test_run_states_and_the_commands_they_give(tmp_path):
     assert all("hydra/launcher=slurm" in command for command in slurm)
 
 
-# -- several runs on one device (--runs-per-gpu, evaluation.across_runs.packing) -----------------------------------
+# -- several runs on one device (--runs-per-gpu, launching.packing) -----------------------------------
 def test_runs_that_do_not_fit_are_refused_before_any_starts(tmp_path, monkeypatch, capsys):
-    from evaluation.across_runs import packing
+    from launching import packing
 
     card = packing.Device(0, "NVIDIA H100 80GB HBM3", 40.0)
     monkeypatch.setattr(packing, "devices", lambda use_gpu=True: [card])
@@ -194,7 +194,7 @@ def test_runs_that_do_not_fit_are_refused_before_any_starts(tmp_path, monkeypatc
 
 
 def test_a_runs_memory_is_the_measured_peak_or_a_count_of_the_backbone(tmp_path):
-    from evaluation.across_runs import packing
+    from launching import packing
 
     cfg = reproduce.compose("sccl_tweet", [])  # distilbert-base, batch 400, float32
     bench = [{"method": "sccl", "arch": "distilbert-base", "batch": 400, "precision": "fp32", "chunk": chunk,
@@ -218,7 +218,7 @@ def test_a_runs_memory_is_the_measured_peak_or_a_count_of_the_backbone(tmp_path)
 
 
 def test_slots_fill_every_device_before_a_second_place():
-    from evaluation.across_runs import packing
+    from launching import packing
 
     a, b = packing.Device(0, "A", 80.0), packing.Device(1, "B", 80.0)
     placed = [(s.device.index, s.place) for s in packing.slots([a, b], 2)]
@@ -236,7 +236,7 @@ def test_claimed_gpu_slots_never_put_more_than_n_processes_on_a_gpu(tmp_path):
     with context.Pool(4) as pool:
         claimed = pool.starmap(_claim_and_hold, [(str(tmp_path), 2, 2, 1.5)] * 4)
     assert sorted(claimed) == [0, 0, 1, 1]
-    from evaluation.across_runs import packing
+    from launching import packing
 
     handles = [open(path, "w") for path in sorted(tmp_path.glob("*.lock"))]
     import fcntl
@@ -253,7 +253,7 @@ def test_claimed_gpu_slots_never_put_more_than_n_processes_on_a_gpu(tmp_path):
 def _claim_and_hold(folder: str, gpus: int, per_gpu: int, hold: float) -> int:
     import time
 
-    from evaluation.across_runs import packing
+    from launching import packing
 
     gpu = packing.claim_gpu(Path(folder), gpus, per_gpu)
     assert packing.claim_gpu(Path(folder), gpus, per_gpu) == gpu  # the same process keeps its slot
@@ -268,7 +268,7 @@ def test_two_runs_side_by_side_on_the_cpu_finish_and_write_the_table(tmp_path):
     data.mkdir()
     write_views(data, "tweet")
     out = tmp_path / "out"
-    command = [sys.executable, "-m", "evaluation.across_runs.reproduce", "sccl_table1", "--rows", "sccl_tweet",
+    command = [sys.executable, "-m", "launching.reproduce", "sccl_table1", "--rows", "sccl_tweet",
                "--seeds", "0,1", "--out", str(out), "--runs-per-gpu", "2", "--precision", "fp32",
                f"data_dir={data}", *TINY]
     env = {**os.environ, "PROJECT_ROOT": str(ROOT)}

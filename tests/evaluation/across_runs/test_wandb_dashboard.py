@@ -71,8 +71,8 @@ def test_sts_results_go_to_the_summary_and_a_table(tmp_path, monkeypatch):
     """log_results on an offline WandbLogger, as run.py calls it for an STS run."""
     from lightning.pytorch.loggers import WandbLogger
 
-    from callbacks.sweeps.hydra_callbacks import finish_wandb_run
     from evaluation.across_runs.wandb_dashboard import log_results
+    from launching.hydra_callbacks import finish_wandb_run
 
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")

@@ -7,8 +7,8 @@ import numpy as np
 import torch
 
 from evaluation.benchmarks.embedding_cache import EmbeddingCache, weights_fingerprint
-from lightning_modules.shared.encoder import EncoderSettings, TextEncoder
 from tests.helpers.speed import CHUNKS, LOADER
+from textcore.encoding.encoder import EncoderSettings, TextEncoder
 
 TEXTS = ["a first text", "second one here", "a first text", "the third and longest text of all", "second one here"]
 

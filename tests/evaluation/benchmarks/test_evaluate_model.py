@@ -77,7 +77,7 @@ def test_clustering_scores_hand_value_and_skips_absent_files(fake_benchmarks):
 
 
 def test_evaluate_encoder_with_a_tiny_encoder_restores_its_token_limit(fake_benchmarks):
-    from lightning_modules.shared.encoder import EncoderSettings, TextEncoder
+    from textcore.encoding.encoder import EncoderSettings, TextEncoder
 
     conf, data = fake_benchmarks
     encoder = TextEncoder.from_name("tiny", EncoderSettings.outside_training(max_length=17))

@@ -250,7 +250,7 @@ class _FakeTextEncoder:
 
 
 def test_cli_writes_table_and_json(tmp_path, capsys, monkeypatch):
-    import lightning_modules.shared.encoder as encoder_module
+    import textcore.encoding.encoder as encoder_module
 
     made = {}
 
@@ -290,7 +290,7 @@ def test_cli_writes_table_and_json(tmp_path, capsys, monkeypatch):
 @pytest.mark.slow
 @pytest.mark.skipif(not REAL_DATA.is_dir(), reason="shared SentEval data not present")
 def test_minilm_on_real_stsb_dev():
-    from lightning_modules.shared.encoder import EncoderSettings, TextEncoder
+    from textcore.encoding.encoder import EncoderSettings, TextEncoder
 
     encoder = TextEncoder.from_name("minilm", EncoderSettings.outside_training("mean", 128))
     score = stsb_dev_spearman(lambda texts: encoder.encode(texts, batch_size=128), REAL_DATA)

@@ -203,7 +203,7 @@ class FakeTextEncoder:
 
 
 def test_cli_writes_markdown_and_json(tmp_path, monkeypatch):
-    import lightning_modules.shared.encoder as encoder
+    import textcore.encoding.encoder as encoder
 
     monkeypatch.setattr(encoder.TextEncoder, "from_name", FakeTextEncoder)
     root = make_senteval(tmp_path / "data", n=12, tasks=("MR", "MRPC"))

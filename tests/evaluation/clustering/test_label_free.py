@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 from sklearn.metrics import calinski_harabasz_score, davies_bouldin_score
 
-from errors import ConfigError
 from evaluation.clustering.choose_k import choose_k, parse_k, recommend
 from evaluation.clustering.label_free import (
     changed_share,
@@ -20,6 +19,7 @@ from evaluation.clustering.label_free import (
     stable_step,
 )
 from tests.helpers.speed import KMEANS
+from textcore.errors import ConfigError
 
 
 def blobs(k=3, per=20, dim=8, spread=0.05, seed=0):

@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 
 from evaluation.clustering.metrics import cluster_accuracy, clustering_scores, kmeans_scores
-from lightning_modules.shared.kmeans import kmeans_fit
 from tests.helpers.speed import KMEANS
+from textcore.kmeans import kmeans_fit
 
 
 def test_permuted_labelling_scores_one():

@@ -63,7 +63,7 @@ def test_pairsupcon_module_round_trip_mean_pooling(pairsupcon_module, tmp_path):
 def test_cls_poolings_round_trip(pooling, modules, tmp_path):
     from evaluation.model_io.export import export_encoder
     from evaluation.model_io.load import load_encoder
-    from lightning_modules.shared.encoder import EncoderSettings, TextEncoder
+    from textcore.encoding.encoder import EncoderSettings, TextEncoder
 
     torch.manual_seed(0)
     encoder = perturbed(TextEncoder.from_name("tiny", EncoderSettings.outside_training("cls"))).eval()

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from evaluation.model_io.load import load_encoder
-from lightning_modules.shared.backbone import load_tokenizer
+from textcore.encoding.backbone import load_tokenizer
 
 TEXTS = ["a short sentence", "another, somewhat longer sentence about cats"]
 

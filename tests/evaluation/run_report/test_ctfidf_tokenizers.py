@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from errors import ConfigError
 from evaluation.run_report.ctfidf import class_term_counts, no_space_share, resolve_tokenizer, top_words
+from textcore.errors import ConfigError
 
 CHINESE = ["今天的足球比赛很精彩", "足球队赢得了比赛", "他喜欢看足球比赛", "这场足球比赛有三个进球",
            "妈妈在厨房做饭", "我学会了做红烧肉", "厨房里的饭菜很香", "晚饭做了番茄炒蛋"]
@@ -42,7 +42,7 @@ def test_character_ngrams_never_span_spaces_and_stop_words_only_apply_to_words()
 
 
 def test_backbone_pieces_come_from_the_tokenizer_without_continuation_marks():
-    from lightning_modules.shared.backbone import load_tokenizer
+    from textcore.encoding.backbone import load_tokenizer
 
     docs = ["unbelievably good football", "cooking pasta tonight"]
     counts, vocabulary = class_term_counts(docs, [0, 1], 2, tokenizer="backbone", backbone="minilm")

@@ -7,9 +7,9 @@ import pytest
 import torch
 from torch import nn
 
-from errors import ConfigError
 from lightning_modules.aecl.attention import SampleAttention, TransformerSampleAttention, build_attention
 from tests.helpers.speed import CHUNKS
+from textcore.errors import ConfigError
 
 
 def _copy_into_torch_layer(ours: TransformerSampleAttention) -> nn.TransformerEncoderLayer:

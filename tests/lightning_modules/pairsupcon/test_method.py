@@ -7,7 +7,6 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from errors import ConfigError
 from lightning_modules.pairsupcon.losses import (
     WEIGHTINGS,
     instance_discrimination_loss,
@@ -18,6 +17,7 @@ from lightning_modules.pairsupcon.losses import (
 from tests.helpers.data_files import write_csv
 from tests.helpers.ddp import spawn_gloo
 from tests.helpers.speed import CHUNKS, KMEANS
+from textcore.errors import ConfigError
 
 
 # -------------------------------------------------------------------------------- naive references

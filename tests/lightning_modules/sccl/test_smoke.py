@@ -98,7 +98,7 @@ def test_file_without_labels_trains_and_writes_predictions(tmp_path):
 
 
 def test_backbone_trains_with_dropout_so_virtual_views_differ():
-    from lightning_modules.shared.encoder import EncoderSettings, TextEncoder
+    from textcore.encoding.encoder import EncoderSettings, TextEncoder
 
     encoder = TextEncoder.from_name("minilm", EncoderSettings.outside_training())
     assert encoder.training and all(m.training for m in encoder.modules())
@@ -179,8 +179,8 @@ def test_sequential_variant_switches_objective_at_the_step():
 
 
 def test_sequential_variant_needs_its_switch_step():
-    from errors import ConfigError
     from lightning_modules.sccl.module import SCCL
+    from textcore.errors import ConfigError
 
     with pytest.raises(ConfigError, match="sequential_switch_step"):
         SCCL(num_clusters=2, backbone="tiny", chunk_tokens=CHUNKS, objective="sequential")

@@ -7,9 +7,9 @@ import itertools
 import pytest
 import torch
 
-from lightning_modules.shared.encoder import EncoderSettings, TextEncoder
-from lightning_modules.shared.token_batches import length_chunks
 from tests.helpers.speed import CHUNKS
+from textcore.encoding.encoder import EncoderSettings, TextEncoder
+from textcore.encoding.token_batches import length_chunks
 
 TEXTS = [
     "short",

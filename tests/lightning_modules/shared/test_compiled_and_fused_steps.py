@@ -26,7 +26,7 @@ def sccl(chunk_tokens: int = 24) -> SCCL:
 
 
 def batch(module: SCCL, a: list[str], b: list[str]) -> dict:
-    from lightning_modules.shared.token_batches import with_token_counts
+    from textcore.encoding.token_batches import with_token_counts
 
     tokens = lambda texts: with_token_counts(module.encoder.tokenize(texts))  # noqa: E731
     return {"index": torch.arange(len(a)), "view1": tokens(a), "view2": tokens(b)}

@@ -1,8 +1,8 @@
 import pytest
 import torch
 
-from lightning_modules.shared.backbone import BackboneUnavailableError, load_backbone
-from lightning_modules.shared.encoder import EncoderSettings, TextEncoder, mean_pool
+from textcore.encoding.backbone import BackboneUnavailableError, load_backbone
+from textcore.encoding.encoder import EncoderSettings, TextEncoder, mean_pool
 
 
 def test_mean_pool_ignores_padding():

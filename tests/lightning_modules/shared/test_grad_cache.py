@@ -1,4 +1,4 @@
-"""Cached gradients (lightning_modules/shared/grad_cache.py): one training step with the encoder run in
+"""Cached gradients (textcore/encoding/grad_cache.py): one training step with the encoder run in
 mini-batches and replayed in backward gives the loss and every parameter gradient of the uncached step,
 for every method, with dropout off and on; state a step changes (ClusterNS centroids) changes once."""
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pytest
 import torch
 from torch import nn
 
-from lightning_modules.shared.grad_cache import cached_encoding
 from tests.lightning_modules.shared.test_chunked_encoder import METHODS, TEXTS, gradient_difference
+from textcore.encoding.grad_cache import cached_encoding
 
 
 # -- the autograd function alone ---------------------------------------------------------------------------

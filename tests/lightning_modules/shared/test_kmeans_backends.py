@@ -4,9 +4,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from errors import UserError
 from evaluation.clustering.metrics import clustering_scores, kmeans_scores
-from lightning_modules.shared.kmeans import (
+from textcore.errors import UserError
+from textcore.kmeans import (
     KMEANS_BACKENDS,
     check_kmeans_backend,
     greedy_kmeans_plusplus,

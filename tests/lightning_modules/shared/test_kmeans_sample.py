@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lightning_modules.shared.kmeans import assign_nearest, kmeans_fit, sample_rows
+from textcore.kmeans import assign_nearest, kmeans_fit, sample_rows
 
 
 def blobs(n: int, k: int = 4, d: int = 8, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

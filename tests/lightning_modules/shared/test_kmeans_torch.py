@@ -1,5 +1,5 @@
 """The torch KMeans backend (runs on the GPU in a GPU run) clusters a real benchmark as well as the others,
-within the spread of their seeds (lightning_modules/shared/kmeans.py)."""
+within the spread of their seeds (textcore/kmeans.py)."""
 from __future__ import annotations
 
 import csv
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from evaluation.clustering.metrics import clustering_scores
-from lightning_modules.shared.kmeans import kmeans_fit
+from textcore.kmeans import kmeans_fit
 
 SEEDS = (0, 1, 2)
 
@@ -54,7 +54,7 @@ def test_torch_kmeans_is_as_good_as_the_other_backends_within_their_seed_spread(
 def test_torch_kmeans_runs_on_the_device_it_is_given():
     import torch
 
-    from lightning_modules.shared.kmeans import _torch_kmeans
+    from textcore.kmeans import _torch_kmeans
 
     x = np.random.default_rng(0).normal(size=(200, 4)).astype(np.float32)
     on_cpu = _torch_kmeans(x, 3, seed=0, n_init=1, max_iter=50, device="cpu")

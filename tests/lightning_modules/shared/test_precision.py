@@ -99,7 +99,7 @@ def test_a_run_sets_the_float32_matmul_precision_it_is_given(toy_corpus, tmp_pat
 def test_lightnings_tensor_core_hint_is_hidden_once_the_precision_is_chosen():
     import logging
 
-    import console
+    from textcore import console
 
     logger = logging.getLogger("lightning.pytorch.utilities.rank_zero")
     hint = ("You are using a CUDA device ('NVIDIA H100 80GB HBM3') that has Tensor Cores. To properly utilize them, "

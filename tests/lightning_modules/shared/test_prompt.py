@@ -3,9 +3,9 @@
 import pytest
 import torch
 
-from errors import ConfigError
-from lightning_modules.shared.prompt import PromptTemplates, split_template
 from tests.helpers.speed import CHUNKS
+from textcore.encoding.prompt import PromptTemplates, split_template
+from textcore.errors import ConfigError
 
 # the module tests call training_step without a Trainer; self.log then only warns
 pytestmark = pytest.mark.filterwarnings("ignore:You are trying to `self.log\\(\\)`")
@@ -17,13 +17,13 @@ TEXTS = ["a cat sat on the mat", "dogs bark", "the quick brown fox jumps over it
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    from lightning_modules.shared.backbone import load_tokenizer
+    from textcore.encoding.backbone import load_tokenizer
 
     return load_tokenizer("tiny")
 
 
 def tiny_encoder(pooling="prompt_before_pooler", templates=(BERT_FIRST, BERT_SECOND)):
-    from lightning_modules.shared.encoder import EncoderSettings, TextEncoder
+    from textcore.encoding.encoder import EncoderSettings, TextEncoder
 
     encoder = TextEncoder.from_name("tiny", EncoderSettings.outside_training(pooling, 32, list(templates)))
     return encoder.eval()  # no dropout: the hand-made references below run the backbone once more
@@ -109,7 +109,7 @@ def test_training_views_use_the_two_templates_then_the_mlp(tokenizer):
 
 
 def test_prompt_pooling_without_templates_is_a_clear_error():
-    from lightning_modules.shared.encoder import EncoderSettings, TextEncoder
+    from textcore.encoding.encoder import EncoderSettings, TextEncoder
 
     with pytest.raises(ConfigError, match="prompt_templates"):
         TextEncoder.from_name("tiny", EncoderSettings.outside_training("prompt_before_pooler"))

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-import lightning_modules.shared.token_batches as token_batches
-from lightning_modules.shared.backbone import load_tokenizer
-from lightning_modules.shared.token_batches import token_lengths, tokenize_batch, with_token_counts
+import textcore.encoding.token_batches as token_batches
+from textcore.encoding.backbone import load_tokenizer
+from textcore.encoding.token_batches import token_lengths, tokenize_batch, with_token_counts
 
 TEXTS = ["", "   ", "hello world", "Ünïcödé façade naïve café", "a " * 100, "def f(x): return x**2  # code?",
          "中文 文本 测试", "tab\tsep\nnewline", "x", "COVID-19 vaccines: 95% effective?!", "[MASK] [SEP] tokens"]

@@ -32,7 +32,6 @@ import hydra
 from lightning.pytorch.callbacks import Callback
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-import run_folder
 from callbacks.safety import interrupt, ranks, run_lock
 from callbacks.safety.checkpointing import (
     LastCheckpoint,
@@ -43,8 +42,9 @@ from callbacks.safety.checkpointing import (
 from callbacks.safety.nonfinite import NonFiniteLossError
 from callbacks.safety.out_of_memory import is_out_of_memory, out_of_memory_error
 from callbacks.safety.preemption import RequeueState, command_overrides, override_key, restart_count, run_fingerprint
-from callbacks.sweeps.hydra_callbacks import is_multirun
-from errors import ConfigError, UserError, find_user_error
+from launching.hydra_callbacks import is_multirun
+from textcore import run_folder
+from textcore.errors import ConfigError, UserError, find_user_error
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@
 iterations, in float32; ``sklearn``: scikit-learn's KMeans; ``faiss``: faiss-cpu with random restarts;
 ``torch``: the ``fast`` algorithm in torch, on the GPU when there is one. Every caller names the backend: a run
 takes ``kmeans_backend`` (null: chosen for the run's device), a command outside training
-``device_settings.OUTSIDE_TRAINING``. Training uses it for SCCL's centroid initialisation and AECL's
+``textcore.device_settings.OUTSIDE_TRAINING``. Training uses it for SCCL's centroid initialisation and AECL's
 pseudo-labels; evaluation for every KMeans score.
 """
 from __future__ import annotations
@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from console import PhaseProgress
-from errors import UserError
+from textcore.console import PhaseProgress
+from textcore.errors import UserError
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ def check_kmeans_backend(backend: str | None) -> str:
     if backend is None:
         raise KMeansBackendError(
             "no KMeans backend given (kmeans_backend is null): run.py chooses it for the run's device "
-            f"(device_settings.py); elsewhere name one of {', '.join(KMEANS_BACKENDS)}")
+            f"(textcore/device_settings.py); elsewhere name one of {', '.join(KMEANS_BACKENDS)}")
     backend = str(backend)
     if backend not in KMEANS_BACKENDS:
         raise KMeansBackendError(f"unknown KMeans backend '{backend}'; choose one of {', '.join(KMEANS_BACKENDS)}")

@@ -124,7 +124,7 @@ def _configure(root_handlers_present: bool | None) -> None:
 def run_cli(main: Callable[[], object], info_logs: bool = False) -> None:
     """The tail of every tool (``python tools.py <command>`` and its ``python -m`` module): the quiet console of
     :func:`configure_tool` (with ``info_logs``, the command's own INFO lines on stderr, message only), then
-    ``main()``. Its ``UserError`` becomes one line and exit status 2 through ``errors.exit_on_user_error`` on
+    ``main()``. Its ``UserError`` becomes one line and exit status 2 through ``textcore.errors.exit_on_user_error`` on
     ``main``."""
     if info_logs:
         logging.basicConfig(level=logging.INFO, format="%(message)s")

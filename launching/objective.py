@@ -27,10 +27,10 @@ the numbers it did produce (after results.json is written, so nothing is lost).
 from __future__ import annotations
 
 import logging
-import math
 from typing import Iterable, Mapping
 
-from errors import UserError
+from textcore.errors import UserError
+from textcore.run_folder import is_finite_number
 
 log = logging.getLogger(__name__)
 
@@ -85,11 +85,6 @@ def lookup(results: Mapping, path: str):
             raise KeyError(".".join(path.split(".")[: i + 1]))
         node = node[part]
     return node
-
-
-def is_finite_number(value) -> bool:
-    """A real, finite number (not a bool): what results.json can report as a metric."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def resolve_name(setting: str | None, default: str | None, results: Mapping) -> str | None:

@@ -1,7 +1,7 @@
 """Text encoder: a Hugging Face backbone plus a pooler (docs/methods/shared.md).
 
-Backbones by name: :mod:`lightning_modules.shared.backbone`; token counts and chunk plans:
-:mod:`lightning_modules.shared.token_batches`.
+Backbones by name: :mod:`textcore.encoding.backbone`; token counts and chunk plans:
+:mod:`textcore.encoding.token_batches`.
 """
 from __future__ import annotations
 
@@ -13,23 +13,23 @@ import numpy as np
 import torch
 from torch import nn
 
-from device_settings import OUTSIDE_TRAINING
-from errors import ConfigError
-from lightning_modules.shared.backbone import (
+from textcore.device_settings import OUTSIDE_TRAINING
+from textcore.encoding.backbone import (
     load_backbone,
     load_tokenizer,
 )
-from lightning_modules.shared.grad_cache import cached_encoding
-from lightning_modules.shared.prompt import PromptTemplates, mask_states
-from lightning_modules.shared.token_batches import (
+from textcore.encoding.grad_cache import cached_encoding
+from textcore.encoding.prompt import PromptTemplates, mask_states
+from textcore.encoding.token_batches import (
     TOKEN_COUNTS,
     host_token_counts,
     length_chunks,
     token_lengths,
     tokenize_batch,
 )
+from textcore.errors import ConfigError
 
-# prompt poolings (PromptBERT; lightning_modules/shared/prompt.py) wrap each text in the first template and take
+# prompt poolings (PromptBERT; textcore/encoding/prompt.py) wrap each text in the first template and take
 # the state at its [MASK]: ``prompt`` through the MLP (training), ``prompt_before_pooler`` without it,
 # ``prompt_denoised`` without it minus the empty template's state (template denoising), and ``prompt_text`` as the
 # authors' final test does it: the template filled as text (a period added to a sentence without a final
@@ -67,7 +67,7 @@ class EncoderSettings:
     """What a :class:`TextEncoder` is built with besides its backbone: the pooler, the token limit and the speed
     settings (config keys ``method.<name>``, conf/method/encoder/default.yaml; ``chunk_tokens`` is
     ``encoder_chunk_tokens``). No field has a default: a method's module passes its configuration's values (the
-    speed settings chosen for the run's device, device_settings.py), and work outside training takes
+    speed settings chosen for the run's device, textcore/device_settings.py), and work outside training takes
     :meth:`outside_training`."""
 
     pooling: str
@@ -81,7 +81,7 @@ class EncoderSettings:
     def outside_training(cls, pooling: str = "mean", max_length: int = 32,
                          prompt_templates: Sequence[str] | None = None) -> "EncoderSettings":
         """An encoder that embeds texts outside training (evaluation tools, the K scan before training, tests):
-        ``device_settings.OUTSIDE_TRAINING``'s chunks; views in one call and no cached gradients, which act in
+        ``textcore.device_settings.OUTSIDE_TRAINING``'s chunks; views in one call and no cached gradients, which act in
         training steps only."""
         return cls(pooling, max_length, OUTSIDE_TRAINING["encoder_chunk_tokens"], concat_views=True,
                    grad_cache_tokens=0, prompt_templates=prompt_templates)
@@ -114,8 +114,8 @@ class TextEncoder(nn.Module):
             raise ConfigError(f"method.pooling must be one of {POOLINGS} (method.eval_pooling too), got '{pooling}'")
         if chunk_tokens is None:
             raise ConfigError("encoder_chunk_tokens is null: run.py chooses it for the run's device "
-                              "(device_settings.py); a model built outside run.py needs a number (0: one padded "
-                              "call per batch)")
+                              "(textcore/device_settings.py); a model built outside run.py needs a number (0: one "
+                              "padded call per batch)")
         if int(chunk_tokens) < 0:
             raise ConfigError(f"encoder_chunk_tokens must be >= 0 (0: no chunking), got {chunk_tokens}")
         # from_pretrained returns the model in eval mode; Lightning keeps module modes as found,
@@ -141,7 +141,7 @@ class TextEncoder(nn.Module):
 
     @classmethod
     def from_name(cls, name: str, settings: EncoderSettings, **tiny_kwargs) -> "TextEncoder":
-        """The backbone and tokenizer named ``name`` (``lightning_modules.shared.backbone``) with ``settings``."""
+        """The backbone and tokenizer named ``name`` (``textcore.encoding.backbone``) with ``settings``."""
         return cls(load_backbone(name, **tiny_kwargs), load_tokenizer(name), settings)
 
     def compile_backbone(self, dynamic: bool = True, backend: str = "inductor") -> None:
@@ -263,7 +263,7 @@ class TextEncoder(nn.Module):
         return mask_states(hidden, batch["input_ids"], self.prompt.mask_id)[inverse.to(hidden.device)]  # [B, d]
 
     def _cached(self, input_ids, attention_mask, token_type_ids, pooling: str, token_counts=None) -> torch.Tensor:
-        """Embeddings [B, d] with cached gradients (``grad_cache_tokens``; lightning_modules/shared/grad_cache.py):
+        """Embeddings [B, d] with cached gradients (``grad_cache_tokens``; textcore/encoding/grad_cache.py):
         mini-batches of at most ``grad_cache_tokens`` padded tokens, length-sorted when the batch is
         right-padded, the graph of one mini-batch at a time."""
         counts = token_counts if token_counts is not None else host_token_counts(attention_mask)
@@ -364,9 +364,9 @@ class TextEncoder(nn.Module):
         """Embed ``texts`` in eval mode, returning [len(texts), d] on CPU in input order.
 
         Sorting by length keeps padding small; the output order is restored. A pass of more than a few seconds
-        writes progress lines (``console.PhaseProgress``).
+        writes progress lines (``textcore.console.PhaseProgress``).
         """
-        from console import PhaseProgress
+        from textcore.console import PhaseProgress
 
         was_training = self.training
         self.eval()

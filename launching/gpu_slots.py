@@ -2,7 +2,7 @@
 side on every GPU through Hydra's joblib launcher.
 
 - **multirun start** (the launching process): N runs must fit into every GPU's free memory (the host's without
-  a GPU), a run's memory measured (``run_memory_gib``) or estimated (evaluation.across_runs.packing); otherwise
+  a GPU), a run's memory measured (``run_memory_gib``) or estimated (launching.packing); otherwise
   one line and exit 2, before any job starts.
 - **job start** (the job's process, before anything touches CUDA): the process claims a GPU slot for its life
   (a lock file in ``<sweep dir>/.gpu_slots``) and sets ``CUDA_VISIBLE_DEVICES`` to that GPU. The joblib launcher
@@ -21,8 +21,8 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from errors import USER_ERROR_EXIT_CODE, ConfigError
-from evaluation.across_runs import packing
+from launching import packing
+from textcore.errors import USER_ERROR_EXIT_CODE, ConfigError
 
 RESOLVER = "packed_jobs"
 SLOT_FOLDER = ".gpu_slots"
@@ -69,7 +69,7 @@ class GpuSlots(Callback):
             if self.run_memory_gib is not None:
                 run_gib, source = float(self.run_memory_gib), "hydra.callbacks.gpu_slots.run_memory_gib"
             else:
-                from evaluation.across_runs.reproduce import BENCHMARKS, gpu_rows
+                from launching.reproduce import BENCHMARKS, gpu_rows
 
                 bench = gpu_rows(BENCHMARKS.read_text(encoding="utf-8")) if BENCHMARKS.is_file() else []
                 run_gib, source = packing.estimate_run_gib(config, bench, on_gpu=gpu_count() > 0)

@@ -18,7 +18,7 @@ def token_lengths(tokenizer, texts: Sequence[str], max_length: int, block: int =
     the key for grouping texts of similar length. The texts are tokenised ``block`` at a time and only the counts
     are kept: a million texts tokenised at once held 5 GB of token lists.
     """
-    from console import PhaseProgress
+    from textcore.console import PhaseProgress
 
     counts = np.empty(len(texts), dtype=np.int32)
     direct = _direct(tokenizer)

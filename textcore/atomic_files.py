@@ -3,7 +3,7 @@
 The new content goes into a temporary file in the target's folder, is flushed and fsync'ed, and is
 renamed over the target (``os.replace``, atomic on one file system): the target is the old file or
 the complete new one. A failure removes the temporary file and raises the ``OSError`` (or whatever the
-writer raised); callers turn it into the one-line error of every failed write (``errors.writing``).
+writer raised); callers turn it into the one-line error of every failed write (``textcore.errors.writing``).
 """
 from __future__ import annotations
 

