@@ -56,7 +56,7 @@ from scripts.bench.reference_step import AuthorsSCCLStep  # noqa: E402
 from scripts.bench.report import EVAL_VARIANTS, PARTS, document, machine, render  # noqa: E402
 from scripts.bench.scale import part_scale  # noqa: E402
 from textcore.device_settings import Device, device_defaults  # noqa: E402
-from textcore.encoding.encoder import CHUNK_IF_BELOW  # noqa: E402
+from textcore.encoding.chunking import CHUNK_IF_BELOW  # noqa: E402
 from textcore.encoding.token_batches import length_chunks  # noqa: E402
 
 BATCH = 64
