@@ -22,7 +22,7 @@ def nli_pairs(path: Path, output: Path, encoding: str | None = None):
     """SimCSE's triplets (sent0, sent1, hard_neg) as entailment / contradiction pairs."""
     import pandas as pd
 
-    from datamodules.text_io import read_table
+    from datamodules.table_reader import read_table
 
     table = read_table(path, encoding)
     missing = [c for c in ("sent0", "sent1", "hard_neg") if c not in table.columns]

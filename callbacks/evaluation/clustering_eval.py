@@ -316,9 +316,9 @@ class ClusteringEvaluator(PeriodicEvaluation):
         return out
 
     def run_predictions(self, datamodule):
-        """What :meth:`write_predictions` wrote, as ``evaluation.run_report.run_files.RunPredictions`` (the report
+        """What :meth:`write_predictions` wrote, as ``evaluation.model_io.run_files.RunPredictions`` (the report
         reads it from here instead of reading predictions.csv back)."""
-        from evaluation.run_report.run_files import RunPredictions
+        from evaluation.model_io.run_files import RunPredictions
 
         labels = datamodule.labels
         labels = None if labels is None else np.asarray(labels, dtype=str).astype(object)  # as the file reads back

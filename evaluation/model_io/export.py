@@ -155,7 +155,7 @@ def copy_cluster_files(model_ref: str | Path, st_dir: Path) -> list[str]:
     sentence-transformers folder so that ``evaluation.model_io.predict --run <that folder>`` can assign new texts."""
     import shutil
 
-    from evaluation.run_report import run_files
+    from evaluation.model_io import run_files
 
     ref = Path(model_ref)
     run_dir = ref.parent.parent if ref.suffix == ".ckpt" else ref

@@ -30,10 +30,9 @@ from typing import Sequence
 
 import numpy as np
 
-from evaluation.run_report import run_files
+from evaluation.model_io import run_files
 from evaluation.run_report.ctfidf import top_words
 from evaluation.run_report.plots import PROJECTIONS
-from evaluation.run_report.run_files import run_embeddings  # lived here before; importers keep this name
 from textcore.errors import exit_on_user_error, writing
 
 log = logging.getLogger(__name__)
@@ -120,7 +119,7 @@ def cluster_report(run_dir: str | Path, top_n: int = 10, representatives: int = 
     backbone = run_files.config_value(cfg, "dataset.tokenizer") or run_files.config_value(cfg, "backbone.name")
     terms = resolve_tokenizer(tokenizer, predictions.texts)
     if embeddings is None:
-        embeddings = run_embeddings(run_dir, predictions.texts)
+        embeddings = run_files.run_embeddings(run_dir, predictions.texts)
     k = run_files.num_clusters(run_dir, predictions)
     return {
         "run": str(run_dir),
@@ -223,7 +222,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
         parser.error(f"--max-points must be >= 0 (0: every text), got {args.max_points}")
     embeddings = None
     if args.html:  # read once, for the descriptions and the map
-        embeddings = run_embeddings(args.run, run_files.load_predictions(args.run).texts)
+        embeddings = run_files.run_embeddings(args.run, run_files.load_predictions(args.run).texts)
     report = describe_run(args.run, args.top_words, args.representatives, embeddings=embeddings,
                           tokenizer=args.tokenizer)
     print(f"wrote {args.run / run_files.CLUSTERS_MD} and {args.run / run_files.CLUSTERS_JSON}")

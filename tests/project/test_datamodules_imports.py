@@ -55,3 +55,10 @@ def test_no_datamodules_module_loads_lightning_modules():
     loaded = modules_loading(ROOT, "datamodules", "lightning_modules")
     assert len(loaded) > 15 and "datamodules.short_text" in loaded
     assert {name: found for name, found in loaded.items() if found} == {}
+
+
+def test_decoding_text_files_needs_no_table_reader():
+    """The streaming sentence files and the NLI readers decode text files without the table reader or pandas."""
+    assert modules_loading(ROOT, "datamodules.text_decoding", "pandas") == {"datamodules.text_decoding": []}
+    assert modules_loading(ROOT, "datamodules.text_decoding", "datamodules.table_reader") == \
+        {"datamodules.text_decoding": []}
