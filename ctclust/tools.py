@@ -12,7 +12,9 @@ import importlib
 import sys
 from typing import NamedTuple, Sequence
 
-PROG = "python tools.py"
+from textcore import console
+
+PROG = console.TOOLS
 
 
 class Command(NamedTuple):
@@ -65,8 +67,6 @@ def main(argv: Sequence[str] | None = None) -> None:
         hint = f"did you mean '{close[0]}'? " if close else ""
         print(f"error: {PROG} has no command '{name}'; {hint}the commands: {', '.join(COMMANDS)}.", file=sys.stderr)
         sys.exit(2)
-    from textcore import console
-
     module = importlib.import_module(command.module)
     console.run_cli(lambda: module.main(rest), info_logs=command.info_logs)
 

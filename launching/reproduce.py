@@ -27,7 +27,6 @@ float32 with TF32 matrix products (``tf32``) or bf16 autocast (``bf16``); the ta
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -43,7 +42,7 @@ from typing import Sequence
 from omegaconf import DictConfig, OmegaConf
 
 from evaluation.across_runs import paper_table
-from textcore import run_folder
+from textcore import console, run_folder
 from textcore.checkout import ROOT
 from textcore.errors import USER_ERROR_EXIT_CODE, ConfigError, exit_on_user_error
 
@@ -406,8 +405,7 @@ def describe(table_name: str, table: dict, runs: list[Run], baselines: list[str]
 
 @exit_on_user_error
 def main(argv: Sequence[str] | None = None) -> str:
-    parser = argparse.ArgumentParser(prog="python tools.py reproduce",
-                                     description=__doc__.split("\n")[0])
+    parser = console.tool_parser("reproduce", __doc__)
     parser.add_argument("table", help=f"one of: {', '.join(paper_table.available())} (or a .yaml file)")
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--rows", default=None, help="experiments of the table to run (default: all)")
@@ -478,6 +476,4 @@ def main(argv: Sequence[str] | None = None) -> str:
 
 
 if __name__ == "__main__":
-    from textcore import console
-
     console.run_cli(main)

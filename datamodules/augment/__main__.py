@@ -17,14 +17,13 @@ from typing import Sequence
 
 from datamodules.augment.columns import CONTEXTUAL, CONTEXTUAL_MODEL, augment_file
 from datamodules.augment.eda import PAPER_ALPHA
+from textcore import console
 from textcore.errors import exit_on_user_error
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python tools.py augment",
-        description="Add EDA or masked-LM (contextual) augmentation columns to a short-text CSV/TSV.",
-    )
+    parser = console.tool_parser(
+        "augment", "Add EDA or masked-LM (contextual) augmentation columns to a short-text CSV/TSV.")
     parser.add_argument("input", type=Path, help="CSV or TSV file with a text column")
     parser.add_argument("--output", type=Path, help="file to write (the input is never overwritten)")
     parser.add_argument("--in-place", action="store_true", help="write the new columns into INPUT")
@@ -72,6 +71,4 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    from textcore import console
-
     console.run_cli(main)

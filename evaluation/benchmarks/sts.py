@@ -28,7 +28,6 @@ CLI: ``python tools.py sts --model minilm --out /tmp/sts``, or for a trained run
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -41,6 +40,7 @@ import numpy as np
 from scipy.stats import spearmanr
 
 from datamodules.text_decoding import decoding
+from textcore import console
 from textcore.errors import ConfigError, MissingFileError, UserError, exit_on_user_error
 
 STS_YEARS: dict[str, tuple[str, ...]] = {
@@ -376,7 +376,7 @@ def encoder_encode_fn(
 
 @exit_on_user_error
 def main(argv: Sequence[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(prog="python tools.py sts", description=__doc__.split("\n")[0])
+    parser = console.tool_parser("sts", __doc__)
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--model", help="run folder, .ckpt, exported or Hugging Face model folder, Hub name, "
                         "'minilm' or 'tiny' (evaluation.model_io.load)")
@@ -439,6 +439,4 @@ def main(argv: Sequence[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    from textcore import console
-
     console.run_cli(main)

@@ -10,7 +10,6 @@ the files written (``choose_k.json``, ``choose_k.md``, ``choose_k.png`` in ``--o
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -19,6 +18,7 @@ import numpy as np
 
 from evaluation.clustering.choose_k import DEFAULT_K, RULES, choose_k, parse_k, scan_rows, write_outputs
 from evaluation.model_io import run_files
+from textcore import console
 from textcore.device_settings import OUTSIDE_TRAINING
 from textcore.errors import ConfigError, MissingFileError, exit_on_user_error
 from textcore.kmeans import KMEANS_BACKENDS
@@ -64,8 +64,7 @@ def embed_texts(texts: list[str], model: str, pooling: str | None, max_length: i
 
 @exit_on_user_error
 def main(argv: Sequence[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(prog="python tools.py choose-k",
-                                     description=__doc__.split("\n")[0])
+    parser = console.tool_parser("choose-k", __doc__)
     parser.add_argument("--input", required=True, type=Path,
                         help="a text file (CSV/TSV, JSON Lines, Parquet, one text per line) or a run folder")
     parser.add_argument("--text-column", default="text", help="column of the texts (plain text files: text)")
@@ -120,6 +119,4 @@ def main(argv: Sequence[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    from textcore import console
-
     console.run_cli(main)

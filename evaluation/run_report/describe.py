@@ -21,7 +21,6 @@ sentence-transformers export) have top words too.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 from collections import Counter
@@ -33,6 +32,7 @@ import numpy as np
 from evaluation.model_io import run_files
 from evaluation.run_report.ctfidf import top_words
 from evaluation.run_report.plots import PROJECTIONS
+from textcore import console
 from textcore.errors import exit_on_user_error, writing
 
 log = logging.getLogger(__name__)
@@ -200,8 +200,7 @@ def markdown(report: dict) -> str:
 
 @exit_on_user_error
 def main(argv: Sequence[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(prog="python tools.py describe",
-                                     description=__doc__.split("\n")[0])
+    parser = console.tool_parser("describe", __doc__)
     parser.add_argument("run", type=Path, help="run folder (holds predictions.csv)")
     parser.add_argument("--top-words", type=int, default=10, help="words per cluster (default 10)")
     parser.add_argument("--representatives", type=int, default=3, help="texts per cluster (default 3)")
@@ -242,6 +241,4 @@ def main(argv: Sequence[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    from textcore import console
-
     console.run_cli(main, info_logs=True)

@@ -27,7 +27,6 @@ uses umap-learn, ``pca`` is instant.
 """
 from __future__ import annotations
 
-import argparse
 import logging
 import warnings
 from pathlib import Path
@@ -38,6 +37,7 @@ import numpy as np
 from evaluation.clustering.confusion import matched_confusion
 from evaluation.figures import new_figure, save_figure
 from evaluation.model_io import run_files
+from textcore import console
 from textcore.errors import exit_on_user_error
 
 log = logging.getLogger(__name__)
@@ -413,7 +413,7 @@ def _cluster_plots(run_dir, out, title, projection, max_points, seed, partition,
 
 @exit_on_user_error
 def main(argv: Sequence[str] | None = None) -> list[Path]:
-    parser = argparse.ArgumentParser(prog="python tools.py plots", description=__doc__.split("\n")[0])
+    parser = console.tool_parser("plots", __doc__)
     parser.add_argument("run", type=Path, help="run folder")
     parser.add_argument("--projection", default="tsne", choices=PROJECTIONS, help="2-D map (default tsne)")
     parser.add_argument("--max-points", type=int, default=3000, help="texts drawn on the maps (default 3000)")
@@ -428,6 +428,4 @@ def main(argv: Sequence[str] | None = None) -> list[Path]:
 
 
 if __name__ == "__main__":
-    from textcore import console
-
     console.run_cli(main, info_logs=True)
