@@ -31,7 +31,7 @@ from launching import objective  # noqa: E402
 from launching.hydra_callbacks import finished_job, record_sweep_failure  # noqa: E402
 from lightning_modules.shared.precision import precision_trainer_kwargs, register_precision_resolver  # noqa: E402
 from textcore import console, run_folder  # noqa: E402
-from textcore.errors import USER_ERROR_EXIT_CODE, ConfigError, find_user_error, report_user_error, writing  # noqa: E402
+from textcore.errors import USER_ERROR_EXIT_CODE, ConfigError, report_user_error_or_raise, writing  # noqa: E402
 
 register_precision_resolver()  # ${gpu_precision:} in conf/trainer/gpu.yaml
 
@@ -271,10 +271,7 @@ def main(cfg: DictConfig) -> float | None:
         results = train(cfg)
         return objective.raise_if_error(results["objective"])  # the `objective` key's number, for sweepers
     except Exception as err:  # noqa: BLE001 - re-raised unless it is (or wraps) a user error
-        user_error = find_user_error(err)
-        if user_error is None:
-            raise
-        report_user_error(user_error)
+        user_error = report_user_error_or_raise(err)
         if record_sweep_failure(cfg, user_error):  # multirun: the other jobs go on; the sweep's table lists it
             return None
         sys.exit(USER_ERROR_EXIT_CODE)
