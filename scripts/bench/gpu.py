@@ -418,23 +418,23 @@ def run_config(overrides: list[str]):
 
 @contextlib.contextmanager
 def first_callbacks(*callbacks):
-    """Within: ``run.train`` puts these callbacks before the config's."""
-    import run as run_py
+    """Within: ``train(cfg)`` puts these callbacks before the config's."""
+    from ctclust.training import train as training
 
-    build_callbacks = run_py.instantiate_callbacks
-    run_py.instantiate_callbacks = lambda c: [*callbacks] + build_callbacks(c)
+    build_callbacks = training.instantiate_callbacks
+    training.instantiate_callbacks = lambda c: [*callbacks] + build_callbacks(c)
     try:
         yield
     finally:
-        run_py.instantiate_callbacks = build_callbacks
+        training.instantiate_callbacks = build_callbacks
 
 
 def timed_run(overrides: list[str], device: torch.device) -> tuple[float, float]:
-    """Seconds of one ``run.train``: its training loop, from the first step's start to the end of training, and
+    """Seconds of one ``train(cfg)``: its training loop, from the first step's start to the end of training, and
     its start-up, from the call to the first step (data, model, e.g. the KMeans before the first step)."""
     from lightning.pytorch.callbacks import Callback
 
-    import run as run_py
+    from ctclust.training import train as training
 
     marks = {}
 
@@ -451,7 +451,7 @@ def timed_run(overrides: list[str], device: torch.device) -> tuple[float, float]
     cfg = run_config(overrides)
     with first_callbacks(LoopTimer()):
         marks["start"] = time.perf_counter()
-        run_py.train(cfg)
+        training.train(cfg)
     return marks["end"] - marks["first"], marks["first"] - marks["start"]
 
 
@@ -502,14 +502,14 @@ def end_to_end(args, device: torch.device, tmp: Path) -> list[dict]:
 
 
 def host_syncs(overrides: list[str], device: torch.device, steps: int) -> tuple[list[int], collections.Counter]:
-    """The host syncs CUDA reports (``torch.cuda.set_sync_debug_mode("warn")``) in one ``run.train`` of ``steps``
+    """The host syncs CUDA reports (``torch.cuda.set_sync_debug_mode("warn")``) in one ``train(cfg)`` of ``steps``
     steps, by source line, summed over its quiet steps: neither the first two nor the last, none of them a logging
     step (the run logs after its last step only); (those steps, the counts)."""
     import warnings
 
     from lightning.pytorch.callbacks import Callback
 
-    import run as run_py
+    from ctclust.training import train as training
 
     state = {"step": None}
     seen = collections.defaultdict(collections.Counter)
@@ -536,7 +536,7 @@ def host_syncs(overrides: list[str], device: torch.device, steps: int) -> tuple[
             warnings.simplefilter("always")
             warnings.showwarning = record
             torch.cuda.set_sync_debug_mode("warn")
-            run_py.train(cfg)
+            training.train(cfg)
     finally:
         torch.cuda.set_sync_debug_mode("default")
         warnings.showwarning = shown
@@ -575,8 +575,8 @@ def render_end_to_end(rows: list[dict]) -> list[str]:
         return []
     lines = ["", "End to end (`Trainer.fit` on the real DataModule, evaluation off; steps/s from the difference of "
              "two run lengths, each timed from its first step to the end of training) beside the raw step of the "
-             "same layout (2 views, one batch reused); start-up: from `run.train` to the first step (data, model, "
-             "KMeans of the centroids), the median of the runs:", "",
+             "same layout (2 views, one batch reused); start-up: from `ctclust.training.train` to the first step "
+             "(data, model, KMeans of the centroids), the median of the runs:", "",
              "| method | backbone, batch | precision | chunk tokens | settings | end-to-end steps/s | raw steps/s | "
              "end-to-end / raw | loop overhead ms/step | MFU | start-up s |", "|---" * 11 + "|"]
     for row in rows:
