@@ -263,7 +263,7 @@ class ShortTextDataModule(LazyTokenizer, ResumableData, L.LightningDataModule):
         corpus = load_corpus(self.path, self.text_column, self.label_column, self.aug_columns, self.encoding)
         self.corpus = corpus
         if self.requested_clusters == "auto":
-            return  # run.resolve_auto_clusters sets requested_clusters from the texts, before K is used
+            return  # ctclust.training.auto_clusters sets requested_clusters from the texts, before K is used
         k = self.num_clusters_for(corpus)
         distinct = len(set(corpus.texts))
         if k > distinct:

@@ -170,7 +170,7 @@ def check_num_clusters(cfg: DictConfig) -> None:
         if value is None or (key == "method.num_clusters" and value == data_k):
             continue
         if key == "dataset.num_clusters" and value == "auto":
-            continue  # chosen without labels before training (run.resolve_auto_clusters)
+            continue  # chosen without labels before training (ctclust.training.auto_clusters)
         if not is_int(value) or value < 2:
             raise ConfigError(
                 f"{key}={value!r}: clustering needs K >= 2 clusters (with K=1 every text is in the same cluster "

@@ -1,7 +1,7 @@
 """Where the time of a training step goes outside the GPU step, and the host syncs of every method.
 
 BENCHMARKS.md ("GPU end to end") measured SCCL's bf16 loop at 0.49-0.76x its raw step: 12-38 ms of every step
-spent outside the step itself. This script profiles ``run.train`` (the real DataModule, callbacks, logging and
+spent outside the step itself. This script profiles ``train(cfg)`` (the real DataModule, callbacks, logging and
 optimizer of ``python run.py``) and, beside it, the raw step of the same module and batch layout
 (scripts/bench/gpu_steps/raw_step.py's ``measure``: one batch reused, nothing else), and attributes a step's wall time:
 
@@ -160,11 +160,11 @@ def timed_calls(timer: ExclusiveTimer):
 
 def profiled_run(overrides: list[str], device: torch.device, warmup: int, timed: int, trace_steps: int,
                  trace_path: Path | None) -> dict:
-    """One ``run.train`` with ``warmup + timed + trace_steps`` steps: exclusive times over the timed window, then a
+    """One ``train(cfg)`` with ``warmup + timed + trace_steps`` steps: exclusive times over the timed window, then a
     ``torch.profiler`` trace of ``trace_steps`` steps (written to ``trace_path``) and the GPU's busy time there."""
     from lightning.pytorch.callbacks import Callback
 
-    import run as run_py
+    from ctclust.training import train as training
 
     timer = ExclusiveTimer()
     marks: dict = {}
@@ -204,7 +204,7 @@ def profiled_run(overrides: list[str], device: torch.device, warmup: int, timed:
 
     cfg = shared.run_config(overrides)
     with shared.first_callbacks(Window()), timed_calls(timer):
-        run_py.train(cfg)
+        training.train(cfg)
     wall = marks["timed_end"] - marks["timed_start"]
     per_category = collections.Counter()
     for action, seconds in timer.exclusive.items():

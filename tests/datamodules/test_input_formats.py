@@ -93,7 +93,7 @@ def test_hub_dataset_run_offline_stops_with_one_line(tmp_path):
 
 
 def test_an_unlabelled_jsonl_file_trains_and_reports_without_label_columns(tmp_path):
-    from run import train
+    from ctclust.training.train import train
     from tests.helpers import compose_config
 
     path = tmp_path / "mine.jsonl"

@@ -65,19 +65,19 @@ def test_the_device_comes_from_the_accelerator_and_the_card(monkeypatch):
 @pytest.mark.parametrize("device,expected_chunk,expected_workers", [(CPU, 1024, 0), (H100, 8192, 4)])
 def test_the_run_fills_the_config_states_each_setting_and_the_datamodule_gets_them(
         toy_corpus, tmp_path, monkeypatch, caplog, device, expected_chunk, expected_workers):
-    import run
+    from ctclust.training import builders
     from tests.helpers import compose_config, toy_overrides
 
     monkeypatch.setattr(device_settings, "run_device", lambda accelerator: device)
     cfg = compose_config(toy_overrides(toy_corpus), tmp_path)
     with caplog.at_level(logging.INFO, logger="run"):
-        run.resolve_speed_settings(cfg)
+        builders.resolve_speed_settings(cfg)
     assert cfg.method.chunk_tokens == expected_chunk and cfg.dataset.loader.num_workers == expected_workers
     line = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("speed settings"))
     source = "gpu default" if device.kind == "cuda" else "cpu default"
     for key in SETTINGS:
         assert f"{key}=" in line and source in line
-    datamodule = run.instantiate_datamodule(cfg)
+    datamodule = builders.instantiate_datamodule(cfg)
     datamodule.setup("fit")
     loader = datamodule.train_dataloader()
     assert loader.num_workers == expected_workers and loader.pin_memory is (device.kind == "cuda")
@@ -85,13 +85,13 @@ def test_the_run_fills_the_config_states_each_setting_and_the_datamodule_gets_th
 
 
 def test_a_command_line_value_is_kept_by_the_run(toy_corpus, tmp_path, monkeypatch, caplog):
-    import run
+    from ctclust.training import builders
     from tests.helpers import compose_config, toy_overrides
 
     monkeypatch.setattr(device_settings, "run_device", lambda accelerator: H100)
     cfg = compose_config(toy_overrides(toy_corpus) + ["encoder_chunk_tokens=512", "loader.num_workers=0"], tmp_path)
     with caplog.at_level(logging.INFO, logger="run"):
-        run.resolve_speed_settings(cfg)
+        builders.resolve_speed_settings(cfg)
     assert cfg.method.chunk_tokens == 512 and cfg.dataset.loader.num_workers == 0
     assert "encoder_chunk_tokens=512 (config)" in caplog.text
 

@@ -1,6 +1,6 @@
 """Bad inputs stop with one message that names the file or key and the fix, never a traceback.
 
-Most cases run ``run.train`` in-process and take the error the way ``run.py``'s main does
+Most cases run ``ctclust.training.train.train`` in-process and take the error the way ``run.py``'s main does
 (``textcore.errors.find_user_error`` on whatever was raised): that is what gets printed, as one line. A few
 run the real entry point as a subprocess, where the console itself (exit code, stderr, no
 traceback) is what is tested. docs/reliability.md "When the input is wrong" lists the cases.
@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def user_error(overrides: list[str], out: Path) -> str:
     """The one-line message run.py would print for this run; fails if the run succeeds or the error
     is not a user error (a bug, which would keep its traceback)."""
-    from run import train
+    from ctclust.training.train import train
 
     with pytest.raises(Exception) as caught:
         with warnings.catch_warnings():
@@ -252,7 +252,7 @@ def test_file_without_any_text(tmp_path):
 
 
 def test_predictions_map_back_to_file_lines(tmp_path):
-    from run import train
+    from ctclust.training.train import train
 
     overrides = tiny_csv(tmp_path)
     path = tmp_path / "texts.csv"
@@ -379,10 +379,10 @@ def test_a_folder_with_an_earlier_run_is_continued_only_with_ckpt_path(tmp_path)
 
 def test_a_requeued_job_starts_again_over_its_attempt_that_left_no_checkpoint(tmp_path, monkeypatch):
     """SLURM requeued the job before its first checkpoint (no requeue record): the folder is the same run's."""
-    from ctclust import run_control
-    from run import train
+    from ctclust.training import lifecycle
+    from ctclust.training.train import train
 
-    monkeypatch.setattr(run_control, "restart_count", lambda: 1)
+    monkeypatch.setattr(lifecycle, "restart_count", lambda: 1)
     out = tmp_path / "run"
     out.mkdir()
     (out / "results.json").write_text(json.dumps({"status": "interrupted", "checkpoint": None}))
@@ -477,10 +477,12 @@ def test_run_py_console_for_a_run_folder_the_system_refuses(tmp_path):
 
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full to simulate a full disk")
 @pytest.mark.parametrize("name", ["config_resolved.yaml", "predictions.csv", "results.json"])
-def test_disk_full_while_writing_outputs(tmp_path, name):
+def test_disk_full_while_writing_outputs(tmp_path, monkeypatch, name):
+    from tests.helpers.faults import fill_disk_for
+
     out = tmp_path / "run"
     out.mkdir()
-    (out / name).symlink_to("/dev/full")  # every write to it fails with ENOSPC
+    fill_disk_for(monkeypatch, out, name)
     message = user_error(tiny_csv(tmp_path), out)
     assert "the disk is full" in message and name in message and "write elsewhere" in message
 

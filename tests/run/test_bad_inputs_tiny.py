@@ -37,7 +37,7 @@ def two_text_file(folder: Path, kind: str) -> Path:
 
 @pytest.mark.parametrize("kind", ["bom", "tsv", "long"])
 def test_two_texts_with_two_clusters_train_and_report_undefined_scores_as_null(tmp_path, kind, caplog):
-    from run import train
+    from ctclust.training.train import train
     from tests.helpers import compose_config
 
     path = two_text_file(tmp_path, kind)

@@ -32,7 +32,7 @@ def timed_run(overrides: list[str], device: torch.device) -> tuple[float, float]
     its start-up, from the call to the first step (data, model, e.g. the KMeans before the first step)."""
     from lightning.pytorch.callbacks import Callback
 
-    import run as run_py
+    from ctclust.training import train as training
 
     marks = {}
 
@@ -49,7 +49,7 @@ def timed_run(overrides: list[str], device: torch.device) -> tuple[float, float]
     cfg = run_config(overrides)
     with first_callbacks(LoopTimer()):
         marks["start"] = time.perf_counter()
-        run_py.train(cfg)
+        training.train(cfg)
     return marks["end"] - marks["first"], marks["first"] - marks["start"]
 
 

@@ -20,7 +20,7 @@ def host_syncs(overrides: list[str], device: torch.device, steps: int) -> tuple[
 
     from lightning.pytorch.callbacks import Callback
 
-    import run as run_py
+    from ctclust.training import train as training
 
     state = {"step": None}
     seen = collections.defaultdict(collections.Counter)
@@ -47,7 +47,7 @@ def host_syncs(overrides: list[str], device: torch.device, steps: int) -> tuple[
             warnings.simplefilter("always")
             warnings.showwarning = record
             torch.cuda.set_sync_debug_mode("warn")
-            run_py.train(cfg)
+            training.train(cfg)
     finally:
         torch.cuda.set_sync_debug_mode("default")
         warnings.showwarning = saved_showwarning

@@ -262,11 +262,11 @@ def run_config(overrides: list[str]):
 @contextlib.contextmanager
 def first_callbacks(*callbacks):
     """Within: ``run.train`` puts these callbacks before the config's."""
-    import run as run_py
+    from ctclust.training import train as training
 
-    build_callbacks = run_py.instantiate_callbacks
-    run_py.instantiate_callbacks = lambda c: [*callbacks] + build_callbacks(c)
+    build_callbacks = training.instantiate_callbacks
+    training.instantiate_callbacks = lambda c: [*callbacks] + build_callbacks(c)
     try:
         yield
     finally:
-        run_py.instantiate_callbacks = build_callbacks
+        training.instantiate_callbacks = build_callbacks

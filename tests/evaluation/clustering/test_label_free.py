@@ -146,7 +146,7 @@ def test_choose_k_cli_on_a_file_without_labels(tmp_path):
 
 
 def unlabelled_run(tmp_path, extra):
-    from run import train
+    from ctclust.training.train import train
     from tests.helpers import compose_config
 
     texts = [f"{w} {i}" for i in range(12) for w in ("football match goal", "pasta tomato sauce", "stock market fell")]
