@@ -223,7 +223,7 @@ def test_the_stopping_settings_are_checked_and_their_old_keys_name_the_new_ones(
         with pytest.raises(ConfigError, match=rf"clustering_eval.{old}=.*set dataset.callbacks.clustering_stop\."):
             ClusteringEvaluator(**{old: new}, kmeans_backend=KMEANS, kmeans_sample=0, sample=0)
     # the documented old command line composes and then stops with that message, before any training
-    from run import instantiate_callbacks
+    from ctclust.training.builders import instantiate_callbacks
     from tests.helpers import compose_config
 
     cfg = compose_config(["dataset.callbacks.clustering_eval.stop_when_changed_below=0.02"], tmp_path)
