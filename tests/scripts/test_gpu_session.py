@@ -43,8 +43,9 @@ def test_the_parts_run_the_recipe_at_paper_scale(tmp_path, monkeypatch):
     assert steps[steps.index("--grad-cache") + 1] == "0,2048,16384"
     assert steps[steps.index("--compile") + 1] == "default"
     assert steps[steps.index("--bucket") + 1] == "0,8" and steps[steps.index("--compile-bucket") + 1] == "8"
-    monkeypatch.setattr(SESSION, "_gpu_bench", lambda: argparse.Namespace(
-        backbone_folder=lambda arch, tiny, root: root / arch))
+    from scripts.bench.gpu_steps import shared as gpu_shared  # the packing part names its backbone folder here
+
+    monkeypatch.setattr(gpu_shared, "backbone_folder", lambda arch, tiny, root: root / arch)
     packing = SESSION.commands("packing", args, work)
     assert [c[c.index("--runs-per-gpu") + 1] for c in packing] == ["1", "2", "4"]
     assert [c[c.index("--seeds") + 1] for c in packing] == ["0", "0,1", "0,1,2,3"]
