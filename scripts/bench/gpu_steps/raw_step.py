@@ -80,7 +80,7 @@ def render_raw(rows: list[dict]) -> list[str]:
                     and r["layout"] == "authors")
         peak = "-" if row["peak_gib"] is None else f"{row['peak_gib']:.1f}"
         mfu = "-" if row["mfu"] is None else f"{100 * row['mfu']:.0f} %"
-        # cached gradients against the same step without them (the target: >= 0.6x where the batch fits)
+        # cached gradients against the same step without them (worth it at >= 0.6x where the batch fits)
         plain = next((r for r in raw if row["grad_cache_tokens"] and r["method"] == row["method"]
                       and r["precision"] == row["precision"] and r["layout"] == "ours"
                       and r["chunk_tokens"] == row["chunk_tokens"] and not r["grad_cache_tokens"]), None)
