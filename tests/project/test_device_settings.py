@@ -70,7 +70,7 @@ def test_the_run_fills_the_config_states_each_setting_and_the_datamodule_gets_th
 
     monkeypatch.setattr(device_settings, "run_device", lambda accelerator: device)
     cfg = compose_config(toy_overrides(toy_corpus), tmp_path)
-    with caplog.at_level(logging.INFO, logger="run"):
+    with caplog.at_level(logging.INFO, logger="ctclust.training.builders"):
         builders.resolve_speed_settings(cfg)
     assert cfg.method.chunk_tokens == expected_chunk and cfg.dataset.loader.num_workers == expected_workers
     line = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("speed settings"))
@@ -90,7 +90,7 @@ def test_a_command_line_value_is_kept_by_the_run(toy_corpus, tmp_path, monkeypat
 
     monkeypatch.setattr(device_settings, "run_device", lambda accelerator: H100)
     cfg = compose_config(toy_overrides(toy_corpus) + ["encoder_chunk_tokens=512", "loader.num_workers=0"], tmp_path)
-    with caplog.at_level(logging.INFO, logger="run"):
+    with caplog.at_level(logging.INFO, logger="ctclust.training.builders"):
         builders.resolve_speed_settings(cfg)
     assert cfg.method.chunk_tokens == 512 and cfg.dataset.loader.num_workers == 0
     assert "encoder_chunk_tokens=512 (config)" in caplog.text
