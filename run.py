@@ -14,7 +14,7 @@ from ctclust.training.lifecycle import RunStopped
 from ctclust.training.train import run_job
 from launching.hydra_callbacks import record_sweep_failure
 from textcore import console
-from textcore.errors import USER_ERROR_EXIT_CODE, find_user_error, report_user_error
+from textcore.errors import USER_ERROR_EXIT_CODE, report_user_error_or_raise
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
@@ -27,10 +27,7 @@ def main(cfg: DictConfig) -> float | None:
             print(stop, file=sys.stderr, flush=True)
         sys.exit(stop.exit_code)
     except Exception as err:  # noqa: BLE001 - re-raised unless it is (or wraps) a user error
-        user_error = find_user_error(err)
-        if user_error is None:
-            raise
-        report_user_error(user_error)
+        user_error = report_user_error_or_raise(err)
         if record_sweep_failure(cfg, user_error):  # multirun: the other jobs go on; the sweep's table lists it
             return None
         sys.exit(USER_ERROR_EXIT_CODE)

@@ -246,7 +246,7 @@ def check_budget(cfg: DictConfig) -> None:
 def check_encoding(cfg: DictConfig) -> None:
     encoding = select(cfg, "dataset.encoding")
     if encoding is not None:
-        from datamodules.text_io import check_encoding as check_codec
+        from datamodules.text_decoding import check_encoding as check_codec
 
         check_codec(encoding, "dataset.encoding")
 

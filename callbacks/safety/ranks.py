@@ -261,10 +261,10 @@ class RankWatch(Callback):
                 last_beat = time.monotonic()
             dead = self.dead_peers(running=True)
             if dead:
-                self._act(dead)
+                self._report_dead_rank(dead)
                 return
 
-    def _act(self, dead: dict[int, str]) -> None:
+    def _report_dead_rank(self, dead: dict[int, str]) -> None:
         """A rank died: the main thread, if a collective failed, reports it (the lifecycle); if it has not begun to
         within the grace (stuck in a collective that only the timeout would end), the report is made here."""
         if self.handling.wait(self.grace_seconds) or self._stop.is_set():

@@ -164,7 +164,7 @@ def test_wiki_reader_names_the_line_of_the_bad_byte(tmp_path):
 
 
 def test_decode_error_line_in_a_large_file(tmp_path):
-    from datamodules.text_io import iter_lines, locate_decode_error
+    from datamodules.text_decoding import iter_lines, locate_decode_error
 
     path = tmp_path / "big.txt"
     path.write_bytes(b"".join(b"sentence %d with some words in it\n" % i for i in range(5000)) + b"\xff\n")
@@ -178,11 +178,13 @@ def test_augment_cli_names_file_and_line_and_takes_encoding(tmp_path, capsys):
 
     source = write_short_text_csv(tmp_path / "in.csv", header=("label", "text", "aug"))
     with_bad_byte(source, 3)
-    assert main([str(source), "--output", str(tmp_path / "out.csv"), "--method", "eda", "--no-progress"]) == 2
+    with pytest.raises(SystemExit) as stopped:
+        main([str(source), "--output", str(tmp_path / "out.csv"), "--method", "eda", "--no-progress"])
     err = capsys.readouterr().err
+    assert stopped.value.code == 2
     assert err.startswith("error: ") and "in.csv' line 3" in err and "--encoding latin-1" in err
-    assert main([str(source), "--output", str(tmp_path / "out.csv"), "--method", "eda", "--no-progress",
-                 "--operations", "rs", "--encoding", "latin-1"]) == 0  # random swaps: no WordNet to load
+    main([str(source), "--output", str(tmp_path / "out.csv"), "--method", "eda", "--no-progress",
+          "--operations", "rs", "--encoding", "latin-1"])  # random swaps: no WordNet to load
     assert "café au lait" in (tmp_path / "out.csv").read_text(encoding="utf-8")
 
 

@@ -198,7 +198,7 @@ def test_curve_ticks_are_round_and_inside_the_range(lo, hi):
 def test_page_without_descriptions_names_the_command_that_makes_them(tiny_run, tmp_path):
     import shutil
 
-    from evaluation.run_report.run_files import RunFolderError
+    from evaluation.model_io.run_files import RunFolderError
 
     out, _ = tiny_run
     bare = tmp_path / "bare"
