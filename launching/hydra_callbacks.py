@@ -12,21 +12,25 @@ launcher (basic, joblib, submitit_local, submitit_slurm) or sweeper (basic grid,
   ``hydra/launcher=joblib`` and ``threads_per_job: null``: usable cores // ``n_jobs``);
 - **a resumed sweep** (the same command and ``hydra.sweep.dir`` again): a job whose folder holds its
   finished results.json, with the same overrides, is not trained again (``finished_job``, called by run.py);
-  its objective goes to the sweeper. Unfinished jobs (failed, killed) run again;
+  its objective goes to the sweeper. A killed or interrupted job continues from its last.ckpt
+  (``ctclust.training.start_point``), a failed one runs again;
 - **job end**: the job's W&B run is finished (the next job of the process gets its own); a job
   that raised writes ``failed.json`` (type and message) into its folder (run.py does the same
   for a user error, and lets the other jobs go on);
 - **multirun end** (in the launching process): ``evaluation.across_runs.aggregate`` tables of every job
   (``aggregate.md/.csv/.json``) and, for an Optuna sweep, ``trials.md/.csv`` (one row per trial:
   the searched parameters and the objective) in the sweep folder, the table printed, and the
-  aggregate logged to W&B when the sweep logs there. If a job failed the multirun exits with
-  status 2 after writing them (``fail_on_job_errors``). When the sweeper itself stops on a failed
+  aggregate logged to W&B when the sweep logs there; the trials table has the study's view of each trial
+  (waiting to run again, why an earlier attempt was killed). If a job this session ran failed, the multirun
+  exits with status 2 after writing them (``fail_on_job_errors``); jobs of an earlier session that did not
+  finish get a ``note:`` line instead. When the sweeper itself stops on a failed
   job (Hydra's basic sweeper raises once its batch is done), the tables are still written as the
   process exits.
 """
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import logging
 import sys
@@ -41,11 +45,13 @@ from callbacks.safety.run_lock import (
     FolderInUseError,
     FolderLock,
     earlier_run,
+    gone_holder,
     launch_rank,
     refuse_earlier_run,
     restart_count,
 )
 from textcore import run_folder
+from textcore.atomic_files import atomic_write_text
 from textcore.device_settings import usable_cores
 from textcore.errors import USER_ERROR_EXIT_CODE, ConfigError, report_user_error
 from textcore.run_folder import folder_problem
@@ -135,8 +141,7 @@ def is_multirun() -> bool:
 
 def write_failure(output_dir: str | Path, err: BaseException) -> Path:
     path = Path(output_dir) / run_folder.FAILED
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"error": f"{type(err).__name__}: {err}", "type": type(err).__name__}, indent=2))
+    atomic_write_text(path, json.dumps({"error": f"{type(err).__name__}: {err}", "type": type(err).__name__}, indent=2))
     return path
 
 
@@ -167,6 +172,49 @@ def finished_job(cfg: DictConfig) -> dict | None:
     log.info("job %s finished before (%s): not run again; to run it again, move that file away or use another "
              "hydra.sweep.dir", path.parent.name, path)
     return results
+
+
+def job_starts(sweep_dir: Path) -> dict[str, int]:
+    """Job folder name -> when Hydra last started a job there (the time of its ``.hydra/hydra.yaml``, which Hydra
+    writes as every job starts, in the job's process, whatever the launcher)."""
+    starts = {}
+    for marker in sweep_dir.glob(f"*/{run_folder.HYDRA}/hydra.yaml"):
+        with contextlib.suppress(OSError):
+            starts[marker.parent.parent.name] = marker.stat().st_mtime_ns
+    return starts
+
+
+def started_since(sweep_dir: Path, before: dict[str, int]) -> set[str]:
+    """The job folders in which a job started since ``before`` (:func:`job_starts`) was taken: this session's jobs.
+    Each folder's time is compared with its own earlier one, so clocks of other hosts do not matter."""
+    return {name for name, when in job_starts(sweep_dir).items() if before.get(name) != when}
+
+
+def unfinished_reason(folder: Path, reason: str) -> str:
+    """Why a job folder of an earlier session has no result: killed, when the lock its process held is left behind
+    by a process that is gone; else the aggregate table's reason."""
+    holder = FolderLock(folder).holder()
+    gone = gone_holder(holder) if holder else None
+    return f"killed (its process, {gone}; its {run_folder.LOCK} is left behind)" if gone else reason
+
+
+def study_records(storage, study_name) -> list[dict] | None:
+    """The trials of an Optuna study as the trials table reads them (number, state, run folder, error, why earlier
+    attempts were killed), or None without a study that can be read."""
+    if not storage or not study_name:
+        return None
+    try:
+        from hydra_plugins.resumable_optuna.study_storage import existing_study
+
+        study = existing_study(str(storage), str(study_name))
+        if study is None:
+            return None
+        return [{"number": t.number, "state": t.state.name.lower(), "run": t.user_attrs.get("run"),
+                 "error": t.user_attrs.get("error"), "killed": list(t.user_attrs.get("killed") or [])}
+                for t in study.get_trials(deepcopy=False)]
+    except Exception as err:  # noqa: BLE001 - the table is still written from the run folders
+        log.warning("trials table without the study's states: %s cannot be read (%s)", storage, err)
+        return None
 
 
 def finish_wandb_run(failed: bool = False) -> None:
@@ -221,6 +269,7 @@ class SweepCallback(Callback):
 
     # -- the launching process --------------------------------------------------------------------------
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        self._started_before = job_starts(Path(str(config.hydra.sweep.dir)))
         if self.aggregate:
             self._pending = config
             atexit.register(self._write_if_pending)  # the sweeper may raise before on_multirun_end
@@ -239,13 +288,20 @@ class SweepCallback(Callback):
         self._pending = None
         if not self.aggregate:
             return
+        sweep_dir = Path(str(config.hydra.sweep.dir))
         failed = self.write_tables(config)
-        if failed and self.fail_on_job_errors:
-            from textcore.errors import USER_ERROR_EXIT_CODE
-
-            first = failed[0]
-            print(f"error: {len(failed)} job(s) of the multirun failed, e.g. {first['run']}: {first['reason']} "
-                  f"(all listed in {Path(str(config.hydra.sweep.dir)) / 'aggregate.md'})", file=sys.stderr)
+        ran_now = started_since(sweep_dir, getattr(self, "_started_before", {}))
+        mine = [job for job in failed if Path(job["run"]).name in ran_now]
+        earlier = [job for job in failed if Path(job["run"]).name not in ran_now]
+        if earlier:  # a resumed sweep's status is about the jobs it ran; the others are reported as what they are
+            first = earlier[0]
+            print(f"note: {len(earlier)} job(s) of an earlier session of this sweep, not run by this one, did not "
+                  f"finish, e.g. {first['run']}: {unfinished_reason(Path(first['run']), first['reason'])} (all listed "
+                  f"in {sweep_dir / 'aggregate.md'})", file=sys.stderr)
+        if mine and self.fail_on_job_errors:
+            first = mine[0]
+            print(f"error: {len(mine)} job(s) of the multirun failed, e.g. {first['run']}: {first['reason']} "
+                  f"(all listed in {sweep_dir / 'aggregate.md'})", file=sys.stderr)
             sys.exit(USER_ERROR_EXIT_CODE)
 
     def write_tables(self, config: DictConfig) -> list[dict]:
@@ -265,7 +321,8 @@ class SweepCallback(Callback):
         if "optuna" in str(sweeper.get("_target_", "")).lower():
             params = [str(k) for k in (sweeper.get("params") or {})]
             direction = str(sweeper.get("direction", "maximize")).split(".")[-1]
-            paths += write_trials(trials(runs, params), params, sweep_dir, direction)
+            study = study_records(sweeper.get("storage"), sweeper.get("study_name"))
+            paths += write_trials(trials(runs, params, study), params, sweep_dir, direction)
         log.info("multirun tables: %s", ", ".join(str(p) for p in paths))
         if "wandb" in (config.get("logger") or {}):
             from evaluation.across_runs.wandb_dashboard import log_aggregate

@@ -114,7 +114,7 @@ def holder_state(holder: dict, me: dict) -> str:
     return "live"
 
 
-def _describe(holder: dict) -> str:
+def describe_holder(holder: dict) -> str:
     when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(holder["started"])) \
         if isinstance(holder.get("started"), (int, float)) else "at an unknown time"
     job = f", SLURM job {holder['slurm_job']}" if holder.get("slurm_job") else ""
@@ -146,13 +146,15 @@ class FolderLock:
     is still this process's.
     """
 
-    def __init__(self, folder: str | os.PathLike, what: str = "run", key: str = "hydra.run.dir", env=None):
+    def __init__(self, folder: str | os.PathLike, what: str = "run", key: str = "hydra.run.dir", env=None,
+                 record: dict | None = None):
         self.folder = Path(folder)
         self.path = self.folder / run_folder.LOCK
         self.what = what
         self.key = key
-        self.me = this_process(env)
+        self.me = {**this_process(env), **(record or {})}  # record: e.g. a multirun job's overrides
         self.held = False
+        self.taken_over: dict | None = None
 
     def holder(self) -> dict | None:
         try:
@@ -170,20 +172,23 @@ class FolderLock:
         if holder is None:
             return None
         state = holder_state(holder, self.me)
+        who = describe_holder(holder)
         if state == "live":
             raise FolderInUseError(
-                f"the {self.what} folder '{self.folder}' is in use by another {self.what}: {_describe(holder)}. Two "
+                f"the {self.what} folder '{self.folder}' is in use by another {self.what}: {who}. Two "
                 f"{self.what}s in one folder would overwrite each other's checkpoints and results.json. Wait for it "
                 f"to end (then continue it with ckpt_path=<its checkpoints/last.ckpt>), stop it, or write elsewhere "
                 f"with `{self.key}=<folder>`.")
         if state == "unknown":
             raise FolderInUseError(
-                f"the {self.what} folder '{self.folder}' is held by {_describe(holder)}, another host, where this "
+                f"the {self.what} folder '{self.folder}' is held by {who}, another host, where this "
                 f"process cannot check whether it still runs. Write elsewhere with `{self.key}=<folder>`; if that "
                 f"run is gone (its node failed), delete '{self.path}' and start again.")
         return holder if state in ("stale", "requeued") else None
 
-    def acquire(self) -> None:
+    def acquire(self) -> dict | None:
+        """Takes the folder; returns the lock it took over (a process that is gone, or an earlier attempt of this
+        SLURM job: what that process recorded, also kept as :attr:`taken_over`), None when there was none."""
         self.folder.mkdir(parents=True, exist_ok=True)
         with _exclusive(self.folder):
             holder = self.check()
@@ -191,9 +196,18 @@ class FolderLock:
                 how = "an earlier attempt of this SLURM job (requeued)" if holder_state(holder, self.me) == \
                     "requeued" else "a process that is gone"
                 log.warning("%s folder %s: taking over the lock of %s: %s", self.what, self.folder, how,
-                            _describe(holder) if holder else "an unreadable run.lock")
+                            describe_holder(holder) if holder else "an unreadable run.lock")
             atomic_write_text(self.path, json.dumps(self.me, indent=2))
         self.held = True
+        self.taken_over = holder
+        return holder
+
+    def note(self, **fields) -> None:
+        """Adds ``fields`` to the held lock's record (e.g. the checkpoint the run starts from, which the other
+        ranks of a DDP run read there)."""
+        self.me.update(fields)
+        if self.held:
+            atomic_write_text(self.path, json.dumps(self.me, indent=2))
 
     def release(self) -> None:
         if not self.held:
@@ -210,6 +224,20 @@ class FolderLock:
 
     def __exit__(self, *exc) -> None:
         self.release()
+
+
+def gone_holder(holder: dict | None, me: dict | None = None) -> str | None:
+    """Why the process a lock record names no longer runs (``holder_state`` stale or requeued), e.g. ``pid 42 on host
+    n1 is gone``; None when it may still run (live, another host) or there is no record."""
+    if not holder:
+        return None
+    state = holder_state(holder, me or this_process())
+    who = f"pid {holder.get('pid')} on host {holder.get('host')}"
+    if state == "stale":
+        return f"{who} is gone"
+    if state == "requeued":
+        return f"{who} was an earlier attempt of SLURM job {holder.get('slurm_job')}"
+    return None
 
 
 def results_status(folder: str | os.PathLike) -> str | None:

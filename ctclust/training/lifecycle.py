@@ -38,7 +38,7 @@ from callbacks.safety.out_of_memory import is_out_of_memory, out_of_memory_error
 from callbacks.safety.preemption import RequeueState, command_overrides, override_key, restart_count, run_fingerprint
 from ctclust.training.fit_callbacks import EvaluateOnly, PhaseClock
 from ctclust.training.results import FINISHED, write_results
-from ctclust.training.start_point import start_point
+from ctclust.training.start_point import StartPoint, earlier_attempt, given_or_requeued, rank_zero_choice
 from launching.hydra_callbacks import is_multirun
 from textcore.errors import ConfigError, UserError, find_user_error
 
@@ -97,7 +97,7 @@ class RunLifecycle:
         self.requeue_state = RequeueState.for_run(
             preemption.get("state_dir") or Path(cfg.paths.log_dir) / "requeue",
             run_fingerprint(command_overrides(), fallback))
-        self.start = start_point(cfg, None)
+        self.start = given_or_requeued(cfg, None)  # the given one; entering looks for an earlier attempt's
         self.lock: run_lock.FolderLock | None = None
         self.checkpoint_callback: LastCheckpoint | None = None
         self.clock = PhaseClock()
@@ -107,42 +107,55 @@ class RunLifecycle:
 
     # -- the run folder and where training starts --------------------------------------------------------
     def __enter__(self) -> RunLifecycle:
-        self.start = start_point(self.cfg, self.requeue_state)
-        if self.start.eval_only and not self.start.ckpt_path:
+        start = given_or_requeued(self.cfg, self.requeue_state)
+        if start.eval_only and not start.ckpt_path:
             raise ConfigError(
                 "eval_only=true evaluates a trained checkpoint: add ckpt_path=<run>/checkpoints/last.ckpt "
                 "(the checkpoint of the run to evaluate)."
             )
-        if self.start.ckpt_path != self.cfg.get("ckpt_path"):
+        if run_lock.launch_rank() == 0:
+            start = self._hold_folder(start)
+        elif start.ckpt_path is None:  # another rank of a DDP run: rank 0's choice
+            start = rank_zero_choice(self.output_dir) or start
+        self.start = start
+        if start.ckpt_path != self.cfg.get("ckpt_path"):
             with open_dict(self.cfg):
-                self.cfg.ckpt_path = self.start.ckpt_path
-        self._hold_folder()
+                self.cfg.ckpt_path = start.ckpt_path
         return self
 
     def __exit__(self, *exc) -> None:
         if self.lock is not None:
             self.lock.release()
 
-    def _hold_folder(self) -> None:
-        """The run folder's lock for the rest of the run; refuses a folder that a live run writes, or that holds an
-        earlier run without ``ckpt_path`` (a multirun's job folder is the same job of a resumed sweep: its
-        unfinished attempt is replaced). Other ranks of a DDP job hold nothing."""
-        if run_lock.launch_rank() != 0:
-            return
-        lock = run_lock.FolderLock(self.output_dir)
-        lock.acquire()
-        found = run_lock.earlier_run(self.output_dir)
-        if found and not self.start.ckpt_path and restart_count() > 0:  # requeued before its first checkpoint
-            log.info("run folder %s: the requeued job starts again over its earlier attempt (%s)", self.output_dir,
-                     found)
-        elif found and not self.start.ckpt_path:
-            if not is_multirun() or run_lock.results_status(self.output_dir) == FINISHED:
-                lock.release()
-                raise run_lock.refuse_earlier_run(self.output_dir, found,
-                                                  "hydra.sweep.dir" if is_multirun() else "hydra.run.dir")
-            log.info("run folder %s: the unfinished earlier attempt of this job (%s) is run again", self.output_dir,
-                     found)
+    def _hold_folder(self, start: StartPoint) -> StartPoint:
+        """The run folder's lock for the rest of the run, and the start point it may give: a multirun job continues
+        its earlier attempt that was killed or interrupted (``start_point.earlier_attempt``). Refuses a folder that a
+        live run writes, or that holds an earlier run this one was not asked to continue (a multirun's job folder
+        is the same job of a resumed sweep: its unfinished attempt is replaced)."""
+        overrides = command_overrides() if is_multirun() else None
+        lock = run_lock.FolderLock(self.output_dir, record={"job_overrides": overrides} if overrides else None)
+        taken_over = lock.acquire()
+        try:
+            if start.ckpt_path is None and overrides is not None:
+                start = earlier_attempt(self.output_dir, overrides, taken_over) or start
+            found = run_lock.earlier_run(self.output_dir)
+            if found and not start.ckpt_path and restart_count() > 0:  # requeued before its first checkpoint
+                log.info("run folder %s: the requeued job starts again over its earlier attempt (%s)",
+                         self.output_dir, found)
+            elif found and not start.ckpt_path:
+                if not is_multirun() or run_lock.results_status(self.output_dir) == FINISHED:
+                    raise run_lock.refuse_earlier_run(self.output_dir, found,
+                                                      "hydra.sweep.dir" if is_multirun() else "hydra.run.dir")
+                log.info("run folder %s: the unfinished earlier attempt of this job (%s) is run again",
+                         self.output_dir, found)
+            if start.ckpt_path:  # the other ranks of a DDP run start where this one does
+                lock.note(start_checkpoint=str(start.ckpt_path), start_eval_only=start.eval_only,
+                          start_why=start.earlier_attempt)
+        except BaseException:
+            lock.release()
+            raise
         self.lock = lock
+        return start
 
     # -- building the trainer ------------------------------------------------------------------------------
     def callbacks(self) -> list:
@@ -168,8 +181,8 @@ class RunLifecycle:
     def fit(self, trainer, model, datamodule) -> None:
         """``trainer.fit`` from the start point; early ends handled as the module docstring says."""
         self.checkpoint_callback = next((cb for cb in trainer.callbacks if isinstance(cb, LastCheckpoint)), None)
-        if self.checkpoint_callback is not None and self.requeue_state is not None:
-            self.checkpoint_callback.on_save = self.requeue_state.record
+        if self.checkpoint_callback is not None:
+            self.checkpoint_callback.on_save = self._saved
         requeue_signal = self.requeue_signal if self.requeue_state is not None else None
         self.watch.report = lambda description: self._rank_died(trainer, description)
         began = time.perf_counter()
@@ -191,6 +204,14 @@ class RunLifecycle:
         if trainer.is_global_zero:
             self.watch.remove_heartbeats()
 
+    def _saved(self, path, step: int, final: bool) -> None:
+        """Told about every save of last.ckpt (rank 0): a SLURM job's requeue record; the lock records the end of
+        training, so that a resumed sweep that finds this job killed evaluates its checkpoint instead of training."""
+        if self.requeue_state is not None:
+            self.requeue_state.record(path, step, final)
+        if final and self.lock is not None:
+            self.lock.note(training_finished_at_step=int(step))
+
     def finish(self, trainer) -> dict:
         """results.json of the finished run; returns the results."""
         return write_results(self.cfg, self.output_dir, trainer, {"status": FINISHED}, self.known_facts())
@@ -207,6 +228,8 @@ class RunLifecycle:
             facts["job_overrides"] = command_overrides()
         if self.start.ckpt_path:
             facts["resumed_from"] = str(self.start.ckpt_path)
+        if self.start.earlier_attempt:
+            facts["earlier_attempt"] = self.start.earlier_attempt
         if self.start.eval_only:
             facts["eval_only"] = True
         facts.update(self.known)

@@ -28,6 +28,7 @@ from launching import objective
 from launching.hydra_callbacks import finished_job
 from lightning_modules.shared.precision import register_precision_resolver
 from textcore import run_folder
+from textcore.atomic_files import atomic_write_text
 from textcore.errors import writing
 
 register_precision_resolver()  # ${gpu_precision:} in conf/trainer/gpu.yaml
@@ -43,8 +44,8 @@ def train(cfg: DictConfig) -> dict:
     with RunLifecycle(cfg, output_dir) as run:  # the folder's lock; where training starts (sets cfg.ckpt_path)
         checkpoint_hparams = validation.check_checkpoint(cfg)
         configure_process(cfg)
-        with writing(output_dir / run_folder.CONFIG):
-            (output_dir / run_folder.CONFIG).write_text(OmegaConf.to_yaml(cfg, resolve=True))
+        with writing(output_dir / run_folder.CONFIG, atomic=True):
+            atomic_write_text(output_dir / run_folder.CONFIG, OmegaConf.to_yaml(cfg, resolve=True))
 
         datamodule = instantiate_datamodule(cfg)
         read_start = time.perf_counter()

@@ -40,6 +40,7 @@ from typing import Iterable, Sequence
 
 from evaluation.benchmarks.clustering_tasks import BENCHMARKS, SHORT_NAMES
 from textcore import console, run_folder
+from textcore.atomic_files import atomic_open, atomic_write_text
 from textcore.errors import UserError, exit_on_user_error
 from textcore.run_folder import is_finite_number
 
@@ -447,14 +448,14 @@ def _csv_stats(stats: dict) -> dict:
 def write_outputs(agg: dict, out_dir: Path, title: str = "Results") -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     md, table_csv, js = (out_dir / name for name in OUTPUT_NAMES)
-    md.write_text(markdown(agg, title), encoding="utf-8")
+    atomic_write_text(md, markdown(agg, title))
     rows = csv_rows(agg)
     columns = ["table", "label", "predictions", "trained_on", "column", "metric", "mean", "std", "n", "seeds"]
-    with open(table_csv, "w", newline="", encoding="utf-8") as handle:
+    with atomic_open(table_csv, newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=columns)
         writer.writeheader()
         writer.writerows(rows)
-    js.write_text(json.dumps(agg, indent=2, default=str), encoding="utf-8")
+    atomic_write_text(js, json.dumps(agg, indent=2, default=str))
     return [md, table_csv, js]
 
 

@@ -1,5 +1,6 @@
-"""What the resumable sweeper needs to know about a study's storage: the SQLite file to create, how many trials
-the study already holds, and a database it cannot open, which stops the sweep with one line that names the file.
+"""What the resumable sweeper needs to know about a study's storage: the SQLite file to create, the study it already
+holds, a database it cannot open (which stops the sweep with one line that names the file), and the errors of the
+jobs it ran.
 
 Without that check a damaged ``<sweep>/optuna.db`` (a partial copy, a file of another program under that
 name) ends in a long SQLAlchemy traceback before the first trial.
@@ -88,26 +89,26 @@ def job_error(ret: Any, folder: Path | None) -> str | None:
     return lines[0] if lines else str(text)
 
 
-def note_trials(storage: Any, study_name: str | None, returns: list, first_number: int) -> None:
-    """Each job of a batch of trials (job ``first_number + i`` is trial number ``first_number + i``, the sweeper
-    numbering its jobs after the study's trials) gets its run folder and, when it failed, its error's first line
-    as user attributes, while the trial still runs (the sweeper tells its state next)."""
-    if not storage or not study_name:
-        return
+def existing_study(storage: Any, study_name: str | None):
+    """The named study in ``storage``, or None (no storage, no such study yet)."""
+    if not storage or not study_name or trials_in_storage(storage, study_name) == 0:
+        return None
     import optuna
 
-    study = optuna.load_study(study_name=study_name, storage=str(storage))
-    running = {t.number: t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))}
-    for i, ret in enumerate(returns):
-        trial = running.get(first_number + i)
-        if trial is None:
-            continue
-        output_dir = getattr(getattr(getattr(getattr(ret, "hydra_cfg", None), "hydra", None), "runtime", None),
-                             "output_dir", None)
-        folder = Path(str(output_dir)) if output_dir else None
-        handle = optuna.trial.Trial(study, trial._trial_id)
-        if folder is not None:
-            handle.set_user_attr("run", str(folder))
-        error = job_error(ret, folder)
+    return optuna.load_study(study_name=study_name, storage=str(storage))
+
+
+def job_folder(ret: Any) -> Path | None:
+    """The run folder of a job Hydra returned."""
+    output_dir = getattr(getattr(getattr(getattr(ret, "hydra_cfg", None), "hydra", None), "runtime", None),
+                         "output_dir", None)
+    return Path(str(output_dir)) if output_dir else None
+
+
+def note_errors(trials: list, returns: list) -> None:
+    """Each failed job's first error line as its trial's user attribute ``error``, while the trial still runs (the
+    sweeper tells its state next); ``trials[i]`` is the trial of ``returns[i]``."""
+    for trial, ret in zip(trials, returns):
+        error = job_error(ret, job_folder(ret))
         if error:
-            handle.set_user_attr("error", error[:500])
+            trial.set_user_attr("error", error[:500])

@@ -199,8 +199,8 @@ def test_threads_per_job_must_be_positive():
 
 
 def test_optuna_study_resumes_in_its_database(toy_corpus, tmp_path):
-    """Three trials, the sweep ends; the same command with the same sweep folder and two more trials continues
-    the study: five trials in one study in <sweep>/optuna.db, five job folders, none overwritten."""
+    """Three trials, the sweep ends; the same command with the same sweep folder and n_trials raised to five
+    continues the study: five trials in one study in <sweep>/optuna.db, five job folders, none overwritten."""
     pytest.importorskip("hydra_plugins.hydra_optuna_sweeper", reason="the `sweep` extra (Optuna sweeper)")
     import optuna
 
@@ -216,8 +216,9 @@ def test_optuna_study_resumes_in_its_database(toy_corpus, tmp_path):
     assert trials_in_storage(storage, "sccl") == 3
     runs_before = {p.name: (p / "results.json").read_text() for p in sweep.iterdir() if (p / "results.json").exists()}
     assert sorted(runs_before) == ["0", "1", "2"]
-    second = run_cli(base + ["hydra.sweeper.n_trials=2"])
+    second = run_cli(base + ["hydra.sweeper.n_trials=5"])
     assert second.returncode == 0, second.stderr[-3000:]
+    assert "3 of hydra.sweeper.n_trials=5 trials complete, 2 to run" in second.stdout + second.stderr
     study = optuna.load_study(study_name="sccl", storage=storage)
     assert len(study.trials) == 5 and all(t.state == optuna.trial.TrialState.COMPLETE for t in study.trials)
     assert all((sweep / str(i) / "results.json").exists() for i in range(5))
@@ -263,8 +264,9 @@ def test_failed_jobs_are_listed_and_a_resumed_multirun_trains_only_unfinished_jo
 @pytest.mark.slow
 def test_an_optuna_study_records_failed_trials_goes_on_and_resumes_without_rerunning(toy_corpus, tmp_path):
     """Trial 1 raises and trial 2 diverges to NaN: both are FAIL in the study with their error, trial 2 still runs
-    (the plugin's default stops the sweep at the first exception). A resumed sweep adds a trial and runs none of
-    the three again."""
+    (the plugin's default stops the sweep at the first exception). The sweep resumed with n_trials=2 (COMPLETE
+    trials) adds one trial and runs none of the three again; it exits 0, the trial it ran having completed, and
+    notes the earlier session's failed jobs."""
     pytest.importorskip("hydra_plugins.hydra_optuna_sweeper", reason="the `sweep` extra (Optuna sweeper)")
     import optuna
 
@@ -284,9 +286,39 @@ def test_an_optuna_study_records_failed_trials_goes_on_and_resumes_without_rerun
         "RuntimeError: injected fault in job 1" and rows[2]["value"] == ""
     kept = {n: (sweep / n / "results.json").read_bytes() for n in ("0", "2")}
 
-    second = run_cli(base + ["hydra.sweeper.n_trials=1"])
-    assert second.returncode == 2, second.stderr[-3000:]  # the study's failed trials are still listed
+    second = run_cli(base + ["hydra.sweeper.n_trials=2"])
+    assert second.returncode == 0, second.stderr[-3000:]  # the status is about the trials this session ran
+    assert "note: 2 job(s) of an earlier session of this sweep, not run by this one, did not finish" in second.stderr
     study = optuna.load_study(study_name="sccl", storage=f"sqlite:///{sweep / 'optuna.db'}")
     assert len(study.trials) == 4 and study.trials[3].state == optuna.trial.TrialState.COMPLETE
     assert {n: (sweep / n / "results.json").read_bytes() for n in ("0", "2")} == kept
     assert [r["status"] for r in read_trials(sweep)] == ["complete", "failed", "failed", "complete"]
+
+
+def test_a_resumed_sweep_tells_its_own_jobs_from_an_earlier_session_s(tmp_path):
+    """The jobs a session ran are those whose .hydra/hydra.yaml Hydra rewrote since the session began; a folder
+    left by a killed process is reported as killed, naming it."""
+    import subprocess
+    import sys
+    import time
+
+    from launching.hydra_callbacks import job_starts, started_since, unfinished_reason
+
+    sweep = tmp_path / "sweep"
+    for job in ("0", "1", "2"):
+        (sweep / job / ".hydra").mkdir(parents=True)
+        (sweep / job / ".hydra" / "hydra.yaml").write_text("earlier session")
+    before = job_starts(sweep)
+    time.sleep(0.05)
+    (sweep / "1" / ".hydra" / "hydra.yaml").write_text("this session")  # Hydra starts job 1 again
+    (sweep / "3" / ".hydra").mkdir(parents=True)
+    (sweep / "3" / ".hydra" / "hydra.yaml").write_text("this session")  # and a new job 3
+    assert started_since(sweep, before) == {"1", "3"}
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    (sweep / "2" / "run.lock").write_text(json.dumps({"pid": gone.pid, "host": os.uname().nodename,
+                                                      "process_start": "1"}))
+    assert unfinished_reason(sweep / "2", "no results.json") == \
+        f"killed (its process, pid {gone.pid} on host {os.uname().nodename} is gone; its run.lock is left behind)"
+    assert unfinished_reason(sweep / "0", "no results.json") == "no results.json"

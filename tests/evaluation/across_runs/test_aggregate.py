@@ -220,6 +220,28 @@ def test_failed_trials_show_the_first_line_of_their_error_and_no_numbers(tmp_pat
         assert [r["error"] for r in csv.DictReader(handle)][1] == "RuntimeError: the projection broke"
 
 
+def test_the_trials_table_says_what_happened_to_a_killed_trial(tmp_path):
+    """With the study's records: a trial run again after its driver was killed is complete, with why and how it
+    continued; a killed trial still waiting to run again is 'waiting', not failed."""
+    sweep = tmp_path / "sweep"
+    make_run(sweep / "0", seed=0, acc=0.6, nmi=0.5)
+    make_run(sweep / "1", seed=1, acc=0.7, nmi=0.5)
+    results = json.loads((sweep / "1" / "results.json").read_text())
+    results["earlier_attempt"] = "killed: its process (pid 7 on host n1 is gone); continued from its last.ckpt (step 4)"
+    (sweep / "1" / "results.json").write_text(json.dumps(results))
+    make_run(sweep / "2", seed=2, results=False)  # killed, not run again yet: no results.json
+    killed = "killed: its sweep driver (pid 7 on host n1 is gone)"
+    study = [{"number": 0, "state": "complete", "run": str(sweep / "0"), "killed": []},
+             {"number": 1, "state": "complete", "run": str(sweep / "1"), "killed": [killed]},
+             {"number": 2, "state": "waiting", "run": str(sweep / "2"), "killed": [killed]}]
+    rows = trials([load_run(p) for p in find_runs([sweep])], ["method.temperature"], study)
+    assert [r["status"] for r in rows] == ["complete", "complete", "waiting"] and rows[2]["error"] == ""
+    assert rows[1]["note"] == f"{killed}; {results['earlier_attempt']}" and rows[0]["note"] == ""
+    assert rows[2]["note"] == f"{killed}; runs again when the sweep is started again"
+    write_trials(rows, ["method.temperature"], sweep)
+    assert f"| complete |  | {killed}; " in (sweep / "trials.md").read_text()
+
+
 def test_an_interrupted_single_run_is_listed_with_its_signal(tmp_path):
     run = make_run(tmp_path / "run", acc=0.5, nmi=0.5)
     partial = json.loads((run / "results.json").read_text())
