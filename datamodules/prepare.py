@@ -15,6 +15,7 @@ import argparse
 from pathlib import Path
 from typing import Sequence
 
+from textcore.command_line import ShowDefaults
 from textcore.errors import ConfigError, MissingFileError, exit_on_user_error
 
 
@@ -41,9 +42,11 @@ def nli_pairs(path: Path, output: Path, encoding: str | None = None):
 
 @exit_on_user_error
 def main(argv: Sequence[str] | None = None):
-    parser = argparse.ArgumentParser(prog="python tools.py prepare", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python tools.py prepare", description=__doc__.split("\n")[0],
+                                     formatter_class=ShowDefaults)
     sub = parser.add_subparsers(dest="command", required=True)
-    n = sub.add_parser("nli-pairs", help="SimCSE's NLI triplets as PairSupCon's labelled pairs")
+    n = sub.add_parser("nli-pairs", help="SimCSE's NLI triplets as PairSupCon's labelled pairs",
+                       formatter_class=ShowDefaults)
     n.add_argument("--input", required=True, type=Path)
     n.add_argument("--output", type=Path, default=None, help="default: <input folder>/nli_pairs.csv")
     n.add_argument("--encoding", default=None)

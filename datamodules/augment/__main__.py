@@ -17,6 +17,7 @@ from typing import Sequence
 
 from datamodules.augment.columns import CONTEXTUAL, CONTEXTUAL_MODEL, augment_file
 from datamodules.augment.eda import PAPER_ALPHA
+from textcore.command_line import ShowDefaults
 from textcore.errors import USER_ERROR_EXIT_CODE, find_user_error, report_user_error
 
 
@@ -24,6 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python tools.py augment",
         description="Add EDA or masked-LM (contextual) augmentation columns to a short-text CSV/TSV.",
+        formatter_class=ShowDefaults,
     )
     parser.add_argument("input", type=Path, help="CSV or TSV file with a text column")
     parser.add_argument("--output", type=Path, help="file to write (the input is never overwritten)")
@@ -33,7 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--method", choices=("eda", "contextual"), required=True)
     parser.add_argument("--copies", type=int, default=1,
                         help="augmented copies per text (contextual: per masked LM; default 1)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="seed of the random choices (the words replaced)")
     parser.add_argument("--text-column", default=None,
                         help="column to augment (default: text0, else text)")
     parser.add_argument("--prefix", default=None,

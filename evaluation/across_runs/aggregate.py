@@ -1,7 +1,7 @@
 """One table from many runs: mean ± std over seeds, datasets as columns, methods/variants as rows.
 
-    python tools.py aggregate logs/train/multiruns/<time>            # a multirun folder
-    python tools.py aggregate <run dir> <run dir> ... --out tables/  # any run folders
+    python tools.py aggregate --runs logs/train/multiruns/<time>                # a multirun folder
+    python tools.py aggregate --runs <run dir> <run dir> ... --output tables/  # any run folders
 
 Runs are grouped by everything in their configuration that differs except the seed: each run's
 ``config_resolved.yaml`` (else Hydra's ``.hydra/config.yaml``) is flattened, and a key joins a
@@ -40,6 +40,7 @@ from typing import Iterable, Sequence
 
 from evaluation.benchmarks.clustering_tasks import BENCHMARKS, SHORT_NAMES
 from textcore import run_folder
+from textcore.command_line import ShowDefaults
 from textcore.errors import UserError, exit_on_user_error
 from textcore.run_folder import is_finite_number
 
@@ -472,9 +473,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python tools.py aggregate",
         description="Mean ± std over seeds of many runs: clustering (datasets as columns) and STS tables.",
+        formatter_class=ShowDefaults,
     )
-    parser.add_argument("paths", nargs="+", help="multirun folder(s) and/or run folders")
-    parser.add_argument("--out", help="folder for aggregate.md/.csv/.json (default: the folder given, if only one)")
+    parser.add_argument("--runs", nargs="+", required=True, help="multirun folder(s) and/or run folders")
+    parser.add_argument("--output", help="folder for aggregate.md/.csv/.json (default: the folder given, if only one)")
     parser.add_argument("--title", default=None, help="heading of the Markdown file")
     return parser.parse_args(argv)
 
@@ -482,15 +484,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 @exit_on_user_error
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
-    agg, _ = aggregate_folders(args.paths)
-    title = args.title or ("Results of " + ", ".join(str(p) for p in args.paths))
+    agg, _ = aggregate_folders(args.runs)
+    title = args.title or ("Results of " + ", ".join(str(p) for p in args.runs))
     text = markdown(agg, title)
     print(text)
-    out = Path(args.out) if args.out else None
-    if out is None and len(args.paths) == 1 and not run_folder.is_run(Path(args.paths[0])):
-        out = Path(args.paths[0])  # a multirun folder: the tables go next to its jobs
+    out = Path(args.output) if args.output else None
+    if out is None and len(args.runs) == 1 and not run_folder.is_run(Path(args.runs[0])):
+        out = Path(args.runs[0])  # a multirun folder: the tables go next to its jobs
     if out is None:
-        print("(not written: pass --out DIR to write aggregate.md/.csv/.json)", file=sys.stderr)
+        print("(not written: pass --output DIR to write aggregate.md/.csv/.json)", file=sys.stderr)
         return
     for path in write_outputs(agg, out, title):
         print(f"wrote {path}", file=sys.stderr)

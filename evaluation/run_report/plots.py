@@ -1,6 +1,6 @@
 """Pictures of a run: 2-D maps of the embeddings, the matched confusion matrix, training curves.
 
-    python tools.py plots <run folder> [--projection tsne|umap|pca] [--max-points 3000] [--seed 0]
+    python tools.py plots --run <run folder> [--projection tsne|umap|pca] [--max-points 3000] [--seed 0]
 
 writes PNG files into ``<run>/plots/`` (a run writes them itself at the end of training, with
 ``callbacks.report.projection``, t-SNE by default):
@@ -37,6 +37,7 @@ import numpy as np
 
 from evaluation.clustering.confusion import matched_confusion
 from evaluation.run_report import run_files
+from textcore.command_line import ShowDefaults
 from textcore.errors import exit_on_user_error
 
 log = logging.getLogger(__name__)
@@ -425,8 +426,9 @@ def _cluster_plots(run_dir, out, title, projection, max_points, seed, partition,
 
 @exit_on_user_error
 def main(argv: Sequence[str] | None = None) -> list[Path]:
-    parser = argparse.ArgumentParser(prog="python tools.py plots", description=__doc__.split("\n")[0])
-    parser.add_argument("run", type=Path, help="run folder")
+    parser = argparse.ArgumentParser(prog="python tools.py plots", description=__doc__.split("\n")[0],
+                                     formatter_class=ShowDefaults)
+    parser.add_argument("--run", required=True, type=Path, help="run folder")
     parser.add_argument("--projection", default="tsne", choices=PROJECTIONS, help="2-D map (default tsne)")
     parser.add_argument("--max-points", type=int, default=3000, help="texts drawn on the maps (default 3000)")
     parser.add_argument("--seed", type=int, default=0, help="subsample and projection seed (default 0)")
