@@ -11,20 +11,19 @@ stops with one line per missing file (its URL and where to put it) and exit stat
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 from typing import Sequence
 
-from datamodules.download.catalogue import COMMAND, data_root, select
+from datamodules.download.catalogue import data_root, select
 from datamodules.download.data_folder import fetch_all, listing, log
-from textcore.command_line import ShowDefaults
+from textcore import console
 from textcore.errors import USER_ERROR_EXIT_CODE, exit_on_user_error
 
 
 @exit_on_user_error
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog=COMMAND, description=__doc__.split("\n")[0], formatter_class=ShowDefaults)
+    parser = console.tool_parser("download", __doc__)
     parser.add_argument("names", nargs="*", help="items or groups (default: all but SCCL's views); see --list")
     parser.add_argument("--output", type=Path, default=None, help="the data folder to fill (default: "
                         "${PROJECT_DATA_DIR} or the repository's data/)")

@@ -23,7 +23,7 @@ Tables (numbers x100, **mean ± sample standard deviation (ddof=1)** over the se
 Runs without results (failed, killed, still running, or stopped early with a partial results.json) are
 listed with the first line of the reason, never dropped silently, and none of their numbers enter the tables.
 Writes ``aggregate.md``, ``aggregate.csv`` (one line per cell and metric) and ``aggregate.json`` into
-``--out`` (default: the folder given, when it is one multirun folder).
+``--output`` (default: the folder given, when it is one multirun folder).
 """
 from __future__ import annotations
 
@@ -39,8 +39,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from evaluation.benchmarks.clustering_tasks import BENCHMARKS, SHORT_NAMES
-from textcore import run_folder
-from textcore.command_line import ShowDefaults
+from textcore import console, run_folder
 from textcore.errors import UserError, exit_on_user_error
 from textcore.run_folder import is_finite_number
 
@@ -470,11 +469,8 @@ def aggregate_folders(paths: Sequence[str | Path]) -> tuple[dict, list[Run]]:
 
 # -- CLI --------------------------------------------------------------------------------------------------------
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python tools.py aggregate",
-        description="Mean ± std over seeds of many runs: clustering (datasets as columns) and STS tables.",
-        formatter_class=ShowDefaults,
-    )
+    parser = console.tool_parser(
+        "aggregate", "Mean ± std over seeds of many runs: clustering (datasets as columns) and STS tables.")
     parser.add_argument("--runs", nargs="+", required=True, help="multirun folder(s) and/or run folders")
     parser.add_argument("--output", help="folder for aggregate.md/.csv/.json (default: the folder given, if only one)")
     parser.add_argument("--title", default=None, help="heading of the Markdown file")
@@ -499,6 +495,4 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    from textcore import console
-
     console.run_cli(main)

@@ -27,7 +27,6 @@ Output: the input's row number (0-based data row), the text, ``cluster``, ``conf
 """
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import logging
@@ -38,9 +37,8 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
-from evaluation.run_report import run_files
-from textcore import run_folder
-from textcore.command_line import ShowDefaults
+from evaluation.model_io import run_files
+from textcore import console, run_folder
 from textcore.errors import MissingFileError, UserError, exit_on_user_error, writing
 
 if TYPE_CHECKING:  # torch is imported where a model runs: `tools.py predict --help` needs none of it
@@ -152,9 +150,9 @@ CHUNK_ROWS = 20_000  # rows read, embedded, assigned and written at a time: the 
 
 
 def text_chunks(path: Path, text_column: str, encoding: str | None = None, chunk_rows: int | None = None):
-    """(first row number, texts, blank mask) of each chunk of ``path`` (``datamodules.text_io.iter_table``), the
+    """(first row number, texts, blank mask) of each chunk of ``path`` (``datamodules.table_reader.iter_table``), the
     column checked in the first chunk; a missing column in a later chunk of a JSON Lines file is a blank."""
-    from datamodules.text_io import iter_table
+    from datamodules.table_reader import iter_table
 
     path = Path(path)
     if not path.is_file():
@@ -181,7 +179,7 @@ def text_chunks(path: Path, text_column: str, encoding: str | None = None, chunk
 
 def read_texts(path: Path, text_column: str, encoding: str | None = None) -> tuple[list[str], np.ndarray, list[int]]:
     """(texts, blank mask, file line of each row) of a whole file (:func:`text_chunks` joined; for small files)."""
-    from datamodules.text_io import file_lines
+    from datamodules.table_reader import file_lines
 
     texts, blanks = [], []
     for _, chunk, blank in text_chunks(path, text_column, encoding):
@@ -265,7 +263,7 @@ def _assigned_rows(reference, input_path, text_column, assign, encoding, batch_s
             progress.advance(len(texts))
             yield out
     if blank_rows:
-        from datamodules.text_io import file_lines
+        from datamodules.table_reader import file_lines
 
         lines = file_lines(Path(input_path), encoding, progress.done)
         shown = [lines[i] for i in blank_rows]
@@ -340,8 +338,7 @@ def write_rows(path: Path, chunks) -> dict:
 
 @exit_on_user_error
 def main(argv: Sequence[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(prog="python tools.py predict", description=__doc__.split("\n")[0],
-                                     formatter_class=ShowDefaults)
+    parser = console.tool_parser("predict", __doc__)
     parser.add_argument("--run", required=True, help="run folder, its .ckpt, or a sentence-transformers export")
     parser.add_argument("--input", required=True, type=Path, help="CSV/TSV of new texts (.tsv: tab-separated)")
     parser.add_argument("--text-column", default="text", help="column holding the texts (default: text)")

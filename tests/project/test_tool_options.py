@@ -85,7 +85,7 @@ def test_a_tool_speaks_the_one_language(name):
 
 def test_across_the_tools_each_thing_has_one_spelling():
     """Run folder, output and seeds: the spellings used anywhere are the ones of the rule, and the tools that have
-    them agree (every --output is a path of what the tool writes, every --seeds a list)."""
+    them agree (every --seeds is a list of training seeds)."""
     spelled = {option for parser in PARSERS.values() for action in actions(parser) for option in action.option_strings}
     assert {"--run", "--output", "--seeds"} <= spelled
     assert not {o for o in spelled if OTHER_OUTPUT_SPELLINGS.match(o) or OTHER_RUN_SPELLINGS.match(o)}

@@ -132,7 +132,7 @@ def test_choose_k_finds_well_separated_blobs():
 
 
 def test_choose_k_cli_on_a_file_without_labels(tmp_path):
-    from evaluation.clustering.choose_k import main
+    from evaluation.model_io.embed_and_choose_k import main
 
     texts = [f"{w} {i}" for i in range(10) for w in ("football match goal", "pasta tomato sauce", "stock market")]
     (tmp_path / "mine.txt").write_text("\n".join(texts) + "\n")
@@ -146,7 +146,7 @@ def test_choose_k_cli_on_a_file_without_labels(tmp_path):
 
 
 def test_choose_k_cli_on_a_run_folder_reads_its_embeddings(tmp_path, capsys):
-    from evaluation.clustering.choose_k import main
+    from evaluation.model_io.embed_and_choose_k import main
     from textcore.errors import USER_ERROR_EXIT_CODE
 
     x, _ = blobs(k=3, per=20, spread=0.02)
@@ -164,7 +164,7 @@ def test_choose_k_cli_on_a_run_folder_reads_its_embeddings(tmp_path, capsys):
 
 
 def unlabelled_run(tmp_path, extra):
-    from run import train
+    from ctclust.training.train import train
     from tests.helpers import compose_config
 
     texts = [f"{w} {i}" for i in range(12) for w in ("football match goal", "pasta tomato sauce", "stock market fell")]
@@ -180,7 +180,7 @@ def unlabelled_run(tmp_path, extra):
 
 def test_auto_k_early_stop_label_free_selection_and_objective_in_one_unlabelled_run(tmp_path):
     results, out = unlabelled_run(tmp_path, [
-        "dataset.num_clusters=auto", "choose_k.k=2:6", "choose_k.seeds=2", "trainer.max_steps=8",
+        "dataset.num_clusters=auto", "choose_k.k=2:6", "choose_k.kmeans_runs=2", "trainer.max_steps=8",
         "dataset.callbacks.clustering_eval.every_n_steps=1",
         "dataset.callbacks.clustering_stop.when_changed_below=0.99",
         "dataset.callbacks.clustering_stop.patience=2"])
