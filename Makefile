@@ -6,7 +6,8 @@ PYTHON := $(BIN)/python
 export PROJECT_ROOT := $(CURDIR)
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install test test-slow test-all fuzz run bench bench-grad-cache bench-gpu precision-gpu lint clean
+.PHONY: install test test-slow test-all fuzz run bench bench-grad-cache bench-gpu precision-gpu lint clean clean-venv \
+  clean-runs
 
 STAMP := $(VENV)/.installed
 
@@ -57,5 +58,15 @@ precision-gpu: install
 lint: install
 	$(BIN)/ruff check .
 
+# what the tools rebuild by themselves: test, lint and bytecode caches; runs, data and .venv are kept
 clean:
-	rm -rf logs .pytest_cache
+	rm -rf .pytest_cache .ruff_cache .hypothesis
+	find . -path ./$(VENV) -prune -o -type d -name __pycache__ -prune -exec rm -rf {} +
+
+# the virtual environment; `make install` builds it again
+clean-venv:
+	rm -rf $(VENV)
+
+# every run: training runs, sweeps, evaluations and benchmark runs (logs/), Hydra's outputs/ and multirun/
+clean-runs:
+	rm -rf logs outputs multirun

@@ -43,7 +43,8 @@ def nli_pairs(path: Path, output: Path, encoding: str | None = None):
 def main(argv: Sequence[str] | None = None):
     parser = console.tool_parser("prepare", __doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    n = sub.add_parser("nli-pairs", help="SimCSE's NLI triplets as PairSupCon's labelled pairs")
+    n = sub.add_parser("nli-pairs", help="SimCSE's NLI triplets as PairSupCon's labelled pairs",
+                       formatter_class=parser.formatter_class)
     n.add_argument("--input", required=True, type=Path)
     n.add_argument("--output", type=Path, default=None, help="default: <input folder>/nli_pairs.csv")
     n.add_argument("--encoding", default=None)

@@ -2,7 +2,7 @@
 
     python tools.py reproduce sccl_table1 [--seeds 0,1,2] [--rows sccl_agnews,...] \
         [--launcher local|slurm] [--runs-per-gpu N [--run-memory-gib G]] [--precision fp32|tf32|bf16]
-        [--out logs/reproduce/<table>] [--dry-run] [overrides ...]
+        [--output logs/reproduce/<table>] [--dry-run] [overrides ...]
 
 The rows are the experiments that the table's trained rows name (``evaluation/across_runs/paper_tables/<table>.yaml``:
 each row's ``command`` with its datasets filled in); rows of untrained baselines (``evaluate_model``) are
@@ -44,6 +44,7 @@ from omegaconf import DictConfig, OmegaConf
 from evaluation.across_runs import paper_table
 from textcore import console, run_folder
 from textcore.checkout import ROOT
+from textcore.command_line import seed_list
 from textcore.errors import USER_ERROR_EXIT_CODE, ConfigError, exit_on_user_error
 
 os.environ.setdefault("PROJECT_ROOT", str(ROOT))  # conf/paths/default.yaml reads it, as run.py sets it
@@ -399,7 +400,7 @@ def describe(table_name: str, table: dict, runs: list[Run], baselines: list[str]
                  "`bash scripts/bench/gpu_node.sh` on the card)")
     if baselines:  # their JSON under <out> is read with the runs' results
         lines += ["", "untrained rows (not launched; run these, the table reads what they write):"]
-        lines += [f"  {line} --out {relative_to_repo(out / 'baselines')}" for line in baselines]
+        lines += [f"  {line} --output {relative_to_repo(out / 'baselines')}" for line in baselines]
     return "\n".join(lines)
 
 
@@ -407,10 +408,12 @@ def describe(table_name: str, table: dict, runs: list[Run], baselines: list[str]
 def main(argv: Sequence[str] | None = None) -> str:
     parser = console.tool_parser("reproduce", __doc__)
     parser.add_argument("table", help=f"one of: {', '.join(paper_table.available())} (or a .yaml file)")
-    parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--seeds", type=seed_list, default=[0, 1, 2], metavar="0,1,2",
+                        help="training seeds: every row runs once with each")
     parser.add_argument("--rows", default=None, help="experiments of the table to run (default: all)")
-    parser.add_argument("--launcher", choices=("local", "slurm"), default="local")
-    parser.add_argument("--out", type=Path, default=None, help="default: logs/reproduce/<table>")
+    parser.add_argument("--launcher", choices=("local", "slurm"), default="local",
+                        help="local: the runs one after another here; slurm: one SLURM job each")
+    parser.add_argument("--output", type=Path, default=None, help="default: logs/reproduce/<table>")
     parser.add_argument("--dry-run", action="store_true", help="list runs, commands, data and GPU hours; run nothing")
     parser.add_argument("--runs-per-gpu", type=int, default=None, metavar="N",
                         help="N runs side by side on every GPU (on the CPUs without one), memory checked first")
@@ -421,11 +424,8 @@ def main(argv: Sequence[str] | None = None) -> str:
                         "autocast (default: each experiment's own)")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides for every run, e.g. trainer.devices=4")
     args = parser.parse_intermixed_args(argv)  # overrides may come before or after the options
-    try:
-        seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
-    except ValueError:
-        raise ConfigError(f"--seeds {args.seeds}: give integers separated by commas, e.g. 0,1,2") from None
-    out = (args.out or ROOT / "logs" / "reproduce" / Path(args.table).stem).resolve()
+    seeds = args.seeds
+    out = (args.output or ROOT / "logs" / "reproduce" / Path(args.table).stem).resolve()
     only = [r.strip() for r in args.rows.split(",") if r.strip()] if args.rows else None
     overrides = [*TRAINING_PRECISIONS.get(args.precision, []), *args.overrides]  # the command line's last: it wins
     table, runs, baselines = plan(args.table, seeds, only, out, overrides)

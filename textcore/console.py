@@ -26,6 +26,8 @@ import sys
 import warnings
 from typing import Callable
 
+from textcore.command_line import ShowDefaults
+
 # messages Lightning logs to advertise its commercial products (see its logger/callback connectors)
 ADVERT_PREFIXES = ("💡 Tip:",)
 _LIGHTNING_LOGGERS = ("lightning", "lightning.pytorch", "lightning.fabric", "pytorch_lightning", "lightning_fabric")
@@ -127,7 +129,9 @@ TOOLS = "python tools.py"  # how a user starts a tool: tools.py beside run.py (c
 
 def tool_parser(command: str, description: str, **kwargs) -> argparse.ArgumentParser:
     """The head of every tool: the parser of ``python tools.py <command>``, whose help opens with the first line of
-    ``description`` (a module's docstring may be given whole); ``kwargs`` go to ``argparse.ArgumentParser``."""
+    ``description`` (a module's docstring may be given whole) and shows every option's default
+    (``textcore.command_line.ShowDefaults``); ``kwargs`` go to ``argparse.ArgumentParser``."""
+    kwargs.setdefault("formatter_class", ShowDefaults)
     return argparse.ArgumentParser(prog=f"{TOOLS} {command}", description=description.split("\n")[0], **kwargs)
 
 

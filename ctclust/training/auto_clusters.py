@@ -44,7 +44,7 @@ def resolve_auto_clusters(cfg: DictConfig, datamodule, output_dir: Path) -> dict
         log.info("num_clusters=auto: embedding %d texts with the untrained %s and scanning K=%s",
                  len(texts), cfg.backbone.name, settings.get("k", "2:60"))
         embeddings = encoder.encode(texts, batch_size=128).numpy()
-        result = choose_k(embeddings, settings.get("k", "2:60"), int(settings.get("seeds", 5)),
+        result = choose_k(embeddings, settings.get("k", "2:60"), int(settings.get("kmeans_runs", 5)),
                           settings.get("rule", "silhouette"), int(settings.get("silhouette_sample", 3000)),
                           kmeans_backend=OUTSIDE_TRAINING["kmeans_backend"], log=log.info,
                           max_texts=int(settings.get("max_texts", 5000)))

@@ -4,33 +4,33 @@
     python tools.py download wiki nli senteval    # items or groups (see --list)
     python tools.py download sccl_views           # SCCL's contextual views (masked LMs; hours on a CPU)
     python tools.py download --list
-    python tools.py download --dest <folder>      # another data folder ($PROJECT_DATA_DIR's default too)
+    python tools.py download --output <folder>    # another data folder ($PROJECT_DATA_DIR's default too)
 
 Files already there are kept; a download broken off continues from its ``.part`` file. Without network it
 stops with one line per missing file (its URL and where to put it) and exit status 2.
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 from typing import Sequence
 
-from datamodules.download.catalogue import COMMAND, data_root, select
+from datamodules.download.catalogue import data_root, select
 from datamodules.download.data_folder import fetch_all, listing, log
+from textcore import console
 from textcore.errors import USER_ERROR_EXIT_CODE, exit_on_user_error
 
 
 @exit_on_user_error
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog=COMMAND, description=__doc__.split("\n")[0])
+    parser = console.tool_parser("download", __doc__)
     parser.add_argument("names", nargs="*", help="items or groups (default: all but SCCL's views); see --list")
-    parser.add_argument("--dest", type=Path, default=None, help="data folder (default: ${PROJECT_DATA_DIR} or "
-                                                                 "the repository's data/)")
+    parser.add_argument("--output", type=Path, default=None, help="the data folder to fill (default: "
+                        "${PROJECT_DATA_DIR} or the repository's data/)")
     parser.add_argument("--list", action="store_true", help="every item: where it goes, whether it is there")
     parser.add_argument("--progress-every", type=float, default=5.0, help="seconds between progress lines")
     args = parser.parse_args(argv)
-    dest = args.dest or data_root()
+    dest = args.output or data_root()
     if args.list:
         print(listing(dest))
         return 0

@@ -160,8 +160,8 @@ def origins(item: Item) -> list[str]:
 
 
 def download_command(item: Item, dest: Path | None = None) -> str:
-    """The command that fetches (and builds) ``item``; ``--dest`` only where it is not the default folder."""
-    extra = f" --dest {dest}" if dest is not None and Path(dest).resolve() != data_root().resolve() else ""
+    """The command that fetches (and builds) ``item``; ``--output`` only where it is not the default folder."""
+    extra = f" --output {dest}" if dest is not None and Path(dest).resolve() != data_root().resolve() else ""
     return f"{COMMAND} {item.name}{extra}"
 
 

@@ -1,7 +1,7 @@
 """One table from many runs: mean ± std over seeds, datasets as columns, methods/variants as rows.
 
-    python tools.py aggregate logs/train/multiruns/<time>            # a multirun folder
-    python tools.py aggregate <run dir> <run dir> ... --out tables/  # any run folders
+    python tools.py aggregate --runs logs/train/multiruns/<time>                # a multirun folder
+    python tools.py aggregate --runs <run dir> <run dir> ... --output tables/  # any run folders
 
 Runs are grouped by everything in their configuration that differs except the seed: each run's
 ``config_resolved.yaml`` (else Hydra's ``.hydra/config.yaml``) is flattened, and a key joins a
@@ -23,7 +23,7 @@ Tables (numbers x100, **mean ± sample standard deviation (ddof=1)** over the se
 Runs without results (failed, killed, still running, or stopped early with a partial results.json) are
 listed with the first line of the reason, never dropped silently, and none of their numbers enter the tables.
 Writes ``aggregate.md``, ``aggregate.csv`` (one line per cell and metric) and ``aggregate.json`` into
-``--out`` (default: the folder given, when it is one multirun folder).
+``--output`` (default: the folder given, when it is one multirun folder).
 """
 from __future__ import annotations
 
@@ -472,8 +472,8 @@ def aggregate_folders(paths: Sequence[str | Path]) -> tuple[dict, list[Run]]:
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = console.tool_parser(
         "aggregate", "Mean ± std over seeds of many runs: clustering (datasets as columns) and STS tables.")
-    parser.add_argument("paths", nargs="+", help="multirun folder(s) and/or run folders")
-    parser.add_argument("--out", help="folder for aggregate.md/.csv/.json (default: the folder given, if only one)")
+    parser.add_argument("--runs", nargs="+", required=True, help="multirun folder(s) and/or run folders")
+    parser.add_argument("--output", help="folder for aggregate.md/.csv/.json (default: the folder given, if only one)")
     parser.add_argument("--title", default=None, help="heading of the Markdown file")
     return parser.parse_args(argv)
 
@@ -481,15 +481,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 @exit_on_user_error
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
-    agg, _ = aggregate_folders(args.paths)
-    title = args.title or ("Results of " + ", ".join(str(p) for p in args.paths))
+    agg, _ = aggregate_folders(args.runs)
+    title = args.title or ("Results of " + ", ".join(str(p) for p in args.runs))
     text = markdown(agg, title)
     print(text)
-    out = Path(args.out) if args.out else None
-    if out is None and len(args.paths) == 1 and not run_folder.is_run(Path(args.paths[0])):
-        out = Path(args.paths[0])  # a multirun folder: the tables go next to its jobs
+    out = Path(args.output) if args.output else None
+    if out is None and len(args.runs) == 1 and not run_folder.is_run(Path(args.runs[0])):
+        out = Path(args.runs[0])  # a multirun folder: the tables go next to its jobs
     if out is None:
-        print("(not written: pass --out DIR to write aggregate.md/.csv/.json)", file=sys.stderr)
+        print("(not written: pass --output DIR to write aggregate.md/.csv/.json)", file=sys.stderr)
         return
     for path in write_outputs(agg, out, title):
         print(f"wrote {path}", file=sys.stderr)

@@ -171,7 +171,7 @@ def main(argv: Sequence[str] | None = None) -> str:
     parser = console.tool_parser("paper-table", __doc__)
     parser.add_argument("table", nargs="?", help=f"one of: {', '.join(available())} (or a .yaml file)")
     parser.add_argument("--runs", type=Path, help="folder searched for results.json and evaluate_model JSON files")
-    parser.add_argument("--out", type=Path, default=None, help="also write the Markdown here")
+    parser.add_argument("--output", type=Path, default=None, help="also write the Markdown here")
     parser.add_argument("--list", action="store_true", help="list the paper tables")
     args = parser.parse_args(argv)
     if args.list or not args.table:
@@ -183,9 +183,9 @@ def main(argv: Sequence[str] | None = None) -> str:
         raise MissingFileError(f"--runs '{args.runs}' is not a folder (give the folder holding the runs' results).")
     runs, evaluations = find_results(args.runs)
     text = markdown(table, compare(table, runs, evaluations))
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text, encoding="utf-8")
+    if args.output:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(text, encoding="utf-8")
     print(text)
     return text
 

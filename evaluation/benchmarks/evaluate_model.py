@@ -1,7 +1,7 @@
 """Evaluate any model on clustering, STS and transfer from one command (docs/evaluation.md).
 
     python tools.py evaluate --model <run dir | .ckpt | folder | Hub name | minilm>
-        [--tasks clustering,sts,transfer,mteb] [--mteb-tasks STS12,my.csv] [--out DIR] [--seeds 10]
+        [--tasks clustering,sts,transfer,mteb] [--mteb-tasks STS12,my.csv] [--output DIR] [--kmeans-runs 10]
         [--short-text-dir data/short_text] [--senteval-dir data/senteval/downstream]
     python tools.py evaluate --compare a.json b.json ...
 
@@ -71,14 +71,14 @@ def evaluate_baseline(args, tasks: Sequence[str], label: str, log, start: float)
     sets = clustering_sets(args.short_text_dir, [d.strip() for d in args.datasets.split(",") if d.strip()],
                            encoding=args.encoding)
     result: dict = {"pooling": args.model, "notes": [DESCRIPTIONS[args.model]], "seconds": {}}
-    result["clustering"] = evaluate_clustering(features(args.model), sets, tuple(range(args.seeds)), log,
+    result["clustering"] = evaluate_clustering(features(args.model), sets, tuple(range(args.kmeans_runs)), log,
                                                kmeans_backend=args.kmeans_backend, kmeans_n_init=args.kmeans_n_init)
     result["clustering"]["max_length"] = None
     result["notes"] += [f"clustering: {n} skipped ({w})" for n, w in result["clustering"]["skipped"].items()]
     result["seconds"]["clustering"] = round(time.perf_counter() - start, 1)
     result.update(model=args.model, label=label, date=dt.date.today().isoformat(),
                   wall_seconds=round(time.perf_counter() - start, 1), short_text_dir=str(args.short_text_dir))
-    md_path, json_path = write_outputs(result, args.out, label, label)
+    md_path, json_path = write_outputs(result, args.output, label, label)
     print(md_path.read_text())
     print(f"wrote {md_path} and {json_path} ({result['wall_seconds']} s)", file=sys.stderr)
     return result
@@ -99,9 +99,9 @@ def main(argv: Sequence[str] | None = None) -> dict | str:
         choices=("mean", "cls", "cls_before_pooler"),
         help="override the model's evaluation pooling",
     )
-    parser.add_argument("--out", type=Path, default=Path("outputs/evaluation"), help="folder for <model>.md/.json")
+    parser.add_argument("--output", type=Path, default=Path("outputs/evaluation"), help="folder for <model>.md/.json")
     parser.add_argument("--name", default=None, help="label and file stem (default: derived from --model)")
-    parser.add_argument("--seeds", type=int, default=10, help="KMeans seeds 0..N-1 (PairSupCon: 10)")
+    parser.add_argument("--kmeans-runs", type=int, default=10, help="KMeans runs, with seeds 0..N-1 (PairSupCon: 10)")
     parser.add_argument(
         "--kmeans-backend", default=OUTSIDE_TRAINING["kmeans_backend"], choices=KMEANS_BACKENDS,
         help="KMeans implementation (default %(default)s; all float32, seeded)",
@@ -109,8 +109,9 @@ def main(argv: Sequence[str] | None = None) -> dict | str:
     parser.add_argument("--kmeans-n-init", type=int, default=10, help="KMeans restarts per seed")
     parser.add_argument(
         "--clustering-protocol", default="pairsupcon", choices=tuple(CLUSTERING_PROTOCOLS),
-        help="pairsupcon (default): evaluation pooling, 32 tokens, --seeds KMeans seeds; clusterns: ClusterNS "
-        "Table 6, raw [CLS], 128 tokens, one scikit-learn KMeans (overrides --pooling, --seeds, --kmeans-backend)",
+        help="pairsupcon (default): evaluation pooling, 32 tokens, --kmeans-runs KMeans runs; clusterns: ClusterNS "
+        "Table 6, raw [CLS], 128 tokens, one scikit-learn KMeans (overrides --pooling, --kmeans-runs, "
+        "--kmeans-backend)",
     )
     parser.add_argument(
         "--clustering-max-length", type=int, default=None,
@@ -122,11 +123,13 @@ def main(argv: Sequence[str] | None = None) -> dict | str:
         help="folder keeping the embeddings (keyed by a hash of the weights) for later runs of the same model",
     )
     parser.add_argument("--datasets", default=",".join(BENCHMARKS), help="clustering benchmarks (conf/dataset names)")
-    parser.add_argument("--short-text-dir", type=Path, default=DATA / "short_text")
+    parser.add_argument("--short-text-dir", type=Path, default=DATA / "short_text",
+                        help="folder of the clustering benchmarks' CSVs")
     parser.add_argument("--encoding", default=None,
                         help="text encoding of the clustering CSVs (default: each dataset config's, utf-8)")
-    parser.add_argument("--senteval-dir", type=Path, default=DATA / "senteval" / "downstream")
-    parser.add_argument("--batch-size", type=int, default=128)
+    parser.add_argument("--senteval-dir", type=Path, default=DATA / "senteval" / "downstream",
+                        help="SentEval's downstream folder (STS and transfer tasks)")
+    parser.add_argument("--batch-size", type=int, default=128, help="texts per encoder batch")
     parser.add_argument(
         "--transfer-max-train", type=int, default=None, help="subsample transfer training sets (quick runs)"
     )
@@ -184,7 +187,7 @@ def main(argv: Sequence[str] | None = None) -> dict | str:
         names = [t.strip() for t in args.mteb_tasks.split(",") if t.strip()]
         sts_range = parse_range(args.mteb_sts_range)
         check_data_available(resolve_tasks(names, sts_range))  # before the model is loaded
-        mteb_options = {"tasks": names, "out_dir": args.out / "mteb", "label": label,
+        mteb_options = {"tasks": names, "out_dir": args.output / "mteb", "label": label,
                         "max_length": args.mteb_max_length, "sts_range": sts_range}
 
     from evaluation.clustering.bow_baseline import BASELINES
@@ -199,7 +202,8 @@ def main(argv: Sequence[str] | None = None) -> dict | str:
 
     clustering_max_length = 32
     if args.clustering_protocol == "clusterns":
-        args.pooling, args.seeds, args.kmeans_backend, clustering_max_length = "cls_before_pooler", 1, "sklearn", 128
+        args.pooling, args.kmeans_runs, args.kmeans_backend = "cls_before_pooler", 1, "sklearn"
+        clustering_max_length = 128
     if args.clustering_max_length is not None:
         if args.clustering_max_length < 1:
             raise ConfigError(f"--clustering-max-length must be >= 1, got {args.clustering_max_length}")
@@ -215,7 +219,7 @@ def main(argv: Sequence[str] | None = None) -> dict | str:
         short_text_dir=args.short_text_dir,
         encoding=args.encoding,
         senteval_dir=args.senteval_dir,
-        seeds=args.seeds,
+        seeds=args.kmeans_runs,
         clustering_names=[d.strip() for d in args.datasets.split(",") if d.strip()],
         transfer_options=transfer_options,
         batch_size=args.batch_size,
@@ -240,7 +244,7 @@ def main(argv: Sequence[str] | None = None) -> dict | str:
         short_text_dir=str(args.short_text_dir),
         senteval_dir=str(args.senteval_dir),
     )
-    md_path, json_path = write_outputs(result, args.out, label, label)
+    md_path, json_path = write_outputs(result, args.output, label, label)
     print(md_path.read_text())
     print(f"wrote {md_path} and {json_path} ({result['wall_seconds']} s)", file=sys.stderr)
     return result

@@ -22,8 +22,8 @@ correlation; SimCSE's and ClusterNS's 'test' numbers), ``mean`` (mean of per-sub
 or ``wmean`` (that mean weighted by subset size). Correlations are returned as fractions in
 [-1, 1]; the Markdown table shows them x100.
 
-CLI: ``python tools.py sts --model minilm --out /tmp/sts``, or for a trained run
-``python tools.py sts --checkpoint <run>/checkpoints/best.ckpt --out <run>/sts``.
+CLI: ``python tools.py sts --model minilm --output /tmp/sts``, or for a trained run
+``python tools.py sts --checkpoint <run>/checkpoints/best.ckpt --output <run>/sts``.
 """
 
 from __future__ import annotations
@@ -392,16 +392,17 @@ def main(argv: Sequence[str] | None = None) -> dict:
         help="default: the model's own (a run's eval pooling, an exported folder's, else mean)",
     )
     parser.add_argument("--data-dir", type=Path, default=_default_data_dir(), help="SentEval 'downstream' folder")
-    parser.add_argument("--aggregation", default="all", choices=AGGREGATIONS)
-    parser.add_argument("--tasks", nargs="+", default=list(STS_TASKS))
-    parser.add_argument("--batch-size", type=int, default=128)
+    parser.add_argument("--aggregation", default="all", choices=AGGREGATIONS,
+                        help="how STS12-16's subsets make one score: all pooled, their mean, or weighted mean")
+    parser.add_argument("--tasks", nargs="+", default=list(STS_TASKS), help="STS tasks to evaluate")
+    parser.add_argument("--batch-size", type=int, default=128, help="texts per encoder batch")
     parser.add_argument(
         "--max-length",
         type=int,
         default=None,
         help="token limit; default: the backbone's position limit (SimCSE's evaluation does not truncate)",
     )
-    parser.add_argument("--out", type=Path, default=None, help="folder for sts.md and sts.json")
+    parser.add_argument("--output", type=Path, default=None, help="folder for sts.md and sts.json")
     args = parser.parse_args(argv)
 
     from evaluation.model_io.load import load_encoder
@@ -424,9 +425,9 @@ def main(argv: Sequence[str] | None = None) -> dict:
     table = markdown_table(results, label)
     print(table)
     print(f"wall time: {wall:.1f}s", file=sys.stderr)
-    if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "sts.md").write_text(table, encoding="utf-8")
+    if args.output:
+        args.output.mkdir(parents=True, exist_ok=True)
+        (args.output / "sts.md").write_text(table, encoding="utf-8")
         meta = {
             "model": model_name,
             "pooling": pooling,
@@ -434,7 +435,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
             "data_dir": str(args.data_dir),
             "wall_seconds": round(wall, 1),
         }
-        (args.out / "sts.json").write_text(json.dumps({**meta, **results}, indent=2), encoding="utf-8")
+        (args.output / "sts.json").write_text(json.dumps({**meta, **results}, indent=2), encoding="utf-8")
     return results
 
 

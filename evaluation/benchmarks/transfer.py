@@ -305,8 +305,8 @@ def main(argv: Sequence[str] | None = None) -> dict:
         "--data-dir", default=None, help="SentEval data/downstream folder (default: the data folder's "
         "senteval/downstream, docs/data.md)"
     )
-    parser.add_argument("--out", default="outputs/transfer", help="folder for transfer.md and transfer.json")
-    parser.add_argument("--tasks", nargs="+", default=list(TASKS), choices=ALL_TASKS)
+    parser.add_argument("--output", default="outputs/transfer", help="folder for transfer.md and transfer.json")
+    parser.add_argument("--tasks", nargs="+", default=list(TASKS), choices=ALL_TASKS, help="transfer tasks to run")
     parser.add_argument(
         "--protocol",
         default="senteval",
@@ -324,13 +324,14 @@ def main(argv: Sequence[str] | None = None) -> dict:
     parser.add_argument(
         "--max-length", type=int, default=128, help="token limit when embedding (SentEval does not truncate)"
     )
-    parser.add_argument("--batch-size", type=int, default=128)
+    parser.add_argument("--batch-size", type=int, default=128, help="texts per encoder batch")
     parser.add_argument("--seed", type=int, default=None, help="default: 1111 (senteval, toolkit), 0 (sklearn)")
     parser.add_argument("--kfold", type=int, default=None, help="default: the setting's (senteval), 10 (sklearn)")
     parser.add_argument(
         "--inner-kfold", type=int, default=None, help="sklearn only; default: same as --kfold; 0 = C fixed to 1"
     )
-    parser.add_argument("--mrpc-features", default="senteval", choices=MRPC_FEATURES)
+    parser.add_argument("--mrpc-features", default="senteval", choices=MRPC_FEATURES,
+                        help="MRPC's pair features: senteval [|u-v|, u*v], full [u, v, |u-v|, u*v]")
     parser.add_argument(
         "--jobs", type=int, default=1, help="processes for the senteval protocol's folds (results do not change)"
     )
@@ -381,7 +382,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
         model=args.model, pooling=pooling, max_length=args.max_length, torch_threads=torch.get_num_threads()
     )
     result["seconds"] = round(time.perf_counter() - start, 1)
-    out = Path(args.out)
+    out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
     (out / "transfer.json").write_text(json.dumps(result, indent=2))
     markdown = to_markdown(result, f"SentEval transfer: {args.model} ({pooling} pooling)")

@@ -108,7 +108,8 @@ def scan_k(
     from textcore.kmeans import kmeans_fit
 
     if seeds < 2:
-        raise ConfigError(f"--seeds {seeds}: stability compares partitions, so at least 2 seeds")
+        raise ConfigError(f"{seeds} KMeans run(s) per K: stability compares partitions, so at least 2 "
+                          "(--kmeans-runs of choose-k, choose_k.kmeans_runs of run.py)")
     data = np.asarray(embeddings, dtype=np.float32)
     rows = []
     for k in ks:

@@ -1,11 +1,12 @@
 """Choose the number of clusters K of a corpus without labels (docs/clusters.md, "Without labels").
 
     python tools.py choose-k --input texts.csv [--text-column text] [--model minilm] --k 2:60
-    python tools.py choose-k --input logs/train/runs/<run>/<time> --k 2:60:2 --out choose_k/
+    python tools.py choose-k --run logs/train/runs/<run>/<time> --k 2:60:2 --output choose_k/
 
-The texts are embedded once (``--embedding-cache`` keeps them on disk; a run folder gives its end-of-run
-embeddings, ``embeddings/after.npy``, and embeds nothing); the scan over K, the recommendation under ``--rule`` and
-the files written (``choose_k.json``, ``choose_k.md``, ``choose_k.png`` in ``--out``) are
+The texts of ``--input`` are embedded once (``--embedding-cache`` keeps them on disk); a run folder (``--run``)
+gives its end-of-run embeddings, ``embeddings/after.npy``, and embeds nothing. The scan over K (``--kmeans-runs``
+KMeans runs per K), the recommendation under ``--rule`` and the files written (``choose_k.json``, ``choose_k.md``,
+``choose_k.png`` in ``--output``) are
 :mod:`evaluation.clustering.choose_k`'s. A label column, if the file has one, is never read.
 """
 from __future__ import annotations
@@ -65,36 +66,45 @@ def embed_texts(texts: list[str], model: str, pooling: str | None, max_length: i
 @exit_on_user_error
 def main(argv: Sequence[str] | None = None) -> dict:
     parser = console.tool_parser("choose-k", __doc__)
-    parser.add_argument("--input", required=True, type=Path,
-                        help="a text file (CSV/TSV, JSON Lines, Parquet, one text per line) or a run folder")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--run", type=Path, help="a run folder: its end-of-run embeddings, nothing embedded")
+    source.add_argument("--input", type=Path,
+                        help="a text file (CSV/TSV, JSON Lines, Parquet, one text per line), embedded with --model")
     parser.add_argument("--text-column", default="text", help="column of the texts (plain text files: text)")
-    parser.add_argument("--encoding", default=None)
-    parser.add_argument("--model", default="minilm", help="encoder for a file: run folder, checkpoint, model folder, "
+    parser.add_argument("--encoding", default=None, help="encoding of --input (default utf-8)")
+    parser.add_argument("--model", default="minilm", help="encoder for --input: run folder, checkpoint, model folder, "
                         "Hub name, minilm (default) or tiny")
-    parser.add_argument("--pooling", default=None, choices=("mean", "cls", "cls_before_pooler"))
+    parser.add_argument("--pooling", default=None, choices=("mean", "cls", "cls_before_pooler"),
+                        help="default: the model's own")
     parser.add_argument("--max-length", type=int, default=32, help="token limit (the papers' clustering length: 32)")
     parser.add_argument("--k", default=DEFAULT_K, help="lo:hi, lo:hi:step or a list (default 2:60)")
-    parser.add_argument("--seeds", type=int, default=5, help="KMeans seeds per K (stability compares them)")
-    parser.add_argument("--rule", default="silhouette", choices=tuple(RULES))
-    parser.add_argument("--silhouette-sample", type=int, default=3000)
+    parser.add_argument("--kmeans-runs", type=int, default=5,
+                        help="KMeans runs per K, with seeds 0..N-1 (stability compares them)")
+    parser.add_argument("--rule", default="silhouette", choices=tuple(RULES), help="the criterion that picks K")
+    parser.add_argument("--silhouette-sample", type=int, default=3000, help="texts the silhouette is computed on")
     parser.add_argument("--max-texts", type=int, default=5000,
                         help="scan a seeded sample of this many texts (0: all; the cost grows with N x K)")
-    parser.add_argument("--hdbscan-min-cluster-size", type=int, default=10)
+    parser.add_argument("--hdbscan-min-cluster-size", type=int, default=10,
+                        help="HDBSCAN's smallest cluster (its number of clusters is shown beside the scan)")
     parser.add_argument("--kmeans-backend", default=OUTSIDE_TRAINING["kmeans_backend"], choices=KMEANS_BACKENDS,
                         help="KMeans implementation (default %(default)s)")
-    parser.add_argument("--batch-size", type=int, default=128)
-    parser.add_argument("--embedding-cache", type=Path, default=None)
-    parser.add_argument("--out", type=Path, default=None, help="folder for choose_k.json/.md/.png "
+    parser.add_argument("--batch-size", type=int, default=128, help="texts per encoder batch")
+    parser.add_argument("--embedding-cache", type=Path, default=None,
+                        help="folder keeping the embeddings of --input for later scans")
+    parser.add_argument("--output", type=Path, default=None, help="folder for choose_k.json/.md/.png "
                         "(default: <run>/choose_k or outputs/choose_k/<file stem>)")
     args = parser.parse_args(argv)
 
     def log(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
 
-    if args.input.is_dir():
-        embeddings, title = saved_embeddings(args.input), args.input.name
+    if args.run is not None:
+        if not args.run.is_dir():
+            raise MissingFileError(f"--run '{args.run}' is not a folder (give a run folder, or a text file "
+                                   "with --input).")
+        embeddings, title = saved_embeddings(args.run), args.run.name
         parse_k(args.k, min(len(embeddings), args.max_texts or len(embeddings)))
-        out = args.out or args.input / "choose_k"
+        out = args.output or args.run / "choose_k"
     elif args.input.is_file():
         texts = read_texts(args.input, args.text_column, args.encoding)
         parse_k(args.k, min(len(texts), args.max_texts or len(texts)))  # before the (slow) embedding
@@ -105,10 +115,10 @@ def main(argv: Sequence[str] | None = None) -> dict:
         embeddings = embed_texts(texts, args.model, args.pooling, args.max_length, args.batch_size,
                                  args.embedding_cache)
         title = f"{args.input.name} ({args.model})"
-        out = args.out or Path("outputs") / "choose_k" / args.input.stem
+        out = args.output or Path("outputs") / "choose_k" / args.input.stem
     else:
-        raise MissingFileError(f"--input '{args.input}' does not exist.")
-    result = choose_k(embeddings, args.k, args.seeds, args.rule, args.silhouette_sample,
+        raise MissingFileError(f"--input '{args.input}' is not a file (a run folder goes with --run).")
+    result = choose_k(embeddings, args.k, args.kmeans_runs, args.rule, args.silhouette_sample,
                       args.hdbscan_min_cluster_size, kmeans_backend=args.kmeans_backend, log=log,
                       max_texts=args.max_texts)
     paths = write_outputs(result, out, title)

@@ -1,6 +1,6 @@
 """Export a trained encoder for use outside this project.
 
-    python tools.py export --run <run dir | .ckpt | any model reference> --out DIR
+    python tools.py export --run <run dir | .ckpt | any model reference> --output DIR
 
 writes
 - ``DIR/hf``: the backbone and tokenizer (``save_pretrained``), loadable with
@@ -171,18 +171,18 @@ def copy_cluster_files(model_ref: str | Path, st_dir: Path) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> dict:
     parser = console.tool_parser("export", __doc__)
     parser.add_argument("--run", required=True, help="run dir, .ckpt, or any model reference load_encoder accepts")
-    parser.add_argument("--out", required=True, type=Path, help="output folder (hf/ and sentence-transformers/)")
+    parser.add_argument("--output", required=True, type=Path, help="output folder (hf/ and sentence-transformers/)")
     parser.add_argument("--pooling", default=None, choices=sorted(ST_POOLING), help="default: the model's eval pooling")
     parser.add_argument("--max-seq-length", type=int, default=None, help="default: the encoder's max_length")
     parser.add_argument("--push-to-hub", metavar="REPO_ID", default=None,
                         help="upload the sentence-transformers folder (with its model card) to this Hub repository")
     parser.add_argument("--dry-run", action="store_true", help="write the folders and the card, upload nothing")
     args = parser.parse_args(argv)
-    info = export(args.run, args.out, args.pooling, args.max_seq_length)
+    info = export(args.run, args.output, args.pooling, args.max_seq_length)
     cards = write_cards(args.run, info, args.push_to_hub)
     if cards:
         info["model_card"] = cards
-    (Path(args.out) / "export.json").write_text(json.dumps(info, indent=2))
+    (Path(args.output) / "export.json").write_text(json.dumps(info, indent=2))
     if args.push_to_hub and not args.dry_run:
         info["hub_commit"] = push_to_hub(info["sentence_transformers"], args.push_to_hub)
     print(json.dumps(info, indent=2))

@@ -27,7 +27,6 @@ Output: the input's row number (0-based data row), the text, ``cluster``, ``conf
 """
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import logging
@@ -39,7 +38,7 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 
 from evaluation.model_io import run_files
-from textcore import run_folder
+from textcore import console, run_folder
 from textcore.errors import MissingFileError, UserError, exit_on_user_error, writing
 
 if TYPE_CHECKING:  # torch is imported where a model runs: `tools.py predict --help` needs none of it
@@ -194,7 +193,7 @@ def cluster_words(folder: Path, partition: str, top_n: int) -> dict[int, str]:
     path = folder / run_files.CLUSTERS_JSON
     if not path.is_file():
         warnings.warn(f"no {run_files.CLUSTERS_JSON} in '{folder}': the top_words column stays empty "
-                      f"(write it with `python tools.py describe <run folder>`).", stacklevel=2)
+                      f"(write it with `python tools.py describe --run <run folder>`).", stacklevel=2)
         return {}
     clusters = json.loads(path.read_text(encoding="utf-8")).get("partitions", {}).get(partition, [])
     return {c["cluster"]: ", ".join(w for w, _ in c["top_words"][:top_n]) for c in clusters}
@@ -339,7 +338,7 @@ def write_rows(path: Path, chunks) -> dict:
 
 @exit_on_user_error
 def main(argv: Sequence[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(prog="python tools.py predict", description=__doc__.split("\n")[0])
+    parser = console.tool_parser("predict", __doc__)
     parser.add_argument("--run", required=True, help="run folder, its .ckpt, or a sentence-transformers export")
     parser.add_argument("--input", required=True, type=Path, help="CSV/TSV of new texts (.tsv: tab-separated)")
     parser.add_argument("--text-column", default="text", help="column holding the texts (default: text)")

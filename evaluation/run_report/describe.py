@@ -1,6 +1,6 @@
 """What each cluster of a run is about: size, top words, representative texts, majority label.
 
-    python tools.py describe <run folder> [--top-words 10] [--representatives 3] [--html]
+    python tools.py describe --run <run folder> [--top-words 10] [--representatives 3] [--html]
 
 writes ``<run>/clusters.md`` and ``<run>/clusters.json`` (a clustering run writes them itself at the
 end of training; this command redoes them, e.g. with other settings), with ``--html`` also
@@ -201,7 +201,7 @@ def markdown(report: dict) -> str:
 @exit_on_user_error
 def main(argv: Sequence[str] | None = None) -> dict:
     parser = console.tool_parser("describe", __doc__)
-    parser.add_argument("run", type=Path, help="run folder (holds predictions.csv)")
+    parser.add_argument("--run", required=True, type=Path, help="run folder (holds predictions.csv)")
     parser.add_argument("--top-words", type=int, default=10, help="words per cluster (default 10)")
     parser.add_argument("--representatives", type=int, default=3, help="texts per cluster (default 3)")
     parser.add_argument("--tokenizer", default="auto",

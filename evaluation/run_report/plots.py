@@ -1,6 +1,6 @@
 """Pictures of a run: 2-D maps of the embeddings, the matched confusion matrix, training curves.
 
-    python tools.py plots <run folder> [--projection tsne|umap|pca] [--max-points 3000] [--seed 0]
+    python tools.py plots --run <run folder> [--projection tsne|umap|pca] [--max-points 3000] [--seed 0]
 
 writes PNG files into ``<run>/plots/`` (a run writes them itself at the end of training, with
 ``callbacks.report.projection``, t-SNE by default):
@@ -414,7 +414,7 @@ def _cluster_plots(run_dir, out, title, projection, max_points, seed, partition,
 @exit_on_user_error
 def main(argv: Sequence[str] | None = None) -> list[Path]:
     parser = console.tool_parser("plots", __doc__)
-    parser.add_argument("run", type=Path, help="run folder")
+    parser.add_argument("--run", required=True, type=Path, help="run folder")
     parser.add_argument("--projection", default="tsne", choices=PROJECTIONS, help="2-D map (default tsne)")
     parser.add_argument("--max-points", type=int, default=3000, help="texts drawn on the maps (default 3000)")
     parser.add_argument("--seed", type=int, default=0, help="subsample and projection seed (default 0)")

@@ -371,7 +371,7 @@ def part_e2e(args) -> dict:
     out_dir = ROOT / "logs" / "bench" / "e2e"
     command = [sys.executable, "-m", "evaluation.benchmarks.evaluate_model", "--model", BACKBONE,
                "--tasks", "clustering",
-               "--short-text-dir", args.data_dir, "--out", str(out_dir)]
+               "--short-text-dir", args.data_dir, "--output", str(out_dir)]
     command += ["--datasets", args.sets] if args.sets else []
     start = time.perf_counter()
     subprocess.run(command, cwd=ROOT, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -77,7 +77,7 @@ def fetch_missing(names: list[str], data_root: Path) -> None:
     missing = [name for name in names if not (data_root / DATA_FILES[name]).is_file()]
     if not missing:
         return
-    command = [sys.executable, "-m", "datamodules.download", *missing, "--dest", str(data_root)]
+    command = [sys.executable, "-m", "datamodules.download", *missing, "--output", str(data_root)]
     print(f"gpu_bundle: fetching {', '.join(missing)}: {' '.join(command[1:])}", flush=True)
     if subprocess.call(command, cwd=ROOT) != 0:
         raise SystemExit(f"error: could not fetch {', '.join(missing)} into {data_root}; see the lines above")

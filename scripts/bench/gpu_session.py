@@ -115,7 +115,7 @@ def packing_command(n: int, args, work: Path) -> list[str]:
                  f"dataset.callbacks.clustering_eval.every_n_steps={PACKING_EVERY}"]
     seeds = ",".join(str(s) for s in range(n))
     return [python(), "tools.py", "reproduce", "sccl_table1", "--rows", "sccl_stackoverflow", "--seeds", seeds,
-            "--runs-per-gpu", str(n), "--precision", "bf16" if not args.tiny else "fp32", "--out", str(out),
+            "--runs-per-gpu", str(n), "--precision", "bf16" if not args.tiny else "fp32", "--output", str(out),
             *common, *scale, "print_table=false"]
 
 

@@ -149,7 +149,7 @@ def test_cli_evaluates_a_lightning_checkpoint_with_its_eval_pooling(tmp_path):
     (folder / "sts-test.csv").write_text("".join(f"g\tf\ty\t{i}\t{gold[i]}\t{s1[i]}\t{s2[i]}\n" for i in range(10)))
 
     out = tmp_path / "o"
-    results = main(["--checkpoint", str(path), "--data-dir", str(tmp_path), "--tasks", "STSB", "--out", str(out)])
+    results = main(["--checkpoint", str(path), "--data-dir", str(tmp_path), "--tasks", "STSB", "--output", str(out)])
     module.encoder.max_length = 128  # the tiny backbone's position limit
     e1 = module.encoder.encode(s1, pooling="cls_before_pooler")
     e2 = module.encoder.encode(s2, pooling="cls_before_pooler")

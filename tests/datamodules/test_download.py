@@ -130,7 +130,7 @@ def test_offline_the_command_names_each_missing_file_and_exits_2(monkeypatch, tm
     monkeypatch.setattr(cli, "select", lambda names: items)
     monkeypatch.setitem(catalogue.BY_NAME, "two", items[1])
     with pytest.raises(SystemExit) as exit_info:
-        cli.main(["--dest", str(tmp_path)])
+        cli.main(["--output", str(tmp_path)])
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     errors = [line for line in err.splitlines() if line.startswith("error: ")]
@@ -149,10 +149,10 @@ def test_the_command_downloads_then_builds(monkeypatch, server, tmp_path, capsys
     sample = catalogue.BY_NAME["wiki_sample"]
     monkeypatch.setitem(catalogue.BY_NAME, "wiki1m", wiki)
     monkeypatch.setattr(cli, "select", lambda names: [wiki, sample])
-    assert cli.main(["--dest", str(tmp_path)]) == 0
+    assert cli.main(["--output", str(tmp_path)]) == 0
     built = (tmp_path / "wiki" / "wiki_sample.txt").read_text().splitlines(keepends=True)
     assert built == lines[:build.WIKI_SAMPLE_LINES]
-    assert cli.main(["--dest", str(tmp_path)]) == 0  # a second call finds both and fetches nothing
+    assert cli.main(["--output", str(tmp_path)]) == 0  # a second call finds both and fetches nothing
     assert len(server.ranges) == 1
     assert "wiki/wiki_sample.txt: present" in capsys.readouterr().err
 
@@ -167,7 +167,7 @@ def test_select_puts_inputs_first_and_leaves_the_slow_views_out():
 
 def test_unknown_name_is_one_line(capsys):
     with pytest.raises(SystemExit) as exit_info:
-        cli.main(["nope", "--dest", "/nonexistent"])
+        cli.main(["nope", "--output", "/nonexistent"])
     assert exit_info.value.code == 2
     assert "'nope' is not a data file or group" in capsys.readouterr().err
 

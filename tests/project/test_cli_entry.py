@@ -10,10 +10,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("command, named", [
-    (["-m", "evaluation.model_io.export", "--run", "no/such/run", "--out", "out"], "no/such/run"),
+    (["-m", "evaluation.model_io.export", "--run", "no/such/run", "--output", "out"], "no/such/run"),
     (["-m", "evaluation.model_io.predict", "--run", "no/such/run", "--input", "x.csv", "--output", "y.csv"],
      "x.csv"),
-    ([str(ROOT / "tools.py"), "export", "--run", "no/such/run", "--out", "out"], "no/such/run"),
+    ([str(ROOT / "tools.py"), "export", "--run", "no/such/run", "--output", "out"], "no/such/run"),
     ([str(ROOT / "tools.py"), "predict", "--run", "no/such/run", "--input", "x.csv", "--output", "y.csv"], "x.csv"),
 ])
 def test_a_user_error_is_one_line_and_exit_2(command, named, tmp_path):

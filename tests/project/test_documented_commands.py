@@ -20,12 +20,12 @@ import io
 import re
 import shlex
 from pathlib import Path
-from unittest import mock
 
 import pytest
 
 from ctclust import tools
 from tests.helpers import CONF
+from tests.helpers.tool_parsers import option_strings, tool_parser
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "docs" / "methods").glob("*.md"))]
@@ -81,43 +81,6 @@ def documented_commands() -> list:
 
 
 COMMANDS = documented_commands()
-
-
-class _Parsed(Exception):
-    """Raised in place of parsing: the test has the tool's parser."""
-
-
-PARSE_METHODS = ("parse_args", "parse_known_args", "parse_intermixed_args", "parse_known_intermixed_args")
-
-
-def tool_parser(name: str) -> tuple[argparse.ArgumentParser, str]:
-    """The parser a tool's ``main`` builds and the method it parses with, taken at that call (so nothing runs)."""
-    taken = []
-
-    def taker(method):
-        def take(self, *args, **kwargs):
-            taken.append((self, method))
-            raise _Parsed
-        return take
-
-    module = importlib.import_module(tools.COMMANDS[name].module)
-    with contextlib.ExitStack() as stack:
-        for method in PARSE_METHODS:
-            stack.enter_context(mock.patch.object(argparse.ArgumentParser, method, taker(method)))
-        with contextlib.suppress(_Parsed):
-            module.main(["--help"])
-    assert taken, f"{tools.COMMANDS[name].module}.main did not build an argparse parser"
-    return taken[0]
-
-
-def option_strings(parser: argparse.ArgumentParser) -> set[str]:
-    """Every option of ``parser`` and of its sub-commands."""
-    out = set(parser._option_string_actions)
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for sub in action.choices.values():
-                out |= option_strings(sub)
-    return out
 
 
 def parse(parser: argparse.ArgumentParser, method: str, args: list[str]) -> str:
@@ -218,7 +181,7 @@ def test_a_documented_command_runs_as_written(program, args, whole_line, page):
 @pytest.mark.parametrize("line,complaint", [
     ("python tools.py evaluat --model minilm", "no command 'evaluat'"),
     ("python tools.py predict --run r --input i.csv --output o.csv --no-such-option", "--no-such-option"),
-    ("the run (`python tools.py describe <run> --no-such-option`)", "no option"),
+    ("the run (`python tools.py describe --run <run> --no-such-option`)", "no option"),
 ])
 def test_a_renamed_command_or_a_removed_option_fails(line, complaint):
     [(n, text, fenced)] = quoted_lines(line) if "`" in line else [(1, line, True)]

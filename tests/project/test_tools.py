@@ -47,7 +47,7 @@ def test_the_list_and_the_offline_download_need_no_model_library(tmp_path):
     listing = run_tools()
     assert listing.returncode == 0 and all(f"  {name} " in listing.stdout for name in tools.COMMANDS)
     assert imported(listing.stderr) & set(MODEL_LIBRARIES) == set()
-    catalogue = run_tools("download", "--list", "--dest", str(tmp_path / "data"), cwd=tmp_path)
+    catalogue = run_tools("download", "--list", "--output", str(tmp_path / "data"), cwd=tmp_path)
     assert catalogue.returncode == 0 and "missing" in catalogue.stdout, catalogue.stderr[-2000:]
     assert imported(catalogue.stderr) & set(MODEL_LIBRARIES) == set()
 

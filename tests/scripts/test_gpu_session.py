@@ -50,6 +50,7 @@ def test_the_parts_run_the_recipe_at_paper_scale(tmp_path, monkeypatch):
     assert [c[c.index("--runs-per-gpu") + 1] for c in packing] == ["1", "2", "4"]
     assert [c[c.index("--seeds") + 1] for c in packing] == ["0", "0,1", "0,1,2,3"]
     assert all("--precision" in c and c[c.index("--precision") + 1] == "bf16" for c in packing)
+    assert all(c[c.index("--output") + 1] == str(work / "packing" / f"n{n}") for c, n in zip(packing, (1, 2, 4)))
     assert f"trainer.max_steps={SESSION.PACKING_STEPS}" in packing[0]
     no_snapshot = SESSION.commands("quality", _args(tmp_path / "other", snapshot=False), work)[0]
     assert "--snapshot" not in no_snapshot  # then only our side runs (the driver says so)

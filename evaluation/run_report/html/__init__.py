@@ -12,7 +12,7 @@ the map is drawn the page sets ``<body data-drawn="n">``; a JavaScript error lan
 ``<html data-js-errors>`` (what the browser test reads).
 
 Written at the end of every run by ``callbacks.report`` and by
-``python tools.py describe <run> --html``.
+``python tools.py describe --run <run> --html``.
 """
 from evaluation.run_report.html.run_folder import write_run_page
 

@@ -58,10 +58,10 @@ def _saved_report(run_dir: Path, num_texts: int) -> dict:
     if not path.is_file():
         raise run_files.RunFolderError(
             f"'{run_dir}' has no {run_files.CLUSTERS_JSON}: run "
-            f"python tools.py describe {run_dir} --html")
+            f"python tools.py describe --run {run_dir} --html")
     report = json.loads(path.read_text(encoding="utf-8"))
     if report.get("num_texts") != num_texts:
         raise run_files.RunFolderError(
             f"'{path}' describes {report.get('num_texts')} texts but predictions.csv has {num_texts}: "
-            f"run python tools.py describe {run_dir} --html")
+            f"run python tools.py describe --run {run_dir} --html")
     return report

@@ -93,7 +93,7 @@ def test_mean_and_sample_std_per_dataset_with_a_missing_seed_and_failures(sweep)
 
 
 def test_markdown_marks_cells_with_fewer_seeds_and_lists_failed_runs(sweep):
-    main([str(sweep)])
+    main(["--runs", str(sweep)])
     text = (sweep / "aggregate.md").read_text()
     assert "sample standard deviation (ddof=1)" in text and "n = 3 seeds per cell" in text
     line = next(row for row in text.splitlines() if row.startswith("| sccl | KMeans |") and "SS" not in row)
@@ -173,10 +173,10 @@ def test_unlabelled_runs_are_listed_not_dropped(tmp_path):
 def test_run_folders_given_one_by_one_and_errors(tmp_path, capsys):
     a = make_run(tmp_path / "a", seed=0, acc=0.5, nmi=0.4)
     b = make_run(tmp_path / "b", seed=1, acc=0.7, nmi=0.4)
-    main([str(a), str(b), "--out", str(tmp_path / "tables")])
+    main(["--runs", str(a), str(b), "--output", str(tmp_path / "tables")])
     assert "60.00 ± 14.14" in capsys.readouterr().out and (tmp_path / "tables" / "aggregate.md").exists()
     with pytest.raises(SystemExit) as exit_info:
-        main([str(tmp_path / "nowhere")])
+        main(["--runs", str(tmp_path / "nowhere")])
     assert exit_info.value.code == 2 and "no such run" in capsys.readouterr().err
 
 

@@ -60,7 +60,7 @@ def test_runs_are_matched_by_method_and_dataset_and_averaged_over_seeds(tmp_path
 
 def test_cli_prints_and_writes_the_table(tmp_path, capsys):
     run(tmp_path / "runs" / "0", "sccl", "tweet", 0.5, 0.8, 0)
-    text = main(["sccl_table1", "--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "t.md")])
+    text = main(["sccl_table1", "--runs", str(tmp_path / "runs"), "--output", str(tmp_path / "t.md")])
     assert "| SCCL | tweet | ACC | 78.20 | 50.00 ± 0.00 (1) | -28.20 | minilm, 50 steps |" in text
     assert (tmp_path / "t.md").read_text() == text
     with pytest.raises(SystemExit):

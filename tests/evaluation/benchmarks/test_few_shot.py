@@ -67,7 +67,7 @@ def test_cli_table(tmp_path):
 
     write_mr(tmp_path / "senteval" / "MR")
     result = main(["--model", "tiny", "--tasks", "few_shot", "--senteval-dir", str(tmp_path / "senteval"),
-                   "--few-shot-k", "4", "--few-shot-sets", "2", "--out", str(tmp_path / "out"), "--name", "tiny"])
+                   "--few-shot-k", "4", "--few-shot-sets", "2", "--output", str(tmp_path / "out"), "--name", "tiny"])
     assert result["few_shot"]["tasks"]["MR"]["n_train"] == 8
     text = (tmp_path / "out" / "tiny.md").read_text()
     assert "## Few-shot transfer (PairSupCon Table 6 protocol)" in text and "| MR |" in text

@@ -92,7 +92,7 @@ def test_hub_task_without_network_or_cache_stops_with_one_message(tmp_path, monk
 def test_cli_runs_mteb_and_writes_our_table_and_mteb_files(tmp_path, capsys):
     sts = write_sts(tmp_path / "pairs.csv")
     result = evaluate_main(["--model", "tiny", "--tasks", "mteb", "--mteb-tasks", str(sts),
-                            "--out", str(tmp_path / "eval"), "--name", "tiny"])
+                            "--output", str(tmp_path / "eval"), "--name", "tiny"])
     assert 0 <= abs(result["mteb"]["tasks"]["LocalSTS.pairs"]["main_score"]) <= 1
     assert result["mteb"]["max_length"] > 0
     table = (tmp_path / "eval" / "tiny.md").read_text()
@@ -105,7 +105,7 @@ def test_cli_offline_hub_task_exits_before_loading_the_model(tmp_path, monkeypat
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty_cache"))
     with pytest.raises(SystemExit) as exit_info:
         evaluate_main(["--model", "no-such-org/no-such-model", "--tasks", "mteb", "--mteb-tasks", "STS12",
-                       "--out", str(tmp_path)])
+                       "--output", str(tmp_path)])
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert "MTEB cannot load STS12" in err and "no-such-model" not in err and "Traceback" not in err

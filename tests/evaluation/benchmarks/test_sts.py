@@ -272,7 +272,7 @@ def test_cli_writes_table_and_json(tmp_path, capsys, monkeypatch):
             str(tmp_path),
             "--tasks",
             "STSB",
-            "--out",
+            "--output",
             str(out_dir),
         ]
     )

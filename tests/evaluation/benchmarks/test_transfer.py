@@ -215,7 +215,7 @@ def test_cli_writes_markdown_and_json(tmp_path, monkeypatch):
                 "fake",
                 "--data-dir",
                 str(root),
-                "--out",
+                "--output",
                 str(out),
                 "--tasks",
                 "MR",
@@ -243,8 +243,8 @@ def test_cli_with_tiny_model(tmp_path):
     """The real encoder path under both protocols; CR holds an empty line, which SentEval keeps."""
     root = make_senteval(tmp_path / "data", n=12, tasks=("CR",))
     common = ["--model", "tiny", "--data-dir", str(root), "--tasks", "CR", "--kfold", "2", "--max-length", "16"]
-    senteval = main(common + ["--out", str(tmp_path / "a"), "--setting", "prototyping"])
-    sklearn = main(common + ["--out", str(tmp_path / "b"), "--protocol", "sklearn", "--inner-kfold", "0"])
+    senteval = main(common + ["--output", str(tmp_path / "a"), "--setting", "prototyping"])
+    sklearn = main(common + ["--output", str(tmp_path / "b"), "--protocol", "sklearn", "--inner-kfold", "0"])
     assert 0 <= senteval["tasks"]["CR"]["acc"] <= 100 and 0 <= sklearn["tasks"]["CR"]["acc"] <= 100
     assert (senteval["tasks"]["CR"]["n"], sklearn["tasks"]["CR"]["n"]) == (26, 24)  # 2 empty lines kept / dropped
     assert "Protocol: **senteval**" in (tmp_path / "a" / "transfer.md").read_text()
@@ -270,7 +270,7 @@ def test_cli_takes_a_checkpoint_like_every_evaluation_cli(tmp_path):
     path = tmp_path / "m.ckpt"
     torch.save({"state_dict": module.state_dict(), "hyper_parameters": dict(module.hparams)}, path)
     root = make_senteval(tmp_path / "data", n=8, tasks=("MR",))
-    result = main(["--model", str(path), "--data-dir", str(root), "--out", str(tmp_path / "out"), "--tasks", "MR",
+    result = main(["--model", str(path), "--data-dir", str(root), "--output", str(tmp_path / "out"), "--tasks", "MR",
                    "--protocol", "sklearn", "--kfold", "2", "--inner-kfold", "0", "--max-length", "16"])
     assert result["settings"]["model"] == str(path) and result["settings"]["pooling"] == "cls_before_pooler"
     assert 0 <= result["tasks"]["MR"]["acc"] <= 100

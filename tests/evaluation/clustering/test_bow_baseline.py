@@ -38,11 +38,11 @@ def test_disjoint_vocabularies_cluster_perfectly():
 def test_cli_writes_the_baseline_table_and_refuses_other_tasks(tmp_path, capsys):
     texts, labels = corpus()
     (tmp_path / "agnews.csv").write_text("text0,label\n" + "".join(f"{t},{lab}\n" for t, lab in zip(texts, labels)))
-    result = evaluate_main(["--model", "tfidf", "--tasks", "clustering", "--datasets", "agnews", "--seeds", "2",
-                            "--short-text-dir", str(tmp_path), "--out", str(tmp_path / "out")])
+    result = evaluate_main(["--model", "tfidf", "--tasks", "clustering", "--datasets", "agnews", "--kmeans-runs", "2",
+                            "--short-text-dir", str(tmp_path), "--output", str(tmp_path / "out")])
     agnews = result["clustering"]["datasets"]["agnews"]
     assert agnews["k"] == 4 and agnews["acc"] == pytest.approx(1.0)
     assert "| tfidf | ACC | 100.00 (0.00)" in (tmp_path / "out" / "tfidf.md").read_text()
     with pytest.raises(SystemExit):
-        evaluate_main(["--model", "bow", "--tasks", "sts", "--out", str(tmp_path / "out")])
+        evaluate_main(["--model", "bow", "--tasks", "sts", "--output", str(tmp_path / "out")])
     assert "clustering baseline" in capsys.readouterr().err

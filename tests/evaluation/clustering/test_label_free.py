@@ -136,13 +136,31 @@ def test_choose_k_cli_on_a_file_without_labels(tmp_path):
 
     texts = [f"{w} {i}" for i in range(10) for w in ("football match goal", "pasta tomato sauce", "stock market")]
     (tmp_path / "mine.txt").write_text("\n".join(texts) + "\n")
-    result = main(["--input", str(tmp_path / "mine.txt"), "--model", "tiny", "--k", "2:5", "--seeds", "2",
-                   "--out", str(tmp_path / "ck")])
+    result = main(["--input", str(tmp_path / "mine.txt"), "--model", "tiny", "--k", "2:5", "--kmeans-runs", "2",
+                   "--output", str(tmp_path / "ck")])
     assert result["recommended"]["k"] in range(2, 6)
     assert {p.name for p in (tmp_path / "ck").iterdir()} == {"choose_k.json", "choose_k.md", "choose_k.png"}
     assert "Recommended K" in (tmp_path / "ck" / "choose_k.md").read_text()
     with pytest.raises(SystemExit):
         main(["--input", str(tmp_path / "mine.txt"), "--k", "2-5"])
+
+
+def test_choose_k_cli_on_a_run_folder_reads_its_embeddings(tmp_path, capsys):
+    from evaluation.model_io.embed_and_choose_k import main
+    from textcore.errors import USER_ERROR_EXIT_CODE
+
+    x, _ = blobs(k=3, per=20, spread=0.02)
+    (tmp_path / "run" / "embeddings").mkdir(parents=True)
+    np.save(tmp_path / "run" / "embeddings" / "after.npy", x.astype(np.float16))
+    result = main(["--run", str(tmp_path / "run"), "--k", "2:5", "--kmeans-runs", "2"])
+    assert result["recommended"]["k"] == 3 and (tmp_path / "run" / "choose_k" / "choose_k.json").is_file()
+    for wrong, message in ((["--run", str(tmp_path / "run" / "embeddings" / "after.npy")], "is not a folder"),
+                           (["--input", str(tmp_path / "run")], "a run folder goes with --run")):
+        with pytest.raises(SystemExit) as stop:
+            main([*wrong, "--k", "2:5"])
+        assert stop.value.code == USER_ERROR_EXIT_CODE and message in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # one source, not both
+        main(["--run", str(tmp_path / "run"), "--input", str(tmp_path / "x.txt")])
 
 
 def unlabelled_run(tmp_path, extra):
@@ -162,7 +180,7 @@ def unlabelled_run(tmp_path, extra):
 
 def test_auto_k_early_stop_label_free_selection_and_objective_in_one_unlabelled_run(tmp_path):
     results, out = unlabelled_run(tmp_path, [
-        "dataset.num_clusters=auto", "choose_k.k=2:6", "choose_k.seeds=2", "trainer.max_steps=8",
+        "dataset.num_clusters=auto", "choose_k.k=2:6", "choose_k.kmeans_runs=2", "trainer.max_steps=8",
         "dataset.callbacks.clustering_eval.every_n_steps=1",
         "dataset.callbacks.clustering_stop.when_changed_below=0.99",
         "dataset.callbacks.clustering_stop.patience=2"])

@@ -57,7 +57,7 @@ def tiny_run(tmp_path_factory):
 
 
 def test_dry_run_writes_the_folders_and_the_card(tiny_run, tmp_path):
-    info = export_main(["--run", str(tiny_run), "--out", str(tmp_path / "out"), "--push-to-hub", "me/sccl-tiny",
+    info = export_main(["--run", str(tiny_run), "--output", str(tmp_path / "out"), "--push-to-hub", "me/sccl-tiny",
                         "--dry-run"])
     card = (tmp_path / "out" / "sentence-transformers" / "README.md").read_text()
     assert "# me/sccl-tiny" in card and "Supporting Clustering with Contrastive Learning" in card
@@ -73,7 +73,7 @@ def test_push_without_network_or_credentials_stops_before_uploading(tiny_run, tm
     for key, value in env.items():
         monkeypatch.setenv(key, value) if value else monkeypatch.delenv(key, raising=False)
     with pytest.raises(SystemExit) as stop:
-        export_main(["--run", str(tiny_run), "--out", str(tmp_path / "out"), "--push-to-hub", "me/sccl-tiny"])
+        export_main(["--run", str(tiny_run), "--output", str(tmp_path / "out"), "--push-to-hub", "me/sccl-tiny"])
     assert stop.value.code == 2
     err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]  # not the bars
     assert len(err) == 1 and expected in err[0] and "nothing was uploaded" in err[0]

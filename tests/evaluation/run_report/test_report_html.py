@@ -109,7 +109,7 @@ def test_texts_stay_text_in_any_script(tiny_run):
 def test_describe_html_writes_the_page_of_an_older_run_with_the_tokenizer_setting(tiny_run, capsys):
     out, _ = tiny_run
     (out / "report.html").unlink()
-    describe.main([str(out), "--html", "--tokenizer", "char:2-2", "--top-words", "1000", "--max-points", "20"])
+    describe.main(["--run", str(out), "--html", "--tokenizer", "char:2-2", "--top-words", "1000", "--max-points", "20"])
     assert "report.html" in capsys.readouterr().out
     data = page_json((out / "report.html").read_text(encoding="utf-8"))
     assert data["num_shown"] == 20 and data["num_texts"] == 41 and len(set(data["points"]["row"])) == 20
@@ -121,10 +121,10 @@ def test_describe_html_writes_the_page_of_an_older_run_with_the_tokenizer_settin
     for text, bigram in ((CHINESE, "机器"), (ARABIC, "تع")):
         cluster = int(predictions.loc[predictions["text"] == text, "head_cluster"].iloc[0])
         assert bigram in [t for t, _ in data["clusters"][cluster]["terms"]]
-    describe.main([str(out)])  # the run's own descriptions back for the other tests
+    describe.main(["--run", str(out)])  # the run's own descriptions back for the other tests
     for wrong, message in ((["--max-points", "5"], "add --html"), (["--html", "--max-points", "-1"], ">= 0")):
         with pytest.raises(SystemExit) as exit_info:
-            describe.main([str(out), *wrong])
+            describe.main(["--run", str(out), *wrong])
         assert exit_info.value.code == 2 and message in capsys.readouterr().err
 
 

@@ -69,16 +69,16 @@ def test_describe_and_plots_cli_redo_the_files(demo_run, tmp_path, capsys):
     out, _ = demo_run
     in_run = (out / "clusters.json").read_text()
     (out / "clusters.md").unlink()
-    describe.main([str(out)])
+    describe.main(["--run", str(out)])
     assert (out / "clusters.json").read_text() == in_run  # the CLI redoes what the run wrote
-    describe.main([str(out), "--top-words", "3"])
+    describe.main(["--run", str(out), "--top-words", "3"])
     report = json.loads((out / "clusters.json").read_text())
     assert all(len(c["top_words"]) <= 3 for c in report["partitions"]["head"])
     assert (out / "clusters.md").is_file()
-    paths = plots.main([str(out), "--projection", "pca", "--partition", "kmeans", "--max-points", "100"])
+    paths = plots.main(["--run", str(out), "--projection", "pca", "--partition", "kmeans", "--max-points", "100"])
     assert {p.name for p in paths} == {"embeddings_pca.png", "confusion.png", "training_curves.png"}
     with pytest.raises(SystemExit) as exit_info:
-        describe.main([str(tmp_path)])
+        describe.main(["--run", str(tmp_path)])
     assert exit_info.value.code == 2 and "has no predictions.csv" in capsys.readouterr().err
 
 
