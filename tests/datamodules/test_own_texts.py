@@ -36,7 +36,8 @@ def test_without_labels_and_without_k_the_number_of_clusters_is_chosen(tmp_path)
     path = tmp_path / "mine.csv"
     pd.DataFrame({"title": TITLES * 3}).to_csv(path, index=False)
     data = ShortTextDataModule(data_dir=str(tmp_path), file="mine.csv", text_column=None, label_column="label",
-                               tokenizer="tiny", batch_size=4, num_clusters=None, loader=LOADER)
+                               tokenizer="tiny", batch_size=4, num_clusters=None, loader=LOADER,
+                               augmentation="virtual")
     with pytest.warns(UserWarning, match="no label column"):
         data.setup("fit")
     assert data.requested_clusters == "auto"  # what run.py's num_clusters=auto resolves before training
