@@ -13,16 +13,15 @@ from textcore.errors import DataConfigError
 TITLES = ["how to sort a list", "best pasta recipe", "cheap flights to rome", "fix a flat tyre"]
 
 
-@pytest.mark.parametrize("columns,expected", [
-    ({"text": TITLES, "title": TITLES}, "text"),                     # `text` wins
-    ({"id": [1, 2, 3, 4], "title": TITLES}, "title"),                # numbers are not texts
-    ({"title": TITLES, "label": ["a", "b", "a", "b"]}, "title"),     # the label column is not the texts
+@pytest.mark.parametrize("columns", [
+    {"title": TITLES[::-1], "text": TITLES},                 # `text` wins
+    {"id": [1, 2, 3, 4], "title": TITLES},                   # numbers are not texts
+    {"title": TITLES, "label": ["a", "b", "a", "b"]},        # the label column is not the texts
 ])
-def test_the_text_column_is_found(tmp_path, columns, expected):
+def test_the_text_column_is_found(tmp_path, columns):
     path = tmp_path / "mine.csv"
     pd.DataFrame(columns).to_csv(path, index=False)
-    corpus = load_corpus(path, text_column=None)
-    assert corpus.texts == TITLES and expected in str(path.read_text().splitlines()[0])
+    assert load_corpus(path, text_column=None).texts == TITLES
 
 
 def test_two_columns_of_text_are_named_in_the_error(tmp_path):
