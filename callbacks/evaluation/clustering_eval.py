@@ -1,7 +1,10 @@
-"""Periodic clustering evaluation: KMeans on embeddings and the module's own cluster head."""
+"""Periodic clustering evaluation: KMeans on embeddings and the module's own cluster head.
+
+One job: evaluate (and keep the history results.json reports). Two callbacks act on what it found, each with its
+own configuration section: ``callbacks.evaluation.clustering_stop`` stops training once the clusters are stable,
+``callbacks.evaluation.clustering_predictions`` writes predictions.csv, the final embeddings and centroids."""
 from __future__ import annotations
 
-import csv
 import logging
 import time
 from pathlib import Path
@@ -10,12 +13,12 @@ import numpy as np
 import torch
 
 from evaluation.clustering.label_free import DIRECTIONS as LABEL_FREE_DIRECTIONS
-from evaluation.clustering.label_free import best_index, label_free_report, stable_step
+from evaluation.clustering.label_free import best_index, label_free_report
 from evaluation.clustering.metrics import clustering_scores
 from lightning_modules.shared.eval_outputs import cached_eval_outputs, outputs_kmeans
 from lightning_modules.shared.periodic_evaluation import PeriodicEvaluation
 from textcore.console import format_duration
-from textcore.errors import ConfigError, writing
+from textcore.errors import ConfigError
 from textcore.kmeans import check_kmeans_backend, kmeans_fit, sample_rows
 
 log = logging.getLogger(__name__)
@@ -59,13 +62,28 @@ def evaluate_outputs(
     return metrics, predictions
 
 
-KEY = "dataset.callbacks.clustering_eval"
+CONFIG_SECTION = "dataset.callbacks.clustering_eval"  # where conf/ keeps this callback's settings (error messages)
+
+# settings this section held before early stopping became a callback of its own: a value set there names its new key
+MOVED_SETTINGS = {
+    "stop_when_changed_below": "dataset.callbacks.clustering_stop.when_changed_below",
+    "stop_patience": "dataset.callbacks.clustering_stop.patience",
+    "stop_key": "dataset.callbacks.clustering_stop.key",
+}
 
 
-def _whole_number(name: str, value, minimum: int, meaning: str) -> None:
+def whole_number(section: str, name: str, value, minimum: int, meaning: str) -> None:
     """A count from the configuration; a text, a fraction or None would fail later, inside training."""
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ConfigError(f"{KEY}.{name}={value!r}: a whole number >= {minimum} ({meaning}).")
+        raise ConfigError(f"{section}.{name}={value!r}: a whole number >= {minimum} ({meaning}).")
+
+
+def refuse_moved_settings(values: dict) -> None:
+    """A setting of ``MOVED_SETTINGS`` given a value (an old command line): the error names where it lives now."""
+    for name, value in values.items():
+        if value is not None:
+            raise ConfigError(f"{CONFIG_SECTION}.{name}={value!r}: early stopping is its own callback now; "
+                              f"set {MOVED_SETTINGS[name]}={value} instead.")
 
 
 def monitor_direction(monitor: str) -> str:
@@ -102,10 +120,11 @@ class ClusteringEvaluator(PeriodicEvaluation):
             metric falls back to ``kmeans_silhouette``, and the summary says so.
         label_free: log the label-free criteria (their cost: a silhouette on ``label_free_sample`` texts
             and three torchmetrics scores per prediction).
-        stop_when_changed_below: stop training once ``stop_patience`` consecutive evaluations changed the
-            cluster of fewer than this share of texts (``stop_key``, default ``kmeans_changed``; e.g. 0.01).
-            None: never stop early.
-    At the end it writes ``predictions.csv`` into ``output_dir``.
+        output_dir: the run folder: an evaluation pass too large for memory is mapped into its ``embeddings/``.
+        stop_when_changed_below, stop_patience, stop_key: moved to ``dataset.callbacks.clustering_stop``
+            (``MOVED_SETTINGS``); only None is accepted, anything else is an error naming the new key.
+    The final evaluation's partitions, embeddings and KMeans centres stay here (``predictions``, ``outputs``,
+    ``kmeans_centers``) for the callbacks that write and describe them.
     """
 
     results_key = "clustering"
@@ -125,31 +144,23 @@ class ClusteringEvaluator(PeriodicEvaluation):
         label_free: bool = True,
         label_free_sample: int = 2000,
         stop_when_changed_below: float | None = None,
-        stop_patience: int = 3,
-        stop_key: str = "kmeans_changed",
+        stop_patience: int | None = None,
+        stop_key: str | None = None,
     ):
-        _whole_number("every_n_steps", every_n_steps, 0, "0: only before and after training")
-        _whole_number("sample", sample, 0, "texts of the evaluations before and during training; 0: all")
-        _whole_number("kmeans_sample", kmeans_sample, 0, "rows KMeans fits its centres on; 0: all")
+        refuse_moved_settings({"stop_when_changed_below": stop_when_changed_below, "stop_patience": stop_patience,
+                               "stop_key": stop_key})
+        whole_number(CONFIG_SECTION, "every_n_steps", every_n_steps, 0, "0: only before and after training")
+        whole_number(CONFIG_SECTION, "sample", sample, 0, "texts of the evaluations before and during training; 0: all")
+        whole_number(CONFIG_SECTION, "kmeans_sample", kmeans_sample, 0, "rows KMeans fits its centres on; 0: all")
         super().__init__(every_n_steps=every_n_steps, evaluate_before=evaluate_before)
         monitor_direction(monitor)  # an unknown name fails now
-        share = stop_when_changed_below
-        if share is not None and (isinstance(share, (bool, str)) or not 0 < share < 1):
-            raise ConfigError(f"{KEY}.stop_when_changed_below={share!r}: a share in (0, 1), e.g. 0.01, "
-                              "or null to never stop early")
-        _whole_number("stop_patience", stop_patience, 1, "evaluations in a row")
-        if stop_when_changed_below is not None and not label_free:
-            raise ConfigError("stop_when_changed_below needs label_free=true (the share of changed assignments)")
-        if not stop_key.endswith("_changed"):
-            raise ConfigError(f"stop_key={stop_key}: kmeans_changed or head_changed")
         self.monitor = monitor
         self.label_free_sample = label_free_sample if label_free else None
-        self.stop_when_changed_below = stop_when_changed_below
-        self.stop_patience = stop_patience
-        self.stop_key = stop_key
         self.previous: dict = {}  # {prediction name: assignments of the last evaluation}, for `changed`
         self.told_undefined: set = set()  # reasons for null criteria that the log gave already
-        self.stopped: dict | None = None
+        # {step, rule} once an early-stopping callback (clustering_stop) ended training: part of this run's
+        # evaluation record (results.json ``clustering.stopped_early``), so it is checkpointed with the history
+        self.stopped_early: dict | None = None
         self.kmeans_seed = kmeans_seed
         self.kmeans_n_init = kmeans_n_init
         self.kmeans_backend = check_kmeans_backend(kmeans_backend)
@@ -169,13 +180,13 @@ class ClusteringEvaluator(PeriodicEvaluation):
         state = super().state_dict()
         # tensors, not lists: a million Python ints made each checkpoint slow and large
         state["previous"] = {k: torch.as_tensor(np.asarray(v, dtype=np.int64)) for k, v in self.previous.items()}
-        state["stopped"] = self.stopped
+        state["stopped"] = self.stopped_early  # the key of checkpoints written before the split, kept
         return state
 
     def load_state_dict(self, state_dict: dict) -> None:
         super().load_state_dict(state_dict)
         self.previous = {k: np.asarray(v, dtype=np.int64) for k, v in (state_dict.get("previous") or {}).items()}
-        self.stopped = state_dict.get("stopped")
+        self.stopped_early = state_dict.get("stopped")
 
     # -- hooks (schedule and persistence in PeriodicEvaluation) ------------------------------------------
     def setup(self, trainer, pl_module, stage: str) -> None:
@@ -199,8 +210,6 @@ class ClusteringEvaluator(PeriodicEvaluation):
             super().on_train_end(trainer, pl_module)
         finally:
             self._final = False
-        if self.output_dir is not None and trainer.is_global_zero:
-            self.write_predictions(trainer.datamodule, self.output_dir / "predictions.csv")
 
     def sample_rows(self, n: int) -> np.ndarray | None:
         """The rows of the evaluations before and during training (sorted; None: every row): a sample fixed by
@@ -251,8 +260,6 @@ class ClusteringEvaluator(PeriodicEvaluation):
             log.info("evaluation at step %d: %s texts in %s (%s, KMeans and scores %s)", entry["step"],
                      f"{entry['texts']:,}", format_duration(entry["eval_seconds"]), embedded,
                      format_duration(entry["eval_seconds"] - embedding))
-        if record and self.stop_when_changed_below is not None:
-            self._maybe_stop(trainer)
         return entry
 
     def _explain_undefined(self, undefined: dict, rank_zero: bool) -> None:
@@ -266,18 +273,9 @@ class ClusteringEvaluator(PeriodicEvaluation):
             for why, names in by_reason.items():
                 log.warning("%s reported as null (undefined for this clustering): %s", ", ".join(names), why)
 
-    def _maybe_stop(self, trainer) -> None:
-        done = stable_step(self.history, self.stop_key, self.stop_when_changed_below, self.stop_patience)
-        stop = done is not None and done == len(self.history) - 1 and self.stopped is None
-        stop = trainer.strategy.reduce_boolean_decision(stop, all=False)
-        if stop:
-            self.stopped = {
-                "step": trainer.global_step,
-                "rule": f"{self.stop_key} < {self.stop_when_changed_below} in {self.stop_patience} consecutive "
-                        "evaluations",
-            }
-            trainer.should_stop = True
-            log.info("stopping at step %d: %s", trainer.global_step, self.stopped["rule"])
+    def record_stop(self, step: int, rule: str) -> None:
+        """Training stops after the evaluation of ``step`` (an early-stopping callback decided): the summary says so."""
+        self.stopped_early = {"step": step, "rule": rule}
 
     def effective_monitor(self) -> str:
         """``monitor``, or ``kmeans_silhouette`` when it needs labels that this run's data lacks."""
@@ -311,48 +309,18 @@ class ClusteringEvaluator(PeriodicEvaluation):
         }
         if monitor != self.monitor:
             out["best_monitor_note"] = f"monitor {self.monitor} needs labels; chosen by {monitor} instead"
-        if self.stopped:
-            out["stopped_early"] = self.stopped
+        if self.stopped_early:
+            out["stopped_early"] = self.stopped_early
         return out
 
-    def run_predictions(self, datamodule):
-        """What :meth:`write_predictions` wrote, as ``evaluation.run_report.run_files.RunPredictions`` (the report
-        reads it from here instead of reading predictions.csv back)."""
-        from evaluation.run_report.run_files import RunPredictions
 
-        labels = datamodule.labels
-        labels = None if labels is None else np.asarray(labels, dtype=str).astype(object)  # as the file reads back
-        partitions = {name: np.asarray(self.predictions[name], dtype=np.int64)  # the file's order: head first
-                      for name in ("head", "kmeans") if name in self.predictions}
-        return RunPredictions(datamodule.texts, labels, partitions)
-
-    def write_predictions(self, datamodule, path: Path) -> None:
-        if self.predictions is None:
-            return
-        labels = datamodule.labels
-        # `line`: the file line of the text (rows without text are dropped when the data is read, so `row`,
-        # the position among the texts trained on, is not the position in the file)
-        lines = getattr(datamodule, "lines", None)
-        columns = ["row"] + (["line"] if lines is not None else []) + ["text", "kmeans_cluster"]
-        columns += ["head_cluster"] if "head" in self.predictions else []
-        columns += ["label"] if labels is not None else []
-        texts = datamodule.texts
-        parts = [range(len(texts))] + ([lines] if lines is not None else []) + [texts, self.predictions["kmeans"]]
-        parts += [self.predictions["head"]] if "head" in self.predictions else []
-        parts += [labels] if labels is not None else []
-        with writing(path):
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with open(path, "w", newline="", encoding="utf-8") as handle:
-                writer = csv.writer(handle)
-                writer.writerow(columns)
-                for start in range(0, len(texts), PREDICTION_CHUNK):  # blocks of rows: no second copy of the corpus
-                    end = start + PREDICTION_CHUNK
-                    writer.writerows(zip(*(_plain(part[start:end]) for part in parts)))
-
-
-PREDICTION_CHUNK = 100_000  # rows of predictions.csv written at a time
-
-
-def _plain(values) -> list:
-    """Python values for csv: numpy integers as ints (a label column keeps its own type)."""
-    return values.tolist() if isinstance(values, np.ndarray) else list(values)
+def evaluator_before(trainer, follower, follower_section: str) -> ClusteringEvaluator | None:
+    """The run's clustering evaluator (None without one), checked to come before ``follower`` in
+    ``trainer.callbacks``: Lightning calls each hook on the callbacks in that order, and the follower acts in the
+    same hook on what the evaluator has just found (stop after this step's evaluation, write the final one)."""
+    callbacks = list(trainer.callbacks)
+    evaluator = next((cb for cb in callbacks if isinstance(cb, ClusteringEvaluator)), None)
+    if evaluator is not None and callbacks.index(follower) < callbacks.index(evaluator):
+        raise ConfigError(f"{follower_section} comes before {CONFIG_SECTION} among the callbacks, but acts on its "
+                          f"evaluations: list it after {CONFIG_SECTION}.")
+    return evaluator

@@ -1,7 +1,6 @@
-"""End-of-run report: cluster descriptions, pictures, and the files prediction on new texts needs."""
+"""End-of-run report: cluster descriptions and pictures of what the clustering evaluation found."""
 from __future__ import annotations
 
-import json
 import logging
 import shutil
 import time
@@ -11,6 +10,7 @@ import numpy as np
 from lightning.pytorch.callbacks import Callback
 
 from callbacks.evaluation.clustering_eval import ClusteringEvaluator
+from callbacks.evaluation.clustering_predictions import run_predictions
 from evaluation.run_report import run_files
 from lightning_modules.shared.eval_outputs import cached_eval_outputs
 from textcore.errors import ConfigError
@@ -26,9 +26,9 @@ class RunReport(Callback):
     - at train start, ``embeddings/before.npy``: the evaluation embeddings before the first step
       (float16; the evaluation pass the evaluator makes anyway, shared through ``cached_eval_outputs``).
       A resumed run copies the file of the run it resumes from;
-    - at the end, ``embeddings/after.npy``, ``embeddings/before_kmeans.npy``, ``kmeans_centroids.npy``
-      + ``kmeans_centroids.json`` (the final KMeans, for ``evaluation.model_io.predict``), ``clusters.md`` and
-      ``clusters.json`` (``evaluation.run_report.describe``).
+    - at the end, ``clusters.md`` and ``clusters.json`` (``evaluation.run_report.describe``) of the files the
+      prediction writer (``callbacks.evaluation.clustering_predictions``) wrote: predictions.csv and
+      ``embeddings/after.npy``.
 
     Every run, when ``html`` is true: ``report.html`` (``evaluation.run_report.html``: the map of at most
     ``html_max_points`` texts, default ``max_points``, the clusters, the summary and the curves in one
@@ -40,11 +40,10 @@ class RunReport(Callback):
     logged as images to the W&B and TensorBoard loggers.
 
     The work happens in ``on_fit_end``, after every callback's ``on_train_end`` (final
-    evaluations, predictions.csv) and before the loggers are finalised. A failure while describing
+    evaluations, predictions.csv, the final embeddings) and before the loggers are finalised. A failure while describing
     or plotting is logged as a warning and recorded under ``report.errors`` in results.json: the
     run's results are never lost for a picture. Needs nothing on the module beyond what the
-    clustering evaluator needs (``eval_step``), and ``eval_pooling`` / ``encoder`` for the centroid
-    metadata when present.
+    clustering evaluator needs (``eval_step``).
     """
 
     results_key = "report"
@@ -137,8 +136,9 @@ class RunReport(Callback):
                                       ("report.html", self.html)) if on))
         embeddings = self._predictions = None
         if evaluator is not None and evaluator.outputs is not None:
-            embeddings = self._save_final(evaluator, pl_module)
-            self._predictions = evaluator.run_predictions(trainer.datamodule)  # what predictions.csv holds
+            # the saved file (float16), not the pass: the CLIs then redo exactly the same descriptions and maps
+            embeddings = run_files.load_array(self.output_dir, run_files.EMBEDDINGS_AFTER)
+            self._predictions = run_predictions(trainer.datamodule, evaluator.predictions)  # predictions.csv's
         if self.describe and embeddings is not None and (self.output_dir / run_files.PREDICTIONS).is_file():
             self._guard("cluster descriptions", self._describe, embeddings)
         if self.plots or self.html:
@@ -153,32 +153,6 @@ class RunReport(Callback):
         return {"files": self.files, "errors": self.errors, "seconds": self.seconds}
 
     # -- work ---------------------------------------------------------------------------------------------------
-    def _save_final(self, evaluator: ClusteringEvaluator, pl_module) -> np.ndarray:
-        out = self.output_dir
-        embeddings = evaluator.outputs["embeddings"].numpy()
-        run_files.save_embeddings(out / run_files.EMBEDDINGS_AFTER, embeddings)
-        if evaluator.before_predictions is not None:
-            np.save(out / run_files.BEFORE_KMEANS, evaluator.before_predictions["kmeans"].astype(np.int32))
-        centres = np.asarray(evaluator.kmeans_centers, dtype=np.float32)
-        np.save(out / run_files.CENTROIDS, centres)
-        encoder = getattr(pl_module, "encoder", None)
-        meta = {
-            "num_clusters": int(centres.shape[0]),
-            "dim": int(centres.shape[1]),
-            "step": evaluator.history[-1]["step"] if evaluator.history else None,
-            "kmeans_seed": evaluator.kmeans_seed,
-            "kmeans_n_init": evaluator.kmeans_n_init,
-            "kmeans_fitted_on": evaluator.history[-1].get("kmeans_fitted_on") if evaluator.history else None,
-            "pooling": getattr(pl_module, "eval_pooling", None),
-            "max_length": getattr(encoder, "max_length", None),
-            "space": "evaluation embeddings of the trained encoder (unnormalised); assignment: nearest centroid "
-                     "(Euclidean), as KMeans; kmeans_cluster in predictions.csv",
-        }
-        (out / run_files.CENTROIDS_META).write_text(json.dumps(meta, indent=2))
-        self.files += [run_files.EMBEDDINGS_AFTER, run_files.CENTROIDS, run_files.CENTROIDS_META]
-        # what the saved file holds: the CLIs then redo exactly the same descriptions and maps
-        return run_files.load_array(out, run_files.EMBEDDINGS_AFTER)
-
     def _describe(self, embeddings: np.ndarray) -> None:
         from evaluation.run_report.describe import describe_run
 

@@ -234,8 +234,8 @@ def _assigned_rows(reference, input_path, text_column, assign, encoding, batch_s
     use_head = has_head and assign != "kmeans"
     if not use_head and model.centroids is None:
         raise PredictInputError(
-            f"'{reference}' has no cluster head and no {run_files.CENTROIDS}: it was trained without the end-of-run "
-            "report (callbacks.report) or is not a clustering run."
+            f"'{reference}' has no cluster head and no {run_files.CENTROIDS}: it was trained without the "
+            "prediction writer (dataset.callbacks.clustering_predictions) or is not a clustering run."
         )
     partition = "head" if use_head else "kmeans"
     words = cluster_words(model.folder, partition, top_n) if top_n else {}

@@ -1,7 +1,7 @@
 """The files a run folder holds for looking at its clusters, and how to read them.
 
-Written at the end of a clustering run by ``callbacks.evaluation.run_report.RunReport`` (beside
-``predictions.csv`` from the clustering evaluator):
+Written at the end of a clustering run by ``callbacks.evaluation.clustering_predictions`` (``predictions.csv``,
+the final embeddings and KMeans) and ``callbacks.evaluation.run_report.RunReport`` (the rest):
 
 - ``embeddings/before.npy``, ``embeddings/after.npy``: evaluation embeddings, float16 ([N, d], N·d·2 bytes
   each), before the first step and at the end: after.npy of every text in the row order of ``predictions.csv``,
@@ -115,7 +115,7 @@ def run_embeddings(run_dir: Path, texts) -> np.ndarray:
 
 
 def load_predictions(run_dir: str | Path) -> RunPredictions:
-    """Read ``<run>/predictions.csv`` (written by the clustering evaluator at the end of training)."""
+    """Read ``<run>/predictions.csv`` (written after the clustering evaluator's final evaluation)."""
     import pandas as pd
 
     run_dir = Path(run_dir)

@@ -20,7 +20,7 @@ Steps/s over ``--steps`` timed steps after ``--warmup``; tokens/s counts the tex
 (``PEAK_TFLOPS``). The GPU section of BENCHMARKS.md (between its markers) is replaced; a CPU run writes only
 to an explicit ``--out``.
 
-``--compile`` adds the compiled step in steady state (issue 41): ``torch.compile`` of the backbone in each given mode,
+``--compile`` adds the compiled step in steady state: ``torch.compile`` of the backbone in each given mode,
 beside the eager step, cycling through ``--distinct-batches`` different batches (so the widths vary as in training),
 one padded call a step (static shapes: CUDA graphs can apply), optionally with every batch padded to a multiple of
 ``--bucket`` tokens so that few shapes occur. The first pass over the batches (where every shape compiles) is
@@ -605,7 +605,7 @@ def render(rows: list[dict], args) -> str:
                     and r["layout"] == "authors")
         peak = "-" if row["peak_gib"] is None else f"{row['peak_gib']:.1f}"
         mfu = "-" if row["mfu"] is None else f"{100 * row['mfu']:.0f} %"
-        # cached gradients against the same step without them (issue 41's target: >= 0.6x where the batch fits)
+        # cached gradients against the same step without them (worth it at >= 0.6x where the batch fits)
         plain = next((r for r in raw if row["grad_cache_tokens"] and r["method"] == row["method"]
                       and r["precision"] == row["precision"] and r["layout"] == "ours"
                       and r["chunk_tokens"] == row["chunk_tokens"] and not r["grad_cache_tokens"]), None)

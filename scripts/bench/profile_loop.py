@@ -1,4 +1,4 @@
-"""Where the time of a training step goes outside the GPU step (issue 41), and the host syncs of every method.
+"""Where the time of a training step goes outside the GPU step, and the host syncs of every method.
 
 BENCHMARKS.md ("GPU end to end") measured SCCL's bf16 loop at 0.49-0.76x its raw step: 12-38 ms of every step
 spent outside the step itself. This script profiles ``run.train`` (the real DataModule, callbacks, logging and

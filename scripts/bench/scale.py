@@ -1,4 +1,4 @@
-"""The ``scale`` part of ``make bench``: what a run costs as the corpus grows (issue 38), on generated corpora.
+"""The ``scale`` part of ``make bench``: what a run costs as the corpus grows, on generated corpora.
 
 For each size (``--scale-sizes``, default 10k, 100k, 1M texts) a corpus of 8 topics is generated from the demo
 corpus's vocabulary (:func:`write_corpus`, seeded) and one run is timed, as a user would start it::

@@ -1,4 +1,4 @@
-"""SCCL at the authors' full recipe beside their own code on one GPU (issue 41): the same backbone (the offline MiniLM)
+"""SCCL at the authors' full recipe beside their own code on one GPU: the same backbone (the offline MiniLM)
 on both sides, batch 400, 1,000 steps (their run_explicit.sh), three seeds each, all runs side by side on the card;
 KMeans ACC/NMI every 100 steps and at the end; our run in float32 (the papers'), TF32 and bf16, to see which
 precision keeps the table (RESULTS.md, "SCCL beside the authors' code").

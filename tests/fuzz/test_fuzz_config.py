@@ -118,13 +118,14 @@ def test_the_step_and_epoch_budget(steps_token, epochs_token):
 
 @budget(fast=40, long=2000)
 @given(st.sampled_from(TOKENS), st.sampled_from(TOKENS), st.sampled_from(TOKENS))
-def test_the_clustering_evaluator_arguments(below_token, patience_token, every_token):
+def test_the_clustering_evaluator_and_stopping_arguments(below_token, patience_token, every_token):
     from callbacks.evaluation.clustering_eval import ClusteringEvaluator
+    from callbacks.evaluation.clustering_stop import ClusteringEarlyStopping
 
     below, patience, every = parse(below_token), parse(patience_token), parse(every_token)
-    with user_error_or("stop_when_changed_below", "stop_patience", "every_n_steps") as outcome:
-        ClusteringEvaluator(every_n_steps=every, stop_when_changed_below=below, stop_patience=patience,
-                            kmeans_backend=KMEANS, kmeans_sample=0, sample=0)
+    with user_error_or("when_changed_below", "patience", "every_n_steps") as outcome:
+        ClusteringEvaluator(every_n_steps=every, kmeans_backend=KMEANS, kmeans_sample=0, sample=0)
+        ClusteringEarlyStopping(when_changed_below=below, patience=patience)
     allowed = ((below is None or (number(below) and 0 < below < 1)) and integer(patience) and patience >= 1
                and integer(every) and every >= 0)
     assert (outcome["error"] is None) == allowed, (below, patience, every, outcome["error"])

@@ -39,7 +39,7 @@ def expected_failure(written, k) -> bool:
 
 @budget(fast=60, long=3000)
 @given(corpus_case())
-@example(((["a", "b"], None), "csv", "utf-8-sig", True, 2))  # issue 27: two texts with a byte-order mark
+@example(((["a", "b"], None), "csv", "utf-8-sig", True, 2))  # two texts with a byte-order mark
 @example(((["a", "b"], None), "tsv", "utf-8", True, 2))
 @example(((["", " ", "x"], ["1", "", "2"]), "csv", "utf-8", True, None))  # label missing on a dropped row only
 @example(((["x\ny", "z"], ["a", "b"]), "csv", "utf-16", True, None))  # a line break inside a quoted cell

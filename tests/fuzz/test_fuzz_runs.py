@@ -63,7 +63,7 @@ def check_finished_run(out: Path, written) -> None:
 @budget(fast=2, long=60)
 @given(run_case())
 @example(((["How do I revert a git commit?", "Which telescope sees faint galaxies?"], None), "csv", "utf-8-sig",
-          2, 2))  # issue 27: two texts, K = 2
+          2, 2))  # two texts, K = 2
 @example(((["a b", "c d", "e f"], ["x", "x", "y"]), "tsv", "utf-8", None, 2))
 def test_a_run_on_a_tiny_file_finishes_or_names_the_problem(case):
     from run import train

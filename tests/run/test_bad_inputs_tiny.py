@@ -1,4 +1,4 @@
-"""Tiny and broken inputs that once ended in a traceback (issue 27): two texts with K = 2, a study database that
+"""Tiny and broken inputs that once ended in a traceback: two texts with K = 2, a study database that
 is not a database, a reversed K range for choose_k."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The training loop never waits for the host between logging steps (issue 28).
+"""The training loop never waits for the host between logging steps.
 
 On a GPU, every read of a tensor's value by Python (``item``, ``tolist``, ``bool(t)``, ``float(t)``, ``cpu``,
 ``numpy``, ``torch.equal``) and every data-dependent shape (a boolean-mask index, ``nonzero``, ``unique``)

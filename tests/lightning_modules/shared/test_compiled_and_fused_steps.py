@@ -1,4 +1,4 @@
-"""The faster kernels compute what the plain ones do (issue 28): a ``torch.compile``d backbone, fused Adam, and
+"""The faster kernels compute what the plain ones do: a ``torch.compile``d backbone, fused Adam, and
 autocast with its weight-cast cache on (our precision plugin), each against the plain step on the CPU."""
 from __future__ import annotations
 
