@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
-from evaluation.run_report import run_files
+from evaluation.model_io import run_files
 from textcore import run_folder
 from textcore.errors import MissingFileError, UserError, exit_on_user_error, writing
 
@@ -151,9 +151,9 @@ CHUNK_ROWS = 20_000  # rows read, embedded, assigned and written at a time: the 
 
 
 def text_chunks(path: Path, text_column: str, encoding: str | None = None, chunk_rows: int | None = None):
-    """(first row number, texts, blank mask) of each chunk of ``path`` (``datamodules.text_io.iter_table``), the
+    """(first row number, texts, blank mask) of each chunk of ``path`` (``datamodules.table_reader.iter_table``), the
     column checked in the first chunk; a missing column in a later chunk of a JSON Lines file is a blank."""
-    from datamodules.text_io import iter_table
+    from datamodules.table_reader import iter_table
 
     path = Path(path)
     if not path.is_file():
@@ -180,7 +180,7 @@ def text_chunks(path: Path, text_column: str, encoding: str | None = None, chunk
 
 def read_texts(path: Path, text_column: str, encoding: str | None = None) -> tuple[list[str], np.ndarray, list[int]]:
     """(texts, blank mask, file line of each row) of a whole file (:func:`text_chunks` joined; for small files)."""
-    from datamodules.text_io import file_lines
+    from datamodules.table_reader import file_lines
 
     texts, blanks = [], []
     for _, chunk, blank in text_chunks(path, text_column, encoding):
@@ -264,7 +264,7 @@ def _assigned_rows(reference, input_path, text_column, assign, encoding, batch_s
             progress.advance(len(texts))
             yield out
     if blank_rows:
-        from datamodules.text_io import file_lines
+        from datamodules.table_reader import file_lines
 
         lines = file_lines(Path(input_path), encoding, progress.done)
         shown = [lines[i] for i in blank_rows]

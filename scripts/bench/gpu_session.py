@@ -108,24 +108,15 @@ def packing_command(n: int, args, work: Path) -> list[str]:
                  "dataset.callbacks.clustering_eval.kmeans_n_init=2", "method.callbacks.centroid_init.n_init=2",
                  "callbacks.report.plots=false"]
     else:
-        bench = _gpu_bench()
-        folder = bench.backbone_folder("distilbert-base", False, work / "backbones")
+        from scripts.bench.gpu_steps.shared import backbone_folder
+
+        folder = backbone_folder("distilbert-base", False, work / "backbones")
         scale = [f"backbone.name={folder}", f"trainer.max_steps={PACKING_STEPS}",
                  f"dataset.callbacks.clustering_eval.every_n_steps={PACKING_EVERY}"]
     seeds = ",".join(str(s) for s in range(n))
     return [python(), "tools.py", "reproduce", "sccl_table1", "--rows", "sccl_stackoverflow", "--seeds", seeds,
             "--runs-per-gpu", str(n), "--precision", "bf16" if not args.tiny else "fp32", "--out", str(out),
             *common, *scale, "print_table=false"]
-
-
-def _gpu_bench():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("scripts_bench_gpu", ROOT / "scripts" / "bench" / "gpu.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 # -- what each part gave ----------------------------------------------------------------------------------------

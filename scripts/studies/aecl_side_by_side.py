@@ -36,7 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from evaluation.run_report import run_files  # noqa: E402
+from evaluation.model_io import run_files  # noqa: E402
 from textcore import run_folder  # noqa: E402
 
 EPOCHS, BATCHES, E1, E2 = 7, 100, 1, 3

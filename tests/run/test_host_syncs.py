@@ -138,15 +138,15 @@ def logging_step(step: int) -> bool:
 
 
 def fit_and_count(overrides: list[str], out: Path, monkeypatch) -> HostReads:
-    import run
+    from ctclust.training import builders, train
     from tests.helpers import compose_config
 
     reads = HostReads()
-    build = run.instantiate_callbacks
-    monkeypatch.setattr(run, "instantiate_callbacks", lambda cfg: [StepMarker(reads)] + build(cfg))
+    build = builders.instantiate_callbacks
+    monkeypatch.setattr(train, "instantiate_callbacks", lambda cfg: [StepMarker(reads)] + build(cfg))
     cfg = compose_config(overrides + QUIET, out)
     with reads.wrapped():
-        run.train(cfg)
+        train.train(cfg)
     return reads
 
 

@@ -132,7 +132,7 @@ def test_choose_k_finds_well_separated_blobs():
 
 
 def test_choose_k_cli_on_a_file_without_labels(tmp_path):
-    from evaluation.clustering.choose_k import main
+    from evaluation.model_io.embed_and_choose_k import main
 
     texts = [f"{w} {i}" for i in range(10) for w in ("football match goal", "pasta tomato sauce", "stock market")]
     (tmp_path / "mine.txt").write_text("\n".join(texts) + "\n")
@@ -146,7 +146,7 @@ def test_choose_k_cli_on_a_file_without_labels(tmp_path):
 
 
 def unlabelled_run(tmp_path, extra):
-    from run import train
+    from ctclust.training.train import train
     from tests.helpers import compose_config
 
     texts = [f"{w} {i}" for i in range(12) for w in ("football match goal", "pasta tomato sauce", "stock market fell")]

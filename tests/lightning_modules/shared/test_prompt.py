@@ -169,7 +169,7 @@ PROMPT_ROWS = ["clusterns_prompt_bert_base", "clusterns_prompt_bert_large", "clu
 def test_prompt_rows_run_a_few_steps_on_the_tiny_backbone(tmp_path, row):
     import json
 
-    from run import train
+    from ctclust.training.train import train
     from tests.helpers import compose_config, write_wiki_and_stsb
 
     wiki, _ = write_wiki_and_stsb(tmp_path)
