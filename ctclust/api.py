@@ -81,7 +81,7 @@ class TextClusterer:
     def fit(self, texts, labels: Sequence | None = None) -> TextClusterer:
         """Train on ``texts`` (a list of strings, a pandas Series, or a CSV/TSV/JSONL/Parquet/text file path);
         ``labels`` (optional, one per text) only score the clusters (ACC/NMI), as a labelled file's column does."""
-        from ctclust.training import train
+        from ctclust.training.train import train
 
         run_dir = Path(self.run_dir) if self.run_dir is not None else _default_run_dir(self.method)
         data_dir, file, text_column, label_column = self._training_file(texts, labels, run_dir)
@@ -141,7 +141,7 @@ class TextClusterer:
     def _read_run(self, run_dir: Path) -> None:
         import json
 
-        from evaluation.run_report import run_files
+        from evaluation.model_io import run_files
 
         self.run_dir_ = run_dir
         self.model_ = str(run_dir)
@@ -301,7 +301,7 @@ def _cluster_table(run_dir: Path, predictions):
 
     import pandas as pd
 
-    from evaluation.run_report import run_files
+    from evaluation.model_io import run_files
 
     path = run_dir / run_files.CLUSTERS_JSON
     if path.is_file():
