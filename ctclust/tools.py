@@ -50,7 +50,8 @@ COMMANDS = {
 def usage() -> str:
     width = max(map(len, COMMANDS))
     lines = [f"usage: {PROG} <command> [options]     ({PROG} <command> --help: its options)", "",
-             "Training is `python run.py` (README.md). The commands:", ""]
+             "Training is `python run.py` (README.md); after `pip install -e .` the same two commands are",
+             "`ctclust-train` and `ctclust-tools`, from any folder. The commands:", ""]
     lines += [f"  {name:<{width}}  {command.summary}" for name, command in COMMANDS.items()]
     return "\n".join(lines)
 

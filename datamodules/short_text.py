@@ -10,6 +10,7 @@ not to ``max_length``: short texts then cost short sequences.
 """
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -26,6 +27,8 @@ from datamodules.tokenizer import LazyTokenizer
 from textcore.data_kinds import SHORT_TEXT
 from textcore.encoding.token_batches import token_lengths, tokenize_batch
 from textcore.errors import DataConfigError
+
+log = logging.getLogger(__name__)
 
 AUGMENTATIONS = ("explicit", "virtual")
 
@@ -175,7 +178,8 @@ class ShortTextDataModule(LazyTokenizer, ResumableData, L.LightningDataModule):
         text_column, label_column, aug_columns: column names; ``label_column=None`` or a file
             without that column trains without labels.
         augmentation: ``explicit`` (views from ``aug_columns``) or ``virtual`` (text twice).
-        num_clusters: K; ``None`` takes the number of distinct labels.
+        num_clusters: K; ``None`` takes the number of distinct labels, and without labels chooses K from the
+            texts (as ``"auto"``).
         eval_sort_by_length: the evaluation loader groups texts of similar length.
         eval_shuffle_seed: with ``eval_sort_by_length=false``, the evaluation batches follow one fixed random
             permutation of the texts drawn with this seed (the AECL authors' evaluation: a shuffled loader,
@@ -194,7 +198,7 @@ class ShortTextDataModule(LazyTokenizer, ResumableData, L.LightningDataModule):
         data_dir: str = ".",
         file: str = "data.csv",
         name: str | None = None,
-        text_column: str = "text",
+        text_column: str | None = "text",
         label_column: str | None = "label",
         aug_columns: Sequence[str] = (),
         augmentation: str = "explicit",
@@ -262,6 +266,10 @@ class ShortTextDataModule(LazyTokenizer, ResumableData, L.LightningDataModule):
             table_reader.read_hub_dataset(*self.hub).to_parquet(self.path)
         corpus = load_corpus(self.path, self.text_column, self.label_column, self.aug_columns, self.encoding)
         self.corpus = corpus
+        if self.requested_clusters is None and corpus.labels is None:
+            log.info("dataset.num_clusters: %s has no labels to count, so K is chosen from the texts "
+                     "(as dataset.num_clusters=auto; settings: choose_k)", self.path)
+            self.requested_clusters = "auto"
         if self.requested_clusters == "auto":
             return  # ctclust.training.auto_clusters sets requested_clusters from the texts, before K is used
         k = self.num_clusters_for(corpus)
@@ -285,11 +293,6 @@ class ShortTextDataModule(LazyTokenizer, ResumableData, L.LightningDataModule):
                     "(with 1 the clustering loss is identically 0); set dataset.num_clusters=<K> with K >= 2."
                 )
             return int(self.requested_clusters)
-        if corpus.labels is None:
-            raise DataConfigError(
-                f"'{self.path}' has no label column, so the number of clusters cannot be inferred: "
-                "set dataset.num_clusters=<K>."
-            )
         k = int(len(np.unique(corpus.labels)))
         if k < 2:
             raise DataConfigError(

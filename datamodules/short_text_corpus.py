@@ -2,6 +2,7 @@
 file line each kept row starts on (docs/evaluation.md, "Your own texts")."""
 from __future__ import annotations
 
+import logging
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,6 +13,8 @@ import pandas as pd
 
 from datamodules import table_reader
 from textcore.errors import DataConfigError
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -53,14 +56,31 @@ def _line_list(lines: Sequence[int], limit: int = 10) -> str:
     return shown + (f", ... ({len(lines) - limit} more)" if len(lines) > limit else "")
 
 
+def text_column_of(frame: pd.DataFrame, path: Path, label_column: str | None) -> str:
+    """The column ``dataset.text_column=null`` means: ``text`` when the file has one, else its only column of text
+    (a column other than the label column whose values are not all numbers); several are an error that lists them."""
+    if "text" in frame.columns:
+        return "text"
+    candidates = [c for c in frame.columns if c != label_column
+                  and pd.to_numeric(frame[c].dropna(), errors="coerce").isna().any()]
+    if len(candidates) == 1:
+        log.info("dataset.text_column: '%s', the only column of text in %s", candidates[0], path)
+        return candidates[0]
+    raise DataConfigError(
+        f"'{path}' has no column 'text' and {len(candidates) or 'no'} columns of text"
+        + (f" ({candidates})" if candidates else f" (its columns: {list(frame.columns)})")
+        + ": name the texts' column with `dataset.text_column=<column>`."
+    )
+
+
 def load_corpus(
     path: str | Path,
-    text_column: str = "text",
+    text_column: str | None = "text",
     label_column: str | None = "label",
     aug_columns: Sequence[str] = (),
     encoding: str | None = None,
 ) -> ShortTextCorpus:
-    """Read and validate a corpus (in ``encoding``, UTF-8 by default).
+    """Read and validate a corpus (in ``encoding``, UTF-8 by default); ``text_column=None``: :func:`text_column_of`.
 
     Rows with no text in any used column (text and augmentation columns) are dropped and their
     file lines reported in one warning: an empty string would otherwise be trained on and scored
@@ -70,6 +90,8 @@ def load_corpus(
     path = Path(path)
     frame = read_table(path, encoding)
     columns = list(frame.columns)
+    if text_column is None:
+        text_column = text_column_of(frame, path, label_column)
     for key, column in [("dataset.text_column", text_column)] + [
         (f"dataset.aug_columns[{i}]", c) for i, c in enumerate(aug_columns)
     ]:

@@ -1,12 +1,37 @@
 """3. Checks that need the data (after ``datamodule.setup``), before the model and its backbone are built."""
 from __future__ import annotations
 
+import logging
+import math
+
 from omegaconf import DictConfig
 
 from textcore.data_kinds import SENTENCES, SHORT_TEXT
 from textcore.errors import ConfigError
 from validation.checkpoint import CheckpointError
 from validation.lookup import chosen_name, data_kind_of, select, target_of
+from validation.settings import devices_count
+
+log = logging.getLogger(__name__)
+
+
+def training_budget(cfg: DictConfig, texts: int) -> str | None:
+    """What share of a corpus of ``texts`` texts the configured training draws, in one line (None when the budget is
+    set in epochs or the number of processes is decided at run time)."""
+    steps = select(cfg, "trainer.max_steps")
+    batch = select(cfg, "batch_size")
+    devices = devices_count(select(cfg, "trainer.devices", 1))
+    if not isinstance(steps, int) or steps <= 0 or not batch or devices is None or texts <= 0:
+        return None
+    per_step = int(batch) * devices * int(select(cfg, "trainer.num_nodes", 1) or 1)
+    drawn = steps * per_step
+    epochs = drawn / texts
+    line = (f"training budget: {steps} steps x {per_step} texts = {drawn:,} texts drawn, "
+            f"{epochs:.2f} epochs of the {texts:,} texts")
+    if epochs < 1:
+        line += (f" ({100 * epochs:.1f} % of the corpus is seen once at most); trainer.max_steps="
+                 f"{math.ceil(texts / per_step)} makes one epoch")
+    return line
 
 
 def check_data(cfg: DictConfig, datamodule, checkpoint_hparams: dict | None = None) -> None:
@@ -14,6 +39,9 @@ def check_data(cfg: DictConfig, datamodule, checkpoint_hparams: dict | None = No
     texts = getattr(datamodule, "texts", None) if data_kind_of(target_of(cfg, "dataset")) == SHORT_TEXT else None
     path = getattr(datamodule, "path", None)
     if texts is not None:
+        budget = training_budget(cfg, len(texts))
+        if budget is not None:
+            log.info(budget)
         batch = getattr(datamodule, "batch_size", None)
         if len(texts) < 2:
             raise ConfigError(f"'{path}' has {len(texts)} usable text(s); contrastive training needs at least 2. "
