@@ -12,7 +12,9 @@ import importlib
 import sys
 from typing import NamedTuple, Sequence
 
-PROG = "python tools.py"
+from textcore import console
+
+PROG = console.TOOLS
 
 
 class Command(NamedTuple):
@@ -30,7 +32,7 @@ COMMANDS = {
                         "a model on clustering, STS, transfer, few-shot, MTEB; compare result files"),
     "sts": Command("evaluation.benchmarks.sts", "a model on the STS tasks alone"),
     "transfer": Command("evaluation.benchmarks.transfer", "a model on the SentEval transfer tasks alone"),
-    "choose-k": Command("evaluation.clustering.choose_k", "the number of clusters, without labels"),
+    "choose-k": Command("evaluation.model_io.embed_and_choose_k", "the number of clusters, without labels"),
     "predict": Command("evaluation.model_io.predict", "assign new texts to a run's clusters", info_logs=True),
     "export": Command("evaluation.model_io.export", "a run's encoder as sentence-transformers and Hub folders"),
     "describe": Command("evaluation.run_report.describe",
@@ -65,13 +67,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         hint = f"did you mean '{close[0]}'? " if close else ""
         print(f"error: {PROG} has no command '{name}'; {hint}the commands: {', '.join(COMMANDS)}.", file=sys.stderr)
         sys.exit(2)
-    from textcore import console
-
     module = importlib.import_module(command.module)
-    status = []
-    console.run_cli(lambda: status.append(module.main(rest)), info_logs=command.info_logs)
-    if type(status[0]) is int:  # the commands that return an exit status (augment); the others return results
-        sys.exit(status[0])
+    console.run_cli(lambda: module.main(rest), info_logs=command.info_logs)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset, get_worker_info
 
-from datamodules import text_io
+from datamodules import text_decoding
 from datamodules.loader_options import LoaderSettings
 from datamodules.nli_files import (
     NLIPair,
@@ -184,7 +184,7 @@ class NLIDataModule(LazyTokenizer, ResumableData, L.LightningDataModule):
         seed: int = 0,
         drop_last: bool = False,
         equalize_ranks: bool = True,
-        encoding: str = text_io.DEFAULT_ENCODING,
+        encoding: str = text_decoding.DEFAULT_ENCODING,
         *,
         loader: LoaderSettings | Mapping,
     ):
@@ -202,7 +202,7 @@ class NLIDataModule(LazyTokenizer, ResumableData, L.LightningDataModule):
         self.seed = seed
         self.drop_last = drop_last
         self.equalize_ranks = equalize_ranks
-        self.encoding = text_io.check_encoding(encoding)
+        self.encoding = text_decoding.check_encoding(encoding)
         self.train_set: Dataset | IterableDataset | None = None
         self._first_epoch: int | None = None
 

@@ -33,7 +33,7 @@ import sys
 from pathlib import Path
 from typing import Callable, Iterator
 
-from datamodules import text_io
+from datamodules import text_decoding
 from textcore.errors import DataConfigError
 
 ENTAILMENT, CONTRADICTION = 1, 0
@@ -85,7 +85,8 @@ def _senteval_files(path: Path) -> dict[str, Path] | None:
 
 
 def _header(path: Path, delimiter: str, encoding: str | None = None) -> list[str]:
-    with text_io.decoding(path, encoding), open(path, newline="", encoding=text_io.reading_encoding(encoding)) as f:
+    codec = text_decoding.reading_encoding(encoding)
+    with text_decoding.decoding(path, encoding), open(path, newline="", encoding=codec) as f:
         if delimiter == "\t":
             first = f.readline().rstrip("\r\n")
             return first.split("\t") if first else []
@@ -119,7 +120,7 @@ def detect_format(path: str | Path, encoding: str | None = None) -> str:
 
 # -- readers (lazy, one record at a time) --------------------------------------------------------
 def _read_jsonl(path: Path, encoding: str | None = None) -> Iterator[NLIPair]:
-    with open(path, encoding=text_io.reading_encoding(encoding)) as f:
+    with open(path, encoding=text_decoding.reading_encoding(encoding)) as f:
         for line_no, line in enumerate(f, start=1):
             if not line.strip():
                 continue
@@ -138,7 +139,7 @@ def _read_jsonl(path: Path, encoding: str | None = None) -> Iterator[NLIPair]:
 
 
 def _read_tsv(path: Path, encoding: str | None = None) -> Iterator[NLIPair]:
-    with open(path, encoding=text_io.reading_encoding(encoding), newline="") as f:
+    with open(path, encoding=text_decoding.reading_encoding(encoding), newline="") as f:
         columns = f.readline().rstrip("\r\n").split("\t")
         _check_columns(path, columns, [("gold_label",), ("sentence1",), ("sentence2",)])
         i_gold, i_s1, i_s2 = (columns.index(c) for c in ("gold_label", "sentence1", "sentence2"))
@@ -163,7 +164,7 @@ def _check_columns(path: Path, columns: list[str], groups: list[tuple[str, ...]]
 
 
 def _csv_rows(path: Path, groups: list[tuple[str, ...]], encoding: str | None = None) -> Iterator[tuple[int, dict]]:
-    with open(path, encoding=text_io.reading_encoding(encoding), newline="") as f:
+    with open(path, encoding=text_decoding.reading_encoding(encoding), newline="") as f:
         reader = csv.DictReader(f)
         _check_columns(path, list(reader.fieldnames or []), groups)
         for row in reader:
@@ -196,7 +197,7 @@ def _read_senteval(path: Path, encoding: str | None = None) -> Iterator[NLIPair]
     missing = [str(p) for p in files.values() if not p.exists()]
     if missing:
         raise NLIFormatError(f"SentEval NLI layout of '{path}' needs s1/s2/labels files; missing {missing}.")
-    handles = [open(files[k], encoding=text_io.reading_encoding(encoding)) for k in ("s1", "s2", "labels")]
+    handles = [open(files[k], encoding=text_decoding.reading_encoding(encoding)) for k in ("s1", "s2", "labels")]
     try:
         line_no = 0
         while True:
@@ -230,7 +231,7 @@ def iter_pairs(path: str | Path, fmt: str | None = None, encoding: str | None = 
     """Lazily yield (sentence1, sentence2, y) from ``path``; neutral and unlabeled pairs dropped.
 
     A byte that is not valid in ``encoding`` (UTF-8 by default) raises
-    :class:`datamodules.text_io.TextDecodeError` naming the file and its line.
+    :class:`datamodules.text_decoding.TextDecodeError` naming the file and its line.
     """
     path = Path(path)
     fmt = fmt or detect_format(path, encoding)
@@ -244,8 +245,8 @@ def _decode_guard(pairs: Iterator[NLIPair], path: Path, fmt: str, encoding: str 
         yield from pairs
     except UnicodeError as err:  # also a codec's own check (UTF-16 without a byte-order mark)
         files = list(_senteval_files(path).values()) if fmt == "senteval" else [path]
-        bad = next((f for f in files if text_io.locate_decode_error(f, encoding) is not None), path)
-        raise text_io.decode_error(bad, encoding, "dataset.encoding", err) from None
+        bad = next((f for f in files if text_decoding.locate_decode_error(f, encoding) is not None), path)
+        raise text_decoding.decode_error(bad, encoding, "dataset.encoding", err) from None
 
 
 def read_pairs(path: str | Path, fmt: str | None = None, encoding: str | None = None) -> list[NLIPair]:

@@ -11,10 +11,10 @@ writes them in the authors' layout).
 """
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 from typing import Sequence
 
+from textcore import console
 from textcore.errors import ConfigError, MissingFileError, exit_on_user_error
 
 
@@ -22,7 +22,7 @@ def nli_pairs(path: Path, output: Path, encoding: str | None = None):
     """SimCSE's triplets (sent0, sent1, hard_neg) as entailment / contradiction pairs."""
     import pandas as pd
 
-    from datamodules.text_io import read_table
+    from datamodules.table_reader import read_table
 
     table = read_table(path, encoding)
     missing = [c for c in ("sent0", "sent1", "hard_neg") if c not in table.columns]
@@ -41,7 +41,7 @@ def nli_pairs(path: Path, output: Path, encoding: str | None = None):
 
 @exit_on_user_error
 def main(argv: Sequence[str] | None = None):
-    parser = argparse.ArgumentParser(prog="python tools.py prepare", description=__doc__.split("\n")[0])
+    parser = console.tool_parser("prepare", __doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     n = sub.add_parser("nli-pairs", help="SimCSE's NLI triplets as PairSupCon's labelled pairs")
     n.add_argument("--input", required=True, type=Path)
@@ -57,6 +57,4 @@ def main(argv: Sequence[str] | None = None):
 
 
 if __name__ == "__main__":
-    from textcore import console
-
     console.run_cli(main)

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
-from datamodules import text_io
+from datamodules import table_reader, text_decoding
 from datamodules.loader_options import LoaderSettings
 from datamodules.resume import ResumableData, ResumableSampler
 from datamodules.short_text_corpus import ShortTextCorpus, load_corpus
@@ -209,7 +209,7 @@ class ShortTextDataModule(LazyTokenizer, ResumableData, L.LightningDataModule):
         length_grouping: int = 0,
         drop_last: bool = False,
         seed: int = 0,
-        encoding: str = text_io.DEFAULT_ENCODING,
+        encoding: str = text_decoding.DEFAULT_ENCODING,
         hub_dataset: str | None = None,
         split: str = "train",
         subset: str | None = None,
@@ -246,7 +246,7 @@ class ShortTextDataModule(LazyTokenizer, ResumableData, L.LightningDataModule):
         self.eval_shuffle_seed = eval_shuffle_seed
         self.drop_last = drop_last
         self.seed = seed
-        self.encoding = text_io.check_encoding(encoding)
+        self.encoding = text_decoding.check_encoding(encoding)
         self.corpus: ShortTextCorpus | None = None
         if length_grouping < 0:
             raise DataConfigError(f"dataset.length_grouping must be >= 0 (0 = off), got {length_grouping}")
@@ -259,11 +259,11 @@ class ShortTextDataModule(LazyTokenizer, ResumableData, L.LightningDataModule):
             return
         if self.hub is not None and not self.path.is_file():
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            text_io.read_hub_dataset(*self.hub).to_parquet(self.path)
+            table_reader.read_hub_dataset(*self.hub).to_parquet(self.path)
         corpus = load_corpus(self.path, self.text_column, self.label_column, self.aug_columns, self.encoding)
         self.corpus = corpus
         if self.requested_clusters == "auto":
-            return  # run.resolve_auto_clusters sets requested_clusters from the texts, before K is used
+            return  # ctclust.training.auto_clusters sets requested_clusters from the texts, before K is used
         k = self.num_clusters_for(corpus)
         distinct = len(set(corpus.texts))
         if k > distinct:

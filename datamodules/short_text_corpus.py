@@ -10,7 +10,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from datamodules import text_io
+from datamodules import table_reader
 from textcore.errors import DataConfigError
 
 
@@ -40,8 +40,8 @@ def read_table(path: Path, encoding: str | None = None) -> pd.DataFrame:
             "to where the file is; the benchmark sets: `python tools.py download` (docs/data.md)."
         )
     try:
-        frame = text_io.read_table(path, encoding)
-    except text_io.EmptyTableError:
+        frame = table_reader.read_table(path, encoding)
+    except table_reader.EmptyTableError:
         raise DataConfigError(f"Data file '{path}' is empty: it needs a header row and at least one text.") from None
     if len(frame) == 0:
         raise DataConfigError(f"Data file '{path}' has a header but no rows: add texts to it.")
@@ -79,7 +79,7 @@ def load_corpus(
                 f"Set `{key.split('[')[0]}=...` to one of them"
                 + (", or use `dataset.augmentation=virtual` with `dataset.aug_columns=[]`." if "aug" in key else ".")
             )
-    file_lines = np.asarray(text_io.file_lines(path, encoding, len(frame)))
+    file_lines = np.asarray(table_reader.file_lines(path, encoding, len(frame)))
 
     def blank(values: pd.Series) -> pd.Series:
         return values.isna() | (values.fillna("").str.strip() == "")

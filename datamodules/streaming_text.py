@@ -30,7 +30,7 @@ import numpy as np
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
-from datamodules import text_io
+from datamodules import text_decoding
 from datamodules.loader_options import LoaderSettings
 from datamodules.resume import ResumableData, StreamSkip
 from datamodules.streaming import EpochAwareLoader, distributed_rank_world, shuffle_buffer
@@ -56,7 +56,7 @@ def check_text_file(path: str | Path, encoding: str | None = None) -> Path:
         raise TextFileError(
             f"Training text path {path} is a folder; set dataset.path to a text file, one sentence a line."
         )
-    if not any(line.strip() for line in text_io.iter_lines(path, encoding)):
+    if not any(line.strip() for line in text_decoding.iter_lines(path, encoding)):
         raise TextFileError(
             f"Training text file {path} is empty (no non-empty line); set dataset.path to a text file with "
             "one sentence per line."
@@ -129,7 +129,7 @@ class StreamingTextDataset(IterableDataset):
     def _texts(self) -> Iterator[str]:
         # a bad byte is reported at its own line (text files decode in chunks, so the line being read
         # when the error surfaces is not the one that holds the byte)
-        for line in text_io.iter_lines(self.path, self.encoding):
+        for line in text_decoding.iter_lines(self.path, self.encoding):
             text = line.strip()
             if text:
                 yield text
@@ -211,13 +211,13 @@ class StreamingTextDataModule(LazyTokenizer, ResumableData, L.LightningDataModul
         world_size: int | None = None,
         even_shards: bool = True,
         drop_last: bool = False,
-        encoding: str = text_io.DEFAULT_ENCODING,
+        encoding: str = text_decoding.DEFAULT_ENCODING,
         *,
         loader: LoaderSettings | Mapping,
     ):
         super().__init__()
         self.save_hyperparameters(ignore=["tokenizer", "loader"])  # speed settings: config_resolved.yaml has them
-        self.encoding = text_io.check_encoding(encoding)
+        self.encoding = text_decoding.check_encoding(encoding)
         self.path = check_text_file(path, self.encoding)  # fail before any model is loaded
         self.batch_size = batch_size
         self.max_length = max_length

@@ -29,7 +29,6 @@ from __future__ import annotations
 import atexit
 import json
 import logging
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -47,6 +46,7 @@ from callbacks.safety.run_lock import (
     restart_count,
 )
 from textcore import run_folder
+from textcore.device_settings import usable_cores
 from textcore.errors import USER_ERROR_EXIT_CODE, ConfigError, report_user_error
 from textcore.run_folder import folder_problem
 
@@ -103,14 +103,6 @@ class OutputFolderCheck(Callback):
         except FolderInUseError as err:
             report_user_error(err)
             sys.exit(USER_ERROR_EXIT_CODE)
-
-
-def usable_cores() -> int:
-    """Cores this process may run on (SLURM/cgroup affinity), not the machine's count."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # macOS, Windows
-        return os.cpu_count() or 1
 
 
 def threads_for_job(setting, launcher: DictConfig | dict | None, cores: int) -> int | None:

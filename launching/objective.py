@@ -106,8 +106,8 @@ def resolve_name(setting: str | None, default: str | None, results: Mapping) -> 
 
 def format_keys(results: Mapping, limit: int = 40) -> str:
     keys = numeric_paths(results)
-    shown = ", ".join(keys[:limit]) + (f", ... ({len(keys) - limit} more)" if len(keys) > limit else "")
-    return shown or "(none)"
+    listed = ", ".join(keys[:limit]) + (f", ... ({len(keys) - limit} more)" if len(keys) > limit else "")
+    return listed or "(none)"
 
 
 def objective_entry(setting: str | None, default: str | None, results: Mapping, rank_zero: bool = True) -> dict:

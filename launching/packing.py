@@ -60,14 +60,6 @@ class Slot:
         return {} if self.device.index is None else {"CUDA_VISIBLE_DEVICES": str(self.device.index)}
 
 
-def usable_cores() -> int:
-    """Cores this process may run on (SLURM/cgroup affinity), not the machine's count."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # macOS, Windows
-        return os.cpu_count() or 1
-
-
 def host_available_gib() -> float:
     """Memory the host can give new processes (``MemAvailable`` of /proc/meminfo; elsewhere the total)."""
     try:

@@ -27,7 +27,6 @@ float32 with TF32 matrix products (``tf32``) or bf16 autocast (``bf16``); the ta
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -43,7 +42,7 @@ from typing import Sequence
 from omegaconf import DictConfig, OmegaConf
 
 from evaluation.across_runs import paper_table
-from textcore import run_folder
+from textcore import console, run_folder
 from textcore.checkout import ROOT
 from textcore.errors import USER_ERROR_EXIT_CODE, ConfigError, exit_on_user_error
 
@@ -149,7 +148,7 @@ def run_state(folder: Path) -> tuple[str, Path | None, bool]:
 
 def launch_commands(run: Run, out: Path, launcher: str, overrides: Sequence[str]) -> list[list[str]]:
     base = [sys.executable, "run.py", "--multirun", f"experiment={run.experiment}",
-            f"hydra.sweep.dir={shown(out / run.experiment)}", "hydra.sweep.subdir=seed_${seed}"]
+            f"hydra.sweep.dir={relative_to_repo(out / run.experiment)}", "hydra.sweep.subdir=seed_${seed}"]
     if launcher == "slurm":
         base.append("hydra/launcher=slurm")
     commands = []
@@ -171,7 +170,7 @@ def packed_commands(run: Run, out: Path, overrides: Sequence[str], threads: int)
             checkpoint, finished = run.resume[seed]
             extra = [f"ckpt_path={checkpoint}", *(["eval_only=true"] if finished else [])]
         commands.append((seed, [sys.executable, "run.py", f"experiment={run.experiment}", f"seed={seed}",
-                                f"hydra.run.dir={shown(out / run.experiment / f'seed_{seed}')}",
+                                f"hydra.run.dir={relative_to_repo(out / run.experiment / f'seed_{seed}')}",
                                 f"threads_per_job={threads}", *extra, *overrides]))
     return commands
 
@@ -191,8 +190,8 @@ def launch_packed(jobs: list[tuple[str, int, list[str]]], slot_list: list, out: 
             log = logs / f"{experiment}_seed_{seed}.log"
             env = {**os.environ, **slot.environment(), "PROJECT_ROOT": str(ROOT)}
             pinned = " ".join(f"{k}={v}" for k, v in slot.environment().items())
-            print(f"$ {pinned + ' ' if pinned else ''}"
-                  + " ".join(shlex.quote(part) for part in ["python", *command[1:]]) + f"  > {shown(log)}", flush=True)
+            typed = " ".join(shlex.quote(part) for part in ["python", *command[1:]])
+            print(f"$ {pinned + ' ' if pinned else ''}{typed}  > {relative_to_repo(log)}", flush=True)
             handle = log.open("w")
             process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT)
             running[process] = (experiment, seed, slot, time.perf_counter(), handle, log)
@@ -209,7 +208,7 @@ def launch_packed(jobs: list[tuple[str, int, list[str]]], slot_list: list, out: 
             if process.returncode != 0:
                 failed.append(experiment)
                 print(f"failed: {experiment} seed {seed} (exit {process.returncode}) after {seconds:.0f} s; "
-                      f"its output: {shown(log)}", flush=True)
+                      f"its output: {relative_to_repo(log)}", flush=True)
             else:
                 print(f"finished: {experiment} seed {seed} in {seconds:.0f} s on {slot.device.label}", flush=True)
     wall = time.perf_counter() - began
@@ -330,7 +329,8 @@ def gpu_hours(cfg: DictConfig, rows: list[dict]) -> tuple[float | None, str]:
 
 
 # -- the command ------------------------------------------------------------------------------------
-def shown(path: Path) -> str:
+def relative_to_repo(path: Path) -> str:
+    """``path`` as the user reads it: relative to the repository when inside it."""
     try:
         return str(path.resolve().relative_to(ROOT))
     except ValueError:
@@ -372,7 +372,7 @@ def describe(table_name: str, table: dict, runs: list[Run], baselines: list[str]
     bench = gpu_rows(BENCHMARKS.read_text(encoding="utf-8")) if BENCHMARKS.is_file() else []
     total = len(runs) * len(seeds)
     lines = [f"{table_name}: {table['paper']}, {table['table']}: {len(runs)} rows x {len(seeds)} seeds = {total} runs "
-             f"into {shown(out)}", ""]
+             f"into {relative_to_repo(out)}", ""]
     hours_known, unknown = 0.0, 0
     for run in runs:
         hours, why = gpu_hours(run.cfg, bench)
@@ -385,8 +385,8 @@ def describe(table_name: str, table: dict, runs: list[Run], baselines: list[str]
         lines.append(f"  seeds: {len(run.done)} finished, {len(run.resume)} to resume, {len(run.fresh)} to start")
         for path, command in run.files:
             state = "present" if path.exists() else "MISSING"
-            lines.append(f"  data: {state:<7} {shown(path)}" + (f"  ({command})" if command and state != "present"
-                                                                  else ""))
+            fetch = f"  ({command})" if command and state != "present" else ""
+            lines.append(f"  data: {state:<7} {relative_to_repo(path)}{fetch}")
         gpu = f"{hours:.2f} GPU hours per run ({why})" if hours is not None else f"unknown ({why})"
         lines.append(f"  estimate: {gpu}")
         commands = (launch_commands(run, out, launcher, overrides) if packed_threads is None else
@@ -399,14 +399,13 @@ def describe(table_name: str, table: dict, runs: list[Run], baselines: list[str]
                  "`bash scripts/bench/gpu_node.sh` on the card)")
     if baselines:  # their JSON under <out> is read with the runs' results
         lines += ["", "untrained rows (not launched; run these, the table reads what they write):"]
-        lines += [f"  {line} --out {shown(out / 'baselines')}" for line in baselines]
+        lines += [f"  {line} --out {relative_to_repo(out / 'baselines')}" for line in baselines]
     return "\n".join(lines)
 
 
 @exit_on_user_error
 def main(argv: Sequence[str] | None = None) -> str:
-    parser = argparse.ArgumentParser(prog="python tools.py reproduce",
-                                     description=__doc__.split("\n")[0])
+    parser = console.tool_parser("reproduce", __doc__)
     parser.add_argument("table", help=f"one of: {', '.join(paper_table.available())} (or a .yaml file)")
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--rows", default=None, help="experiments of the table to run (default: all)")
@@ -432,7 +431,7 @@ def main(argv: Sequence[str] | None = None) -> str:
     table, runs, baselines = plan(args.table, seeds, only, out, overrides)
     threads = None
     if args.runs_per_gpu is not None:
-        from launching.packing import usable_cores
+        from textcore.device_settings import usable_cores
 
         slot_list = packing_plan(runs, args, overrides)  # refuses before anything runs when they do not fit
         threads = max(1, usable_cores() // len(slot_list))  # each run its share of the cores
@@ -468,7 +467,7 @@ def main(argv: Sequence[str] | None = None) -> str:
     (out / "paper_table.md").parent.mkdir(parents=True, exist_ok=True)
     (out / "paper_table.md").write_text(result, encoding="utf-8")
     print(result)
-    print(f"table: {shown(out / 'paper_table.md')}")
+    print(f"table: {relative_to_repo(out / 'paper_table.md')}")
     if failed:
         print(f"error: runs of {', '.join(dict.fromkeys(failed))} failed (their folders hold failed.json / "
               "results.json); run the same command again to retry them", file=sys.stderr)
@@ -477,6 +476,4 @@ def main(argv: Sequence[str] | None = None) -> str:
 
 
 if __name__ == "__main__":
-    from textcore import console
-
     console.run_cli(main)

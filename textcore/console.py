@@ -20,6 +20,7 @@ to stderr, so ``python run.py ... > table.txt`` captures only the table.
 """
 from __future__ import annotations
 
+import argparse
 import logging
 import sys
 import warnings
@@ -119,6 +120,15 @@ def _configure(root_handlers_present: bool | None) -> None:
         # download bars are named huggingface_hub.* and stay on
         disable_progress_bars()
         enable_progress_bars("huggingface_hub")
+
+
+TOOLS = "python tools.py"  # how a user starts a tool: tools.py beside run.py (ctclust.tools)
+
+
+def tool_parser(command: str, description: str, **kwargs) -> argparse.ArgumentParser:
+    """The head of every tool: the parser of ``python tools.py <command>``, whose help opens with the first line of
+    ``description`` (a module's docstring may be given whole); ``kwargs`` go to ``argparse.ArgumentParser``."""
+    return argparse.ArgumentParser(prog=f"{TOOLS} {command}", description=description.split("\n")[0], **kwargs)
 
 
 def run_cli(main: Callable[[], object], info_logs: bool = False) -> None:

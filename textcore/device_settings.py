@@ -52,11 +52,19 @@ class Device:
     cpus: int = 1
 
 
+def usable_cores() -> int:
+    """Cores this process may run on (SLURM/cgroup affinity), not the machine's count."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
+
+
 def run_device(accelerator: str | None) -> Device:
     """The device of a run whose trainer has ``accelerator`` (``cpu``, ``gpu``, ``cuda``, ``auto``)."""
     import torch
 
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cpus = usable_cores()
     wants_gpu = str(accelerator or "cpu").lower() in (*GPU_ACCELERATORS, "auto")
     if not wants_gpu or not torch.cuda.is_available():
         return Device("cpu", None, cpus)

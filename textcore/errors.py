@@ -50,6 +50,17 @@ def report_user_error(err: UserError) -> None:
     print(f"error: {err}", file=sys.stderr, flush=True)
 
 
+def report_user_error_or_raise(err: BaseException) -> UserError:
+    """What an entry point does with an exception it caught: the ``UserError`` that ``err`` is or wraps, reported
+    as one line on stderr and returned (the caller then exits with :data:`USER_ERROR_EXIT_CODE`); ``err`` raised
+    again when it wraps none, so a bug keeps its traceback."""
+    user_error = find_user_error(err)
+    if user_error is None:
+        raise err
+    report_user_error(user_error)
+    return user_error
+
+
 def exit_on_user_error(main: F) -> F:
     """Decorator for a CLI's ``main``: a ``UserError`` (possibly wrapped) becomes one line on stderr
     and exit status 2; other exceptions propagate with their traceback."""
@@ -59,10 +70,7 @@ def exit_on_user_error(main: F) -> F:
         try:
             return main(*args, **kwargs)
         except Exception as err:  # noqa: BLE001 - re-raised unless it is (or wraps) a user error
-            user_error = find_user_error(err)
-            if user_error is None:
-                raise
-            report_user_error(user_error)
+            report_user_error_or_raise(err)
             sys.exit(USER_ERROR_EXIT_CODE)
 
     return wrapper  # type: ignore[return-value]

@@ -3,7 +3,7 @@
 ``run.py`` writes one folder per run (``logs/train/runs/<method>_<dataset>/<time>``, a multirun's
 ``<sweep>/<n>``). Validation, the callbacks, the evaluation CLIs and the scripts all read the same few
 files from it; this module is the one place their names are spelled, low in the import graph so that
-every layer can use it. What the clustering files hold and how to read them: ``evaluation.run_report.run_files``.
+every layer can use it. What the clustering files hold and how to read them: ``evaluation.model_io.run_files``.
 """
 from __future__ import annotations
 

@@ -170,7 +170,7 @@ def check_num_clusters(cfg: DictConfig) -> None:
         if value is None or (key == "method.num_clusters" and value == data_k):
             continue
         if key == "dataset.num_clusters" and value == "auto":
-            continue  # chosen without labels before training (run.resolve_auto_clusters)
+            continue  # chosen without labels before training (ctclust.training.auto_clusters)
         if not is_int(value) or value < 2:
             raise ConfigError(
                 f"{key}={value!r}: clustering needs K >= 2 clusters (with K=1 every text is in the same cluster "
@@ -246,7 +246,7 @@ def check_budget(cfg: DictConfig) -> None:
 def check_encoding(cfg: DictConfig) -> None:
     encoding = select(cfg, "dataset.encoding")
     if encoding is not None:
-        from datamodules.text_io import check_encoding as check_codec
+        from datamodules.text_decoding import check_encoding as check_codec
 
         check_codec(encoding, "dataset.encoding")
 

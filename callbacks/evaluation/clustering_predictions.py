@@ -4,7 +4,7 @@ read from a run folder.
 Into ``output_dir``, after the clustering evaluator's final evaluation (``callbacks.evaluation.clustering_eval``):
 ``predictions.csv`` (row, file line, text, clusters, label), ``embeddings/after.npy`` (float16),
 ``embeddings/before_kmeans.npy`` and ``kmeans_centroids.npy`` + ``kmeans_centroids.json`` (the final KMeans: what
-``evaluation.model_io.predict`` assigns new texts with). File names: ``evaluation.run_report.run_files``. The
+``evaluation.model_io.predict`` assigns new texts with). File names: ``evaluation.model_io.run_files``. The
 report (``callbacks.evaluation.run_report``) describes and draws these files afterwards.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ import numpy as np
 from lightning.pytorch.callbacks import Callback
 
 from callbacks.evaluation.clustering_eval import evaluator_before
-from evaluation.run_report import run_files
+from evaluation.model_io import run_files
 from textcore.errors import writing
 
 CONFIG_SECTION = "dataset.callbacks.clustering_predictions"  # where conf/ keeps this callback's settings

@@ -11,7 +11,7 @@ from lightning.pytorch.callbacks import Callback
 
 from callbacks.evaluation.clustering_eval import ClusteringEvaluator
 from callbacks.evaluation.clustering_predictions import run_predictions
-from evaluation.run_report import run_files
+from evaluation.model_io import run_files
 from lightning_modules.shared.eval_outputs import cached_eval_outputs
 from textcore.errors import ConfigError
 

@@ -13,7 +13,7 @@ from typing import Sequence
 from lightning.pytorch.callbacks import Callback
 
 from callbacks.evaluation.sts_selection import StsSelection
-from evaluation.benchmarks.sts import SEVEN, encoder_encode_fn, evaluate_sts, markdown_table, stsb_dev_spearman
+from evaluation.benchmarks.sts import STS_TASKS, encoder_encode_fn, evaluate_sts, markdown_table, stsb_dev_spearman
 from evaluation.model_io.load import checkpoint_encoder_weights
 from textcore.errors import ConfigError, MissingFileError
 
@@ -53,7 +53,7 @@ class FinalStsEvaluation(Callback):
         data_dir: str,
         output_dir: str | None = None,
         weights: str = "best",
-        tasks: Sequence[str] = SEVEN,
+        tasks: Sequence[str] = STS_TASKS,
         aggregation: str = "all",
         pooling: str | None = None,
         max_length: int | None = None,

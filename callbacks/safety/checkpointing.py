@@ -228,7 +228,7 @@ class LastCheckpoint(Checkpoint):
             # after the epoch's end hooks (on_train_epoch_end below), so a resumed run starts the next epoch
             self._at_epoch_end = (stop, requested, final, periodic)
             return
-        self._act(trainer, stop, requested, final, periodic)
+        self._stop_or_save(trainer, stop, requested, final, periodic)
 
     def on_train_epoch_end(self, trainer, pl_module) -> None:
         stop, requested, final, periodic = self._at_epoch_end or (False, None, False, False)
@@ -236,9 +236,9 @@ class LastCheckpoint(Checkpoint):
         if not stop:  # a signal may also have come after the epoch's last step
             requested = interrupt.pending()
             (stop,) = self._any_rank(trainer, requested is not None)
-        self._act(trainer, stop, requested, final, periodic)
+        self._stop_or_save(trainer, stop, requested, final, periodic)
 
-    def _act(self, trainer, stop: bool, requested: int | None, final: bool, periodic: bool) -> None:
+    def _stop_or_save(self, trainer, stop: bool, requested: int | None, final: bool, periodic: bool) -> None:
         if stop:
             self.stop(trainer, requested, final=final)
         if final or periodic:

@@ -1,5 +1,6 @@
 """GPU out of memory during a run: one message naming the settings that decide what a step holds, with their
-values in effect (docs/reliability.md "Faults of many processes"; run_control turns the error into it).
+values in effect (docs/reliability.md "Faults of many processes"; the run's lifecycle turns the error into
+it).
 
 torch's own message says how many bytes were missing, not which setting of this project to change. What a
 training step holds on the GPU grows with ``batch_size`` (texts per step and process), the width of one encoder

@@ -14,10 +14,10 @@ Without this the other ranks wait for it in their next collective until the proc
   (``<run>/.ranks/<rank>.json``, touched every ``ddp.heartbeat_seconds``) is 6 periods older than this rank's (a
   frozen process, or a node fault on another host). Lightning's
   own observer of its child processes, which kills every process at once without a word, is replaced by it;
-- **the message**: when a collective fails because a rank died (gloo notices at once), run_control names it; when
-  this rank is stuck where nothing fails soon (NCCL waits for the timeout), the watch reports after a short grace
-  and ends the process itself. The checkpoint named is the last complete one: every save is atomic, and its step
-  is read from the file.
+- **the message**: when a collective fails because a rank died (gloo notices at once), the run's lifecycle
+  (``ctclust.training.lifecycle``) names it; when this rank is stuck where nothing fails soon (NCCL waits for the
+  timeout), the watch reports after a short grace and ends the process itself. The checkpoint named is the last
+  complete one: every save is atomic, and its step is read from the file.
 """
 from __future__ import annotations
 
@@ -100,7 +100,7 @@ def checkpoint_step(path: str | os.PathLike | None) -> int | None:
 
 
 class RankWatch(Callback):
-    """Watches the other ranks of a DDP run (module docstring). ``report`` (set by run_control) takes the dead
+    """Watches the other ranks of a DDP run (module docstring). ``report`` (set by the lifecycle) takes the dead
     ranks' description and returns the error to report: it writes what a stopped run writes."""
 
     def __init__(self, folder: str | os.PathLike, heartbeat_seconds: float = 10.0, poll_seconds: float = 1.0,
@@ -113,7 +113,7 @@ class RankWatch(Callback):
         self.world = 1
         self.peers: dict[int, dict] = {}
         self.children: list = []  # Lightning's launcher: the Popen of ranks 1.. of this node (rank 0 only)
-        self.handling = threading.Event()  # the main thread is handling a failure (run_control reports it)
+        self.handling = threading.Event()  # the main thread is handling a failure (the lifecycle reports it)
         self.report: Callable[[str], BaseException] | None = None
         self.exit = os._exit  # tests replace it
         self._stop = threading.Event()
@@ -261,11 +261,11 @@ class RankWatch(Callback):
                 last_beat = time.monotonic()
             dead = self.dead_peers(running=True)
             if dead:
-                self._act(dead)
+                self._report_dead_rank(dead)
                 return
 
-    def _act(self, dead: dict[int, str]) -> None:
-        """A rank died: the main thread, if a collective failed, reports it (run_control); if it has not begun to
+    def _report_dead_rank(self, dead: dict[int, str]) -> None:
+        """A rank died: the main thread, if a collective failed, reports it (the lifecycle); if it has not begun to
         within the grace (stuck in a collective that only the timeout would end), the report is made here."""
         if self.handling.wait(self.grace_seconds) or self._stop.is_set():
             return

@@ -17,14 +17,13 @@ from typing import Sequence
 
 from datamodules.augment.columns import CONTEXTUAL, CONTEXTUAL_MODEL, augment_file
 from datamodules.augment.eda import PAPER_ALPHA
-from textcore.errors import USER_ERROR_EXIT_CODE, find_user_error, report_user_error
+from textcore import console
+from textcore.errors import exit_on_user_error
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python tools.py augment",
-        description="Add EDA or masked-LM (contextual) augmentation columns to a short-text CSV/TSV.",
-    )
+    parser = console.tool_parser(
+        "augment", "Add EDA or masked-LM (contextual) augmentation columns to a short-text CSV/TSV.")
     parser.add_argument("input", type=Path, help="CSV or TSV file with a text column")
     parser.add_argument("--output", type=Path, help="file to write (the input is never overwritten)")
     parser.add_argument("--in-place", action="store_true", help="write the new columns into INPUT")
@@ -65,19 +64,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+@exit_on_user_error
+def main(argv: Sequence[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = build_parser().parse_args(argv)
-    try:
-        augment_file(args, argv)
-    except Exception as err:  # noqa: BLE001 - re-raised unless it is (or wraps) a user error
-        user_error = find_user_error(err)
-        if user_error is None:
-            raise
-        report_user_error(user_error)
-        return USER_ERROR_EXIT_CODE
-    return 0
+    augment_file(build_parser().parse_args(argv), argv)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    console.run_cli(main)

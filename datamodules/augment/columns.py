@@ -21,7 +21,7 @@ from typing import Sequence
 
 from datamodules.augment.eda import PAPER_ALPHA
 from datamodules.download.fetch import sha256_of
-from datamodules.text_io import table_separator
+from datamodules.table_reader import table_separator
 from textcore.atomic_files import atomic_write_text
 from textcore.errors import UserError
 
@@ -46,9 +46,9 @@ def settings_path(table: Path) -> Path:
 
 def read_table(path: Path, sep: str | None = None, encoding: str | None = None):
     """The file as strings exactly as written (no NaN for empty cells or the text "NA"): the project's reader
-    (``datamodules.text_io.read_table``, whose errors name the file and the line), in the tool's words where they
+    (``datamodules.table_reader.read_table``, whose errors name the file and the line), in the tool's words where they
     differ."""
-    from datamodules.text_io import read_table as read
+    from datamodules.table_reader import read_table as read
 
     if path.is_dir():
         raise AugmentError(f"input '{path}' is a folder; give a CSV or TSV file")

@@ -16,7 +16,7 @@ def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def shown(path: Path) -> Path:
+def relative_to_cwd(path: Path) -> Path:
     """``path`` relative to the working folder when it is inside it: the lines stay short and copyable."""
     try:
         return path.resolve().relative_to(Path.cwd().resolve())
@@ -47,7 +47,7 @@ def fetch_all(items: list[Item], dest: Path, every: float = 5.0) -> list[str]:
     for item in items:
         target = dest / item.path
         if target.exists():
-            log(f"{shown(target)}: present")
+            log(f"{relative_to_cwd(target)}: present")
             continue
         if item.url:
             host = urlparse(item.url).hostname
@@ -62,8 +62,8 @@ def fetch_all(items: list[Item], dest: Path, every: float = 5.0) -> list[str]:
             except Offline as err:
                 offline[host] = str(err)
                 then = f" (then run `{COMMAND} {item.name}`, which unpacks it)" if item.archive else ""
-                problems.append(f"missing {shown(target)}: no connection to {host} ({err}); download {item.url} "
-                                f"and put it at {shown(saved)}{then}")
+                problems.append(f"missing {relative_to_cwd(target)}: no connection to {host} ({err}); download "
+                                f"{item.url} and put it at {relative_to_cwd(saved)}{then}")
                 unavailable.add(item.name)
             except DownloadError as err:
                 problems.append(str(err))
@@ -71,8 +71,8 @@ def fetch_all(items: list[Item], dest: Path, every: float = 5.0) -> list[str]:
             continue
         lacking = [name for name in item.inputs if name in unavailable or not (dest / BY_NAME[name].path).exists()]
         if lacking:
-            problems.append(f"missing {shown(target)}: built from {', '.join(lacking)}, which is missing; run "
-                            f"`{COMMAND} {item.name}` again once it is there")
+            problems.append(f"missing {relative_to_cwd(target)}: built from {', '.join(lacking)}, which is missing; "
+                            f"run `{COMMAND} {item.name}` again once it is there")
             unavailable.add(item.name)
             continue
         log(f"{item.path}: building ({item.build})")

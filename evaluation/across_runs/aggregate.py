@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from evaluation.benchmarks.clustering_tasks import BENCHMARKS, SHORT_NAMES
-from textcore import run_folder
+from textcore import console, run_folder
 from textcore.errors import UserError, exit_on_user_error
 from textcore.run_folder import is_finite_number
 
@@ -469,10 +469,8 @@ def aggregate_folders(paths: Sequence[str | Path]) -> tuple[dict, list[Run]]:
 
 # -- CLI --------------------------------------------------------------------------------------------------------
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python tools.py aggregate",
-        description="Mean ± std over seeds of many runs: clustering (datasets as columns) and STS tables.",
-    )
+    parser = console.tool_parser(
+        "aggregate", "Mean ± std over seeds of many runs: clustering (datasets as columns) and STS tables.")
     parser.add_argument("paths", nargs="+", help="multirun folder(s) and/or run folders")
     parser.add_argument("--out", help="folder for aggregate.md/.csv/.json (default: the folder given, if only one)")
     parser.add_argument("--title", default=None, help="heading of the Markdown file")
@@ -497,6 +495,4 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    from textcore import console
-
     console.run_cli(main)

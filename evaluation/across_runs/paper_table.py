@@ -15,14 +15,13 @@ the rows without a run and the exact command that would make each.
 """
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
-from textcore import run_folder
+from textcore import console, run_folder
 from textcore.errors import ConfigError, MissingFileError, exit_on_user_error
 
 TABLES = Path(__file__).resolve().parent / "paper_tables"
@@ -169,8 +168,7 @@ def markdown(table: dict, result: dict) -> str:
 
 @exit_on_user_error
 def main(argv: Sequence[str] | None = None) -> str:
-    parser = argparse.ArgumentParser(prog="python tools.py paper-table",
-                                     description=__doc__.split("\n")[0])
+    parser = console.tool_parser("paper-table", __doc__)
     parser.add_argument("table", nargs="?", help=f"one of: {', '.join(available())} (or a .yaml file)")
     parser.add_argument("--runs", type=Path, help="folder searched for results.json and evaluate_model JSON files")
     parser.add_argument("--out", type=Path, default=None, help="also write the Markdown here")
@@ -193,6 +191,4 @@ def main(argv: Sequence[str] | None = None) -> str:
 
 
 if __name__ == "__main__":
-    from textcore import console
-
     console.run_cli(main)

@@ -64,7 +64,7 @@ def evaluate_encoder(
 ) -> dict:
     """Run the requested evaluations of ``encoder`` (a ``TextEncoder``) with ``pooling``.
 
-    Every text is embedded once per token limit (``evaluation.benchmarks.embedding_cache.EmbeddingCache``;
+    Every text is embedded once per token limit (``evaluation.model_io.embedding_cache.EmbeddingCache``;
     ``embedding_cache``: a folder that keeps the embeddings for later runs of the same weights).
     KMeans: ``kmeans_backend`` (needed with the clustering task) and ``kmeans_n_init`` (see ``evaluate_clustering``).
 
@@ -79,7 +79,7 @@ def evaluate_encoder(
     if unknown:
         raise ConfigError(f"unknown task(s) {unknown}; choose from {TASKS}")
 
-    from evaluation.benchmarks.embedding_cache import EmbeddingCache
+    from evaluation.model_io.embedding_cache import EmbeddingCache
 
     cache = EmbeddingCache(encoder, embedding_cache, batch_size)
 

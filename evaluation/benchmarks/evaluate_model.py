@@ -27,7 +27,6 @@ several such JSON files side by side.
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import sys
 import time
@@ -49,7 +48,7 @@ from evaluation.benchmarks.encoder_evaluation import (
     model_slug,
     write_outputs,
 )
-from textcore import run_folder
+from textcore import console, run_folder
 from textcore.device_settings import OUTSIDE_TRAINING
 from textcore.errors import ConfigError, exit_on_user_error
 from textcore.kmeans import KMEANS_BACKENDS
@@ -87,8 +86,7 @@ def evaluate_baseline(args, tasks: Sequence[str], label: str, log, start: float)
 
 @exit_on_user_error
 def main(argv: Sequence[str] | None = None) -> dict | str:
-    parser = argparse.ArgumentParser(prog="python tools.py evaluate",
-                                     description=__doc__.split("\n")[0])
+    parser = console.tool_parser("evaluate", __doc__)
     parser.add_argument("--model", help="run dir, .ckpt, sentence-transformers/HF folder, Hub name, minilm or tiny; "
                         "tfidf or bow: the bag-of-words clustering baselines")
     parser.add_argument(
@@ -249,6 +247,4 @@ def main(argv: Sequence[str] | None = None) -> dict | str:
 
 
 if __name__ == "__main__":
-    from textcore import console
-
     console.run_cli(main)

@@ -122,7 +122,7 @@ def local_task(path: str | Path, sts_range: tuple[float, float] = (0.0, 5.0)):
     from mteb.abstasks.sts import AbsTaskSTS
     from mteb.abstasks.task_metadata import TaskMetadata
 
-    from datamodules.text_io import read_table
+    from datamodules.table_reader import read_table
 
     path = Path(path)
     table = read_table(path)

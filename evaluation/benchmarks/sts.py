@@ -28,7 +28,6 @@ CLI: ``python tools.py sts --model minilm --out /tmp/sts``, or for a trained run
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -40,7 +39,8 @@ from typing import Callable, Sequence
 import numpy as np
 from scipy.stats import spearmanr
 
-from datamodules.text_io import decoding
+from datamodules.text_decoding import decoding
+from textcore import console
 from textcore.errors import ConfigError, MissingFileError, UserError, exit_on_user_error
 
 STS_YEARS: dict[str, tuple[str, ...]] = {
@@ -50,7 +50,7 @@ STS_YEARS: dict[str, tuple[str, ...]] = {
     "STS15": ("answers-forums", "answers-students", "belief", "headlines", "images"),
     "STS16": ("answer-answer", "headlines", "plagiarism", "postediting", "question-question"),
 }
-SEVEN: tuple[str, ...] = ("STS12", "STS13", "STS14", "STS15", "STS16", "STSB", "SICKR")
+STS_TASKS: tuple[str, ...] = ("STS12", "STS13", "STS14", "STS15", "STS16", "STSB", "SICKR")
 AGGREGATIONS = ("all", "mean", "wmean")
 # SentEval's task names, accepted as aliases.
 _ALIASES = {"STSBenchmark": "STSB", "SICKRelatedness": "SICKR", "STS-B": "STSB", "SICK-R": "SICKR"}
@@ -179,7 +179,7 @@ def load_task(data_dir: str | Path, task: str) -> list[PairSet]:
         return [read_stsb(data_dir, "test")]
     if task == "SICKR":
         return [read_sickr(data_dir)]
-    raise ConfigError(f"unknown STS task '{task}'; choose from {SEVEN}")
+    raise ConfigError(f"unknown STS task '{task}'; choose from {STS_TASKS}")
 
 
 # --------------------------------------------------------------------------------------- scoring
@@ -240,15 +240,15 @@ def evaluate_task(encode: Encode, sets: Sequence[PairSet], aggregation: str = "a
 
 def _canonical(task: str) -> str:
     task = _ALIASES.get(task, task)
-    if task not in SEVEN:
-        raise ConfigError(f"unknown STS task '{task}'; choose from {SEVEN} (or {sorted(_ALIASES)})")
+    if task not in STS_TASKS:
+        raise ConfigError(f"unknown STS task '{task}'; choose from {STS_TASKS} (or {sorted(_ALIASES)})")
     return task
 
 
 def evaluate_sts(
     encode: Encode,
     data_dir: str | Path,
-    tasks: Sequence[str] = SEVEN,
+    tasks: Sequence[str] = STS_TASKS,
     aggregation: str = "all",
     log: Callable[[str], None] | None = None,
 ) -> dict:
@@ -309,7 +309,7 @@ def stsb_dev_spearman(encode: Encode, data_dir: str | Path) -> float:
 def markdown_table(results: dict, label: str) -> str:
     """Headline table (Spearman x100) and a per-subset table for STS12–16."""
     names = results["avg_over"]
-    avg_name = "Avg." if len(names) == len(SEVEN) else f"Avg. ({len(names)} tasks)"
+    avg_name = "Avg." if len(names) == len(STS_TASKS) else f"Avg. ({len(names)} tasks)"
     head = "| Model | " + " | ".join(names) + f" | {avg_name} |"
     rule = "|" + "---|" * (len(names) + 2)
     row = f"| {label} | " + " | ".join(f"{100 * results['tasks'][t]['spearman']:.2f}" for t in names)
@@ -376,7 +376,7 @@ def encoder_encode_fn(
 
 @exit_on_user_error
 def main(argv: Sequence[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(prog="python tools.py sts", description=__doc__.split("\n")[0])
+    parser = console.tool_parser("sts", __doc__)
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--model", help="run folder, .ckpt, exported or Hugging Face model folder, Hub name, "
                         "'minilm' or 'tiny' (evaluation.model_io.load)")
@@ -393,7 +393,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
     )
     parser.add_argument("--data-dir", type=Path, default=_default_data_dir(), help="SentEval 'downstream' folder")
     parser.add_argument("--aggregation", default="all", choices=AGGREGATIONS)
-    parser.add_argument("--tasks", nargs="+", default=list(SEVEN))
+    parser.add_argument("--tasks", nargs="+", default=list(STS_TASKS))
     parser.add_argument("--batch-size", type=int, default=128)
     parser.add_argument(
         "--max-length",
@@ -439,6 +439,4 @@ def main(argv: Sequence[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    from textcore import console
-
     console.run_cli(main)

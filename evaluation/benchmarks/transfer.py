@@ -27,7 +27,6 @@ The task files are read by ``evaluation.benchmarks.senteval.readers``, the class
 """
 from __future__ import annotations
 
-import argparse
 import inspect
 import json
 import logging
@@ -62,6 +61,7 @@ from evaluation.benchmarks.senteval.tasks import (
     present_tasks,
     summarise,
 )
+from textcore import console
 from textcore.errors import exit_on_user_error
 
 # the classifiers (torch, scikit-learn) are imported where they are used: `tools.py transfer --help` needs neither
@@ -292,9 +292,9 @@ def to_markdown(result: dict, title: str = "SentEval transfer") -> str:
 
 @exit_on_user_error
 def main(argv: Sequence[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(
-        prog="python tools.py transfer",
-        description="SentEval transfer tasks on frozen embeddings under a named protocol (default: SentEval's "
+    parser = console.tool_parser(
+        "transfer",
+        "SentEval transfer tasks on frozen embeddings under a named protocol (default: SentEval's "
         "PyTorch logistic regression, as the papers report).",
     )
     parser.add_argument("--model", required=True, help="run folder, .ckpt, exported or Hugging Face model folder, "
@@ -392,6 +392,4 @@ def main(argv: Sequence[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    from textcore import console
-
     console.run_cli(main)

@@ -1,37 +1,31 @@
-"""Choose the number of clusters K without labels (docs/clusters.md, "Without labels").
+"""Choose the number of clusters K without labels (docs/clusters.md, "Without labels"), given the texts'
+embeddings: the scan and the recommendation, and their files. The command that reads a corpus or a run folder and
+embeds the texts is ``python tools.py choose-k`` (:mod:`evaluation.model_io.embed_and_choose_k`); ``run.py`` calls
+:func:`choose_k` for ``dataset.num_clusters=auto``.
 
-    python tools.py choose-k --input texts.csv [--text-column text] [--model minilm] --k 2:60
-    python tools.py choose-k --input logs/train/runs/<run>/<time> --k 2:60:2 --out choose_k/
+For each K, KMeans is fitted with ``seeds`` seeds (one restart each); the fit with the lowest inertia is scored
+with the label-free criteria of ``evaluation.clustering.label_free`` (silhouette with cosine distance on a seeded
+sample, Calinski-Harabasz, Davies-Bouldin), and the agreement of the seeds' partitions (mean pairwise ARI,
+``stability``) says how reproducible the partition is. HDBSCAN (scikit-learn), which needs no K, gives its own
+number of clusters as a reference.
 
-The texts are embedded once (``--embedding-cache`` keeps them on disk; a run folder gives its
-end-of-run embeddings, ``embeddings/after.npy``, and embeds nothing). For each K, KMeans is fitted
-with ``--seeds`` seeds (one restart each); the fit with the lowest inertia is scored with the
-label-free criteria of ``evaluation.clustering.label_free`` (silhouette with cosine distance on a seeded
-sample, Calinski-Harabasz, Davies-Bouldin), and the agreement of the seeds' partitions (mean
-pairwise ARI, ``stability``) says how reproducible the partition is. HDBSCAN (scikit-learn), which
-needs no K, gives its own number of clusters as a reference.
-
-The recommendation follows one stated rule (``--rule``, default ``silhouette``: the K with the highest
-mean cosine silhouette; ties to the smaller K). Any criterion can be the rule; the table shows all
-of them, so a reader can see where they disagree. Writes ``choose_k.json``, ``choose_k.md`` and
-``choose_k.png`` (the criteria against K) into ``--out``. A label column, if the file has one, is
-never read.
+The recommendation follows one stated rule (``rule``, default ``silhouette``: the K with the highest mean cosine
+silhouette; ties to the smaller K). Any criterion can be the rule; the table shows all of them, so a reader can see
+where they disagree. :func:`write_outputs` writes ``choose_k.json``, ``choose_k.md`` and ``choose_k.png`` (the
+criteria against K).
 """
 from __future__ import annotations
 
-import argparse
 import itertools
 import json
-import sys
 import time
 from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
 
-from textcore.device_settings import OUTSIDE_TRAINING
-from textcore.errors import ConfigError, MissingFileError, exit_on_user_error
-from textcore.kmeans import KMEANS_BACKENDS
+from evaluation.figures import new_figure, save_figure
+from textcore.errors import ConfigError
 
 RULES = {  # name -> (criterion key, direction)
     "silhouette": ("silhouette", "max"),
@@ -214,8 +208,6 @@ def to_markdown(result: dict, title: str) -> str:
 
 
 def plot(result: dict, path: Path, title: str) -> Path:
-    from evaluation.run_report.plots import new_figure, save_figure
-
     ks = [r["k"] for r in result["rows"]]
     panels = [("silhouette", "silhouette (cosine), higher is better"),
               ("calinski_harabasz", "Calinski-Harabasz, higher is better"),
@@ -248,110 +240,9 @@ def write_outputs(result: dict, out: Path, title: str) -> list[Path]:
     return [out / "choose_k.json", out / "choose_k.md", plot(result, out / "choose_k.png", title)]
 
 
-# -- inputs ------------------------------------------------------------------------------------------------
-def read_texts(path: Path, text_column: str, encoding: str | None = None) -> list[str]:
-    """The non-empty texts of ``text_column`` of a file in any format the project reads."""
-    from datamodules.text_io import read_table
-
-    table = read_table(path, encoding)
-    if text_column not in table.columns:
-        raise ConfigError(f"'{path}' has no column '{text_column}' (columns: {list(table.columns)}); "
-                          "set --text-column.")
-    texts = [t for t in table[text_column].dropna().astype(str) if t.strip()]
-    if len(texts) < 3:
-        raise ConfigError(f"'{path}': {len(texts)} non-empty texts in column '{text_column}'; K needs at least 3.")
-    return texts
-
-
 def scan_rows(total: int, max_texts: int) -> np.ndarray | None:
     """The sorted rows a scan of ``total`` texts runs on (a seeded sample of ``max_texts``), or None for all: embed
     only these, and :func:`choose_k` given their embeddings scans exactly what it would have drawn itself."""
     if not max_texts or total <= max_texts:
         return None
     return np.sort(np.random.default_rng(0).choice(total, max_texts, replace=False))
-
-
-def run_embeddings(run_dir: Path) -> np.ndarray:
-    path = run_dir / "embeddings" / "after.npy"
-    if not path.is_file():
-        raise MissingFileError(f"'{run_dir}' has no embeddings/after.npy (written by the end-of-run report); "
-                               "give the data file with --input and the run with --model instead.")
-    return np.load(path, mmap_mode="r")  # the scan takes its sample's rows only
-
-
-def embed_texts(texts: list[str], model: str, pooling: str | None, max_length: int | None, batch_size: int,
-                cache_dir: Path | None) -> np.ndarray:
-    from evaluation.benchmarks.embedding_cache import EmbeddingCache
-    from evaluation.model_io.load import load_encoder
-
-    encoder, pool = load_encoder(model, pooling)
-    if max_length is not None:
-        limit = min(int(encoder.tokenizer.model_max_length), int(encoder.backbone.config.max_position_embeddings))
-        if not 1 <= max_length <= limit:  # beyond the position embeddings the first long text stops the scan
-            raise ConfigError(f"--max-length {max_length}: model '{model}' reads 1 to {limit} tokens; "
-                              f"use e.g. --max-length 32 (the papers' clustering length).")
-        encoder.max_length = max_length
-    return EmbeddingCache(encoder, cache_dir, batch_size).encode(texts, pool)
-
-
-@exit_on_user_error
-def main(argv: Sequence[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(prog="python tools.py choose-k",
-                                     description=__doc__.split("\n")[0])
-    parser.add_argument("--input", required=True, type=Path,
-                        help="a text file (CSV/TSV, JSON Lines, Parquet, one text per line) or a run folder")
-    parser.add_argument("--text-column", default="text", help="column of the texts (plain text files: text)")
-    parser.add_argument("--encoding", default=None)
-    parser.add_argument("--model", default="minilm", help="encoder for a file: run folder, checkpoint, model folder, "
-                        "Hub name, minilm (default) or tiny")
-    parser.add_argument("--pooling", default=None, choices=("mean", "cls", "cls_before_pooler"))
-    parser.add_argument("--max-length", type=int, default=32, help="token limit (the papers' clustering length: 32)")
-    parser.add_argument("--k", default=DEFAULT_K, help="lo:hi, lo:hi:step or a list (default 2:60)")
-    parser.add_argument("--seeds", type=int, default=5, help="KMeans seeds per K (stability compares them)")
-    parser.add_argument("--rule", default="silhouette", choices=tuple(RULES))
-    parser.add_argument("--silhouette-sample", type=int, default=3000)
-    parser.add_argument("--max-texts", type=int, default=5000,
-                        help="scan a seeded sample of this many texts (0: all; the cost grows with N x K)")
-    parser.add_argument("--hdbscan-min-cluster-size", type=int, default=10)
-    parser.add_argument("--kmeans-backend", default=OUTSIDE_TRAINING["kmeans_backend"], choices=KMEANS_BACKENDS,
-                        help="KMeans implementation (default %(default)s)")
-    parser.add_argument("--batch-size", type=int, default=128)
-    parser.add_argument("--embedding-cache", type=Path, default=None)
-    parser.add_argument("--out", type=Path, default=None, help="folder for choose_k.json/.md/.png "
-                        "(default: <run>/choose_k or outputs/choose_k/<file stem>)")
-    args = parser.parse_args(argv)
-
-    def log(message: str) -> None:
-        print(message, file=sys.stderr, flush=True)
-
-    if args.input.is_dir():
-        embeddings, title = run_embeddings(args.input), args.input.name
-        parse_k(args.k, min(len(embeddings), args.max_texts or len(embeddings)))
-        out = args.out or args.input / "choose_k"
-    elif args.input.is_file():
-        texts = read_texts(args.input, args.text_column, args.encoding)
-        parse_k(args.k, min(len(texts), args.max_texts or len(texts)))  # before the (slow) embedding
-        keep = scan_rows(len(texts), args.max_texts)
-        if keep is not None:  # the scan's sample is all that is embedded
-            texts = [texts[i] for i in keep]
-        log(f"choose_k: embedding {len(texts)} texts of {args.input} with {args.model}")
-        embeddings = embed_texts(texts, args.model, args.pooling, args.max_length, args.batch_size,
-                                 args.embedding_cache)
-        title = f"{args.input.name} ({args.model})"
-        out = args.out or Path("outputs") / "choose_k" / args.input.stem
-    else:
-        raise MissingFileError(f"--input '{args.input}' does not exist.")
-    result = choose_k(embeddings, args.k, args.seeds, args.rule, args.silhouette_sample,
-                      args.hdbscan_min_cluster_size, kmeans_backend=args.kmeans_backend, log=log,
-                      max_texts=args.max_texts)
-    paths = write_outputs(result, out, title)
-    rec = result["recommended"]
-    print(f"recommended K = {rec['k']} ({rec['rule_text']}); HDBSCAN: {result['hdbscan'].get('clusters')} clusters")
-    print("wrote " + ", ".join(str(p) for p in paths))
-    return result
-
-
-if __name__ == "__main__":
-    from textcore import console
-
-    console.run_cli(main)

@@ -27,7 +27,7 @@ Calinski-Harabasz and Dunn follow ``torchmetrics.functional.clustering``'s defin
 (:func:`spread_statistics`, tested equal to those), so that a million embeddings cost two linear passes and no
 float64 copy. :func:`davies_bouldin` does not use ``torch.cdist``, whose matrix-product path (used beyond 25 rows)
 leaves the diagonal slightly above zero, so that from 26 clusters on each cluster's ratio to itself dominates (on
-SearchSnippets at K = 30: 3192 against scikit-learn's 4.16; docs/history/results_2026-11.md, issue 20). Only the
+SearchSnippets at K = 30: 3192 against scikit-learn's 4.16; docs/history/results_2026-11.md, "Without labels"). Only the
 silhouette is quadratic: it is computed on a seeded sample.
 """
 from __future__ import annotations

@@ -23,12 +23,11 @@ writes the folders and the card only.
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 from typing import Sequence
 
-from textcore import run_folder
+from textcore import console, run_folder
 from textcore.errors import ConfigError, UserError, exit_on_user_error
 
 ST_POOLING = {"mean": "mean", "cls_before_pooler": "cls", "cls": "cls"}
@@ -155,7 +154,7 @@ def copy_cluster_files(model_ref: str | Path, st_dir: Path) -> list[str]:
     sentence-transformers folder so that ``evaluation.model_io.predict --run <that folder>`` can assign new texts."""
     import shutil
 
-    from evaluation.run_report import run_files
+    from evaluation.model_io import run_files
 
     ref = Path(model_ref)
     run_dir = ref.parent.parent if ref.suffix == ".ckpt" else ref
@@ -170,7 +169,7 @@ def copy_cluster_files(model_ref: str | Path, st_dir: Path) -> list[str]:
 
 @exit_on_user_error
 def main(argv: Sequence[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(prog="python tools.py export", description=__doc__.split("\n")[0])
+    parser = console.tool_parser("export", __doc__)
     parser.add_argument("--run", required=True, help="run dir, .ckpt, or any model reference load_encoder accepts")
     parser.add_argument("--out", required=True, type=Path, help="output folder (hf/ and sentence-transformers/)")
     parser.add_argument("--pooling", default=None, choices=sorted(ST_POOLING), help="default: the model's eval pooling")
@@ -191,6 +190,4 @@ def main(argv: Sequence[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    from textcore import console
-
     console.run_cli(main)

@@ -26,7 +26,8 @@ import torch
 
 from textcore import run_folder
 from textcore.encoding.backbone import BackboneUnavailableError
-from textcore.encoding.encoder import POOLINGS, EncoderSettings, TextEncoder
+from textcore.encoding.encoder import EncoderSettings, TextEncoder
+from textcore.encoding.pooling import POOLINGS
 from textcore.errors import UserError
 
 log = logging.getLogger(__name__)

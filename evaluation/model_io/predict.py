@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
-from evaluation.run_report import run_files
+from evaluation.model_io import run_files
 from textcore import run_folder
 from textcore.errors import MissingFileError, UserError, exit_on_user_error
 
@@ -163,9 +163,9 @@ CHUNK_ROWS = 20_000  # rows read, embedded, assigned and written at a time: the 
 
 
 def text_chunks(path: Path, text_column: str, encoding: str | None = None, chunk_rows: int | None = None):
-    """(first row number, texts, blank mask) of each chunk of ``path`` (``datamodules.text_io.iter_table``), the
+    """(first row number, texts, blank mask) of each chunk of ``path`` (``datamodules.table_reader.iter_table``), the
     column checked in the first chunk; a missing column in a later chunk of a JSON Lines file is a blank."""
-    from datamodules.text_io import iter_table
+    from datamodules.table_reader import iter_table
 
     path = Path(path)
     if not path.is_file():
@@ -192,7 +192,7 @@ def text_chunks(path: Path, text_column: str, encoding: str | None = None, chunk
 
 def read_texts(path: Path, text_column: str, encoding: str | None = None) -> tuple[list[str], np.ndarray, list[int]]:
     """(texts, blank mask, file line of each row) of a whole file (:func:`text_chunks` joined; for small files)."""
-    from datamodules.text_io import file_lines
+    from datamodules.table_reader import file_lines
 
     texts, blanks = [], []
     for _, chunk, blank in text_chunks(path, text_column, encoding):
@@ -265,7 +265,11 @@ def predict(reference, input_path, text_column: str = "text", output=None, assig
             shards.remove_folder(folder)
         return {k: v for k, v in summary.items() if k != "blank_rows"}
 
-    options = dict(use_head=use_head, words=words, batch_size=batch_size, context_size=context_size, seed=seed,
+    make_context = None
+    if use_head and model.module.cluster_context:
+        def make_context():
+            return _context_embeddings(model, context_size, seed, batch_size)
+    options = dict(assign=_assign, make_context=make_context, use_head=use_head, words=words, batch_size=batch_size,
                    embeddings=embeddings, accelerator=accelerator, devices=devices, num_nodes=num_nodes,
                    finish=finish)
     if output is None:  # rows in memory: the parts live in a temporary folder
@@ -293,7 +297,7 @@ def _uses_head(model: ClusterModel, reference, assign: str) -> bool:
 
 def _warn_blank_rows(input_path: Path, encoding, summary: dict) -> None:
     """One warning for the rows without text, naming the file lines of the first ten."""
-    from datamodules.text_io import file_lines
+    from datamodules.table_reader import file_lines
 
     lines = file_lines(input_path, encoding, summary["rows"])
     shown = [lines[i] for i in summary["blank_rows"]]

@@ -91,28 +91,24 @@ class CorpusShards(L.LightningDataModule):
 class ClusterPredictor(L.LightningModule):
     """A run's encoder with its head or its KMeans centres, assigning the texts of one shard per step.
 
-    ``model``: ``evaluation.model_io.predict.ClusterModel``; ``words``: cluster -> its top words."""
+    ``model``: ``evaluation.model_io.predict.ClusterModel``; ``assign(model, embeddings, context, use_head)`` ->
+    (cluster, confidence, margin) of each embedding; ``make_context()``: the embeddings a head that reads other
+    texts attends to (AECL), made on each process once the model is on its device (None: no such head);
+    ``words``: cluster -> its top words."""
 
-    def __init__(self, model, use_head: bool, words: dict, batch_size: int, context_size: int | None, seed: int,
-                 embeddings: bool):
+    def __init__(self, model, assign, make_context, use_head: bool, words: dict, batch_size: int, embeddings: bool):
         super().__init__()
-        self.model = model
+        self.model, self.assign, self.make_context = model, assign, make_context
         # the weights Lightning moves to the device: the whole module (the head needs it), else the encoder
         self.network = model.module if model.module is not None else model.encoder
-        self.use_head, self.words, self.batch_size = use_head, words, batch_size
-        self.context_size, self.seed, self.keep_embeddings = context_size, seed, embeddings
+        self.use_head, self.words, self.batch_size, self.keep_embeddings = use_head, words, batch_size, embeddings
         self.context = None
 
     def on_predict_start(self) -> None:
-        if self.use_head and self.model.module.cluster_context:  # the same draw on every rank
-            from evaluation.model_io.predict import _context_embeddings
-
-            self.context = _context_embeddings(self.model, self.context_size, self.seed, self.batch_size).to(
-                self.device)
+        if self.make_context is not None:  # the same draw on every rank
+            self.context = self.make_context().to(self.device)
 
     def predict_step(self, batch: dict, batch_idx: int) -> dict:
-        from evaluation.model_io import predict  # its _assign, looked up now (tests count the calls)
-
         texts, blank = batch["texts"], batch["blank"]
         n = len(texts)
         keep = np.flatnonzero(~blank)
@@ -123,7 +119,7 @@ class ClusterPredictor(L.LightningModule):
         if len(keep):
             embedded = self.model.encoder.encode([texts[i] for i in keep], batch_size=self.batch_size,
                                                  pooling=self.model.pooling)
-            chosen, conf, lead = predict._assign(self.model, embedded, self.context, self.use_head)
+            chosen, conf, lead = self.assign(self.model, embedded, self.context, self.use_head)
             cluster[keep] = chosen
             confidence[keep] = np.round(np.asarray(conf, dtype=np.float64), 6)
             margin[keep] = np.round(np.asarray(lead, dtype=np.float64), 6)
@@ -207,11 +203,12 @@ def peak_memory_bytes() -> int:
     return int(peak if sys.platform == "darwin" else peak * 1024)
 
 
-def predict_on_devices(model, input_chunks, folder: Path, plan: dict, shard_rows: int, *, use_head: bool,
-                       words: dict, batch_size: int, context_size: int | None, seed: int, embeddings: bool,
-                       accelerator: str, devices, num_nodes: int, finish=None):
-    """Run the prediction of ``plan`` into ``folder`` on ``devices`` x ``num_nodes`` processes; on rank 0 the result
-    of ``finish(summary)`` (the summary when None), elsewhere None."""
+def predict_on_devices(model, input_chunks, folder: Path, plan: dict, shard_rows: int, *, assign, make_context,
+                       use_head: bool, words: dict, batch_size: int, embeddings: bool, accelerator: str, devices,
+                       num_nodes: int, finish=None):
+    """Run the prediction of ``plan`` into ``folder`` on ``devices`` x ``num_nodes`` processes (``ClusterPredictor``
+    for ``model``, ``assign``, ``make_context``); on rank 0 the result of ``finish(summary)`` (the summary when
+    None), elsewhere None."""
     import warnings
 
     warnings.filterwarnings("ignore", message=".*infer the batch indices.*")  # one batch is one shard
@@ -221,7 +218,7 @@ def predict_on_devices(model, input_chunks, folder: Path, plan: dict, shard_rows
     trainer = L.Trainer(accelerator=accelerator, devices=devices, num_nodes=num_nodes, strategy="auto",
                         callbacks=[writer], use_distributed_sampler=False, logger=False, enable_checkpointing=False,
                         enable_progress_bar=False, enable_model_summary=False)
-    module = ClusterPredictor(model, use_head, words, batch_size, context_size, seed, embeddings)
+    module = ClusterPredictor(model, assign, make_context, use_head, words, batch_size, embeddings)
     data = CorpusShards(folder, input_chunks, shard_rows, plan)
     trainer.predict(module, datamodule=data, return_predictions=False)
     return writer.result if trainer.is_global_zero else None

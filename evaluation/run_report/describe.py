@@ -21,7 +21,6 @@ sentence-transformers export) have top words too.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 from collections import Counter
@@ -30,10 +29,10 @@ from typing import Sequence
 
 import numpy as np
 
-from evaluation.run_report import run_files
+from evaluation.model_io import run_files
 from evaluation.run_report.ctfidf import top_words
 from evaluation.run_report.plots import PROJECTIONS
-from evaluation.run_report.run_files import run_embeddings  # lived here before; importers keep this name
+from textcore import console
 from textcore.errors import exit_on_user_error, writing
 
 log = logging.getLogger(__name__)
@@ -120,7 +119,7 @@ def cluster_report(run_dir: str | Path, top_n: int = 10, representatives: int = 
     backbone = run_files.config_value(cfg, "dataset.tokenizer") or run_files.config_value(cfg, "backbone.name")
     terms = resolve_tokenizer(tokenizer, predictions.texts)
     if embeddings is None:
-        embeddings = run_embeddings(run_dir, predictions.texts)
+        embeddings = run_files.run_embeddings(run_dir, predictions.texts)
     k = run_files.num_clusters(run_dir, predictions)
     return {
         "run": str(run_dir),
@@ -201,8 +200,7 @@ def markdown(report: dict) -> str:
 
 @exit_on_user_error
 def main(argv: Sequence[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(prog="python tools.py describe",
-                                     description=__doc__.split("\n")[0])
+    parser = console.tool_parser("describe", __doc__)
     parser.add_argument("run", type=Path, help="run folder (holds predictions.csv)")
     parser.add_argument("--top-words", type=int, default=10, help="words per cluster (default 10)")
     parser.add_argument("--representatives", type=int, default=3, help="texts per cluster (default 3)")
@@ -223,7 +221,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
         parser.error(f"--max-points must be >= 0 (0: every text), got {args.max_points}")
     embeddings = None
     if args.html:  # read once, for the descriptions and the map
-        embeddings = run_embeddings(args.run, run_files.load_predictions(args.run).texts)
+        embeddings = run_files.run_embeddings(args.run, run_files.load_predictions(args.run).texts)
     report = describe_run(args.run, args.top_words, args.representatives, embeddings=embeddings,
                           tokenizer=args.tokenizer)
     print(f"wrote {args.run / run_files.CLUSTERS_MD} and {args.run / run_files.CLUSTERS_JSON}")
@@ -243,6 +241,4 @@ def main(argv: Sequence[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    from textcore import console
-
     console.run_cli(main, info_logs=True)

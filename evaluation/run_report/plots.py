@@ -27,7 +27,6 @@ uses umap-learn, ``pca`` is instant.
 """
 from __future__ import annotations
 
-import argparse
 import logging
 import warnings
 from pathlib import Path
@@ -36,7 +35,9 @@ from typing import Sequence
 import numpy as np
 
 from evaluation.clustering.confusion import matched_confusion
-from evaluation.run_report import run_files
+from evaluation.figures import new_figure, save_figure
+from evaluation.model_io import run_files
+from textcore import console
 from textcore.errors import exit_on_user_error
 
 log = logging.getLogger(__name__)
@@ -44,7 +45,6 @@ log = logging.getLogger(__name__)
 PROJECTIONS = ("tsne", "umap", "pca")
 MAX_LEGEND = 20
 TSNE_ITERATIONS = 500  # the map of 1000 iterations looks the same on the demo (checked), at twice the cost
-DPI = 100
 
 
 # -- maths -------------------------------------------------------------------------------------------------
@@ -147,18 +147,6 @@ def cluster_colour_index(labels, clusters, num_clusters: int) -> dict[int, int]:
 
 
 # -- figures ---------------------------------------------------------------------------------------------
-def new_figure(width: float, height: float):
-    from matplotlib.figure import Figure
-
-    return Figure(figsize=(width, height), dpi=DPI, layout="constrained")
-
-
-def save_figure(fig, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=DPI)
-    return path
-
-
 def _scatter(ax, xy: np.ndarray, colour_ids: np.ndarray, colours: list, title: str) -> None:
     size = 4 if len(xy) > 2000 else 9
     ax.scatter(xy[:, 0], xy[:, 1], c=[colours[i] for i in colour_ids], s=size, linewidths=0, alpha=0.8,
@@ -425,7 +413,7 @@ def _cluster_plots(run_dir, out, title, projection, max_points, seed, partition,
 
 @exit_on_user_error
 def main(argv: Sequence[str] | None = None) -> list[Path]:
-    parser = argparse.ArgumentParser(prog="python tools.py plots", description=__doc__.split("\n")[0])
+    parser = console.tool_parser("plots", __doc__)
     parser.add_argument("run", type=Path, help="run folder")
     parser.add_argument("--projection", default="tsne", choices=PROJECTIONS, help="2-D map (default tsne)")
     parser.add_argument("--max-points", type=int, default=3000, help="texts drawn on the maps (default 3000)")
@@ -440,6 +428,4 @@ def main(argv: Sequence[str] | None = None) -> list[Path]:
 
 
 if __name__ == "__main__":
-    from textcore import console
-
     console.run_cli(main, info_logs=True)

@@ -59,7 +59,7 @@ from scripts.bench.reference_step import AuthorsSCCLStep  # noqa: E402
 from scripts.bench.report import EVAL_VARIANTS, PARTS, document, machine, render  # noqa: E402
 from scripts.bench.scale import part_scale  # noqa: E402
 from textcore.device_settings import Device, device_defaults  # noqa: E402
-from textcore.encoding.encoder import CHUNK_IF_BELOW  # noqa: E402
+from textcore.encoding.chunking import CHUNK_IF_BELOW  # noqa: E402
 from textcore.encoding.token_batches import length_chunks  # noqa: E402
 
 BATCH = 64
@@ -331,8 +331,8 @@ def part_train(args) -> dict:
 def part_eval(args) -> dict:
     from datamodules.short_text_corpus import load_corpus
     from evaluation.benchmarks.clustering_tasks import BENCHMARKS, clustering_sets
-    from evaluation.benchmarks.embedding_cache import EmbeddingCache
     from evaluation.clustering.metrics import clustering_scores
+    from evaluation.model_io.embedding_cache import EmbeddingCache
     from evaluation.model_io.load import load_encoder
     from textcore.kmeans import kmeans_fit
 
@@ -436,8 +436,8 @@ def peak_memory_of_run(data_dir: str, steps: int, chunk: int) -> dict:
     start = time.perf_counter()
     done = subprocess.run([sys.executable, "-c", code, *command], cwd=ROOT, check=True, capture_output=True, text=True)
     # no machine path in the report: the repository's own folders relative, others from its parent
-    shown = [part.replace(str(ROOT) + os.sep, "").replace(str(ROOT.parent), "..") for part in command[1:]]
-    return {"command": " ".join(shown), "peak_gib": int(done.stdout.strip()) / 1024**2,
+    portable = [part.replace(str(ROOT) + os.sep, "").replace(str(ROOT.parent), "..") for part in command[1:]]
+    return {"command": " ".join(portable), "peak_gib": int(done.stdout.strip()) / 1024**2,
             "wall_seconds": time.perf_counter() - start}
 
 

@@ -4,8 +4,8 @@
 #
 #   bash scripts/bench/gpu_node.sh          # on the GPU node: paper-scale rows, about 6 minutes on an H100
 #   bash scripts/bench/gpu_node.sh --tiny   # the same code at tiny scale on a CPU (a bundle made with --tiny does)
-#   bash scripts/bench/gpu_node.sh --issue41 [PARTS]          # issue 41's measurements (scripts/bench/gpu_session.py):
-#   bash scripts/bench/gpu_node.sh --tiny --issue41 [PARTS]   #   quality,precision,profile,packing,steps; BUDGET (540 s)
+#   bash scripts/bench/gpu_node.sh --session [PARTS]          # the prepared session (scripts/bench/gpu_session.py):
+#   bash scripts/bench/gpu_node.sh --tiny --session [PARTS]   #   quality,precision,profile,packing,steps; BUDGET (540 s)
 #
 # It times SCCL, AECL and PairSupCon steps at the papers' batch sizes (scripts/bench/gpu.py: fp32 and bf16, one
 # padded call or chunks of 8192 tokens, with and without cached gradients), SCCL end to end (Trainer.fit on the
@@ -19,13 +19,13 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 bundle="${BUNDLE:-.gpu}"
 tiny=false
-issue41=""
+session=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --tiny) tiny=true ;;
-    --issue41) issue41="quality,precision,profile,packing,steps"
-      if [ -n "${2:-}" ] && [ "${2#--}" = "$2" ]; then issue41="$2"; shift; fi ;;
-    *) echo "gpu_node: unknown argument $1 (--tiny, --issue41 [PARTS])" >&2; exit 2 ;;
+    --session) session="quality,precision,profile,packing,steps"
+      if [ -n "${2:-}" ] && [ "${2#--}" = "$2" ]; then session="$2"; shift; fi ;;
+    *) echo "gpu_node: unknown argument $1 (--tiny, --session [PARTS])" >&2; exit 2 ;;
   esac
   shift
 done
@@ -71,9 +71,10 @@ EOF
 # a bundle made with --small carries MiniLM's weights in float16: float32 again before anything loads them
 "$python" scripts/bench/gpu_bundle.py --widen "$bundle" >>"$log" 2>&1 || { say "could not widen the weights"; exit 1; }
 
-if [ -n "$issue41" ]; then
-  # issue 41 (docs/gpu.md, "The measurements left"): the parts within BUDGET seconds; the files to copy back in $out
-  "$python" scripts/bench/gpu_session.py --parts "$issue41" --budget-s "${BUDGET:-540}" --bundle "$bundle" \
+if [ -n "$session" ]; then
+  # the prepared session (docs/gpu.md, "The prepared session"): the parts within BUDGET seconds; the files to copy
+  # back in $out
+  "$python" scripts/bench/gpu_session.py --parts "$session" --budget-s "${BUDGET:-540}" --bundle "$bundle" \
     --data-dir "$data" --work "${WORK:-logs/gpu_session}" --collect "$out" $([ $tiny = true ] && echo --tiny) \
     2>>"$log"
   exit $?

@@ -1,5 +1,5 @@
-"""Issue 41's measurements on one GPU, in parts that fit a short allocation (docs/gpu.md, "The measurements
-left"); run by ``bash scripts/bench/gpu_node.sh --issue41 [PARTS]``, which sets up the bundle's Python first.
+"""The prepared GPU measurement session, in parts that fit a short allocation (docs/gpu.md, "The prepared
+session"); run by ``bash scripts/bench/gpu_node.sh --session [PARTS]``, which sets up the bundle's Python first.
 
 Parts, in the order they run (``--parts``, default all of them):
 
@@ -18,8 +18,8 @@ Parts, in the order they run (``--parts``, default all of them):
   (scripts/bench/gpu.py; other modes, e.g. CUDA graphs: ``gpu.py --compile reduce-overhead``).
 
 In a short allocation (a scheduler's time limit of minutes) the parts go in two commands, one after the other:
-``--issue41 quality`` and ``BUDGET=480 ... --issue41 precision,profile,packing,steps`` (about 7 and 8 minutes by
-the estimates above); a part that does not fit is printed as not run, for a later ``--issue41 <parts>``. With
+``--session quality`` and ``BUDGET=480 ... --session precision,profile,packing,steps`` (about 7 and 8 minutes by
+the estimates above); a part that does not fit is printed as not run, for a later ``--session <parts>``. With
 more time, all of them at once with a larger ``BUDGET``.
 
 A part starts only if its expected time (``EXPECTED``, seconds on an H100) fits in what is left of ``--budget-s``;
@@ -47,7 +47,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 PARTS = ("quality", "precision", "profile", "packing", "steps")
-# seconds on an H100, estimated (nothing of issue 41 was measured yet): quality from the authors' fp32 loop at 3.85
+# seconds on an H100, estimated (no part has run on a GPU yet): quality from the authors' fp32 loop at 3.85
 # steps/s with DistilBERT (BENCHMARKS.md) scaled to MiniLM (a quarter of the matrix work), 12 runs sharing the card
 EXPECTED = {"quality": 400, "precision": 120, "profile": 110, "packing": 100, "steps": 130}
 EXPECTED_TINY = {"quality": 45, "precision": 30, "profile": 40, "packing": 80, "steps": 60}
@@ -108,24 +108,15 @@ def packing_command(n: int, args, work: Path) -> list[str]:
                  "dataset.callbacks.clustering_eval.kmeans_n_init=2", "method.callbacks.centroid_init.n_init=2",
                  "callbacks.report.plots=false"]
     else:
-        bench = _gpu_bench()
-        folder = bench.backbone_folder("distilbert-base", False, work / "backbones")
+        from scripts.bench.gpu_steps.shared import backbone_folder
+
+        folder = backbone_folder("distilbert-base", False, work / "backbones")
         scale = [f"backbone.name={folder}", f"trainer.max_steps={PACKING_STEPS}",
                  f"dataset.callbacks.clustering_eval.every_n_steps={PACKING_EVERY}"]
     seeds = ",".join(str(s) for s in range(n))
     return [python(), "tools.py", "reproduce", "sccl_table1", "--rows", "sccl_stackoverflow", "--seeds", seeds,
             "--runs-per-gpu", str(n), "--precision", "bf16" if not args.tiny else "fp32", "--out", str(out),
             *common, *scale, "print_table=false"]
-
-
-def _gpu_bench():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("scripts_bench_gpu", ROOT / "scripts" / "bench" / "gpu.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 # -- what each part gave ----------------------------------------------------------------------------------------
@@ -274,8 +265,8 @@ def main(argv=None) -> dict:
         results[part] = run_part(part, args, work, deadline)
     device = _device()
     when = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    lines = [f"# Issue 41 measurements: {device}, {when}", "",
-             f"`bash scripts/bench/gpu_node.sh --issue41 {','.join(parts)}`"
+    lines = [f"# GPU session: {device}, {when}", "",
+             f"`bash scripts/bench/gpu_node.sh --session {','.join(parts)}`"
              + (" (--tiny: smoke scale on a CPU, not a measurement)" if args.tiny else ""), ""]
     for part in parts:
         text = section(part, work, args.tiny)

@@ -1,9 +1,9 @@
-"""Where the time of a training step goes outside the GPU step (issue 41), and the host syncs of every method.
+"""Where the time of a training step goes outside the GPU step, and the host syncs of every method.
 
 BENCHMARKS.md ("GPU end to end") measured SCCL's bf16 loop at 0.49-0.76x its raw step: 12-38 ms of every step
-spent outside the step itself. This script profiles ``run.train`` (the real DataModule, callbacks, logging and
+spent outside the step itself. This script profiles ``train(cfg)`` (the real DataModule, callbacks, logging and
 optimizer of ``python run.py``) and, beside it, the raw step of the same module and batch layout
-(scripts/bench/gpu.py's ``measure``: one batch reused, nothing else), and attributes a step's wall time:
+(scripts/bench/gpu_steps/raw_step.py's ``measure``: one batch reused, nothing else), and attributes a step's wall time:
 
 - Lightning's own profiling hooks (every action Lightning times: fetching the next batch, moving it to the
   device, ``training_step``, ``backward``, the optimizer step, each callback's and the module's hooks), recorded
@@ -36,7 +36,6 @@ import argparse
 import collections
 import contextlib
 import datetime as dt
-import importlib.util
 import json
 import sys
 import tempfile
@@ -46,18 +45,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+import torch  # noqa: E402
 
-def _gpu_bench():
-    """scripts/bench/gpu.py (the backbones, the raw step, the run.py overrides of an end-to-end row)."""
-    spec = importlib.util.spec_from_file_location("scripts_bench_gpu", Path(__file__).with_name("gpu.py"))
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-GPU = _gpu_bench()
-import torch  # noqa: E402  (gpu.py sets the environment first)
+# the backbones, the raw step and the run.py overrides of the GPU benchmarks (scripts/bench/gpu.py)
+from scripts.bench.gpu_steps import shared  # noqa: E402
+from scripts.bench.gpu_steps.end_to_end import E2E_METHODS  # noqa: E402
+from scripts.bench.gpu_steps.host_syncs import host_syncs  # noqa: E402
+from scripts.bench.gpu_steps.raw_step import measure  # noqa: E402
 
 CATEGORIES = ("data loading", "collation", "transfer to device", "training_step (forward, loss)", "backward",
               "optimizer", "callbacks and hooks", "logging", "other (Python, Lightning)")
@@ -166,11 +160,11 @@ def timed_calls(timer: ExclusiveTimer):
 
 def profiled_run(overrides: list[str], device: torch.device, warmup: int, timed: int, trace_steps: int,
                  trace_path: Path | None) -> dict:
-    """One ``run.train`` with ``warmup + timed + trace_steps`` steps: exclusive times over the timed window, then a
+    """One ``train(cfg)`` with ``warmup + timed + trace_steps`` steps: exclusive times over the timed window, then a
     ``torch.profiler`` trace of ``trace_steps`` steps (written to ``trace_path``) and the GPU's busy time there."""
     from lightning.pytorch.callbacks import Callback
 
-    import run as run_py
+    from ctclust.training import train as training
 
     timer = ExclusiveTimer()
     marks: dict = {}
@@ -208,9 +202,9 @@ def profiled_run(overrides: list[str], device: torch.device, warmup: int, timed:
                 marks["profiler"].__exit__(None, None, None)
             marks.setdefault("timed_end", time.perf_counter())
 
-    cfg = GPU.run_config(overrides)
-    with GPU.first_callbacks(Window()), timed_calls(timer):
-        run_py.train(cfg)
+    cfg = shared.run_config(overrides)
+    with shared.first_callbacks(Window()), timed_calls(timer):
+        training.train(cfg)
     wall = marks["timed_end"] - marks["timed_start"]
     per_category = collections.Counter()
     for action, seconds in timer.exclusive.items():
@@ -244,10 +238,10 @@ def profiled_run(overrides: list[str], device: torch.device, warmup: int, timed:
 
 def raw_ms(method: str, folder: Path, batch: int, kind: str, device: torch.device, precision: str, chunk: int,
            steps: int, warmup: int) -> float:
-    """The raw step (gpu.py's ``measure``: the module's step, backward and optimizer on one reused batch)."""
+    """The raw step (``raw_step.measure``: the module's step, backward and optimizer on one reused batch)."""
     torch.manual_seed(0)
-    module, data, _ = GPU.build(method, folder, batch, kind, device, "ours", chunk, 0, views=2)
-    result = GPU.measure(module, data, precision, device, steps, warmup)
+    module, data, _ = shared.build(method, folder, batch, kind, device, "ours", chunk, 0, views=2)
+    result = measure(module, data, precision, device, steps, warmup)
     return 1000 * result["seconds"]
 
 
@@ -261,25 +255,25 @@ def sync_runs(args, device: torch.device, tmp: Path) -> dict[str, list[str]]:
         "aecl, stage 2": ("aecl", ["method.e1=0", "method.e2=1000"]),
         "aecl, stage 3": ("aecl", ["method.e1=0", "method.e2=0"]),
     }.items():
-        _, folder, batch, _ = GPU.method_backbone(method, args.tiny, tmp)
-        overrides = GPU.run_overrides(method, folder, batch, "bf16", device, 0, args.sync_steps,
-                                      GPU.data_file("short").parent.resolve(), tmp / f"syncs_{len(runs)}")
+        _, folder, batch, _ = shared.method_backbone(method, args.tiny, tmp)
+        overrides = shared.run_overrides(method, folder, batch, "bf16", device, 0, args.sync_steps,
+                                      shared.data_file("short").parent.resolve(), tmp / f"syncs_{len(runs)}")
         overrides = [o for o in overrides if not o.startswith(("method.e1=", "trainer.log_every_n_steps"))]
         runs[name] = overrides + extra
     common = ["trainer.max_epochs=-1", "trainer.enable_progress_bar=false", "~callbacks.progress",
               "~callbacks.progress_lines", "~callbacks.report", "~callbacks.model_summary", "print_table=false",
               "callbacks.checkpoint.every_n_steps=0", "callbacks.checkpoint.every_n_minutes=0",
               "callbacks.checkpoint.save_final=false", "trainer.enable_model_summary=false",
-              f"trainer.max_steps={args.sync_steps}", f"++trainer.precision={GPU.TRAINER['bf16'][1]}",
+              f"trainer.max_steps={args.sync_steps}", f"++trainer.precision={shared.TRAINER['bf16'][1]}",
               f"trainer={'gpu' if device.type == 'cuda' else 'cpu'}"]
     for method, arch_key in (("simcse", "clusterns"), ("clusterns", "clusterns"), ("pairsupcon", "pairsupcon")):
-        _, folder, batch, _ = GPU.method_backbone(arch_key, args.tiny, tmp)
+        _, folder, batch, _ = shared.method_backbone(arch_key, args.tiny, tmp)
         if method == "pairsupcon":
-            nli = GPU.data_file("nli")
+            nli = shared.data_file("nli")
             data = ["dataset=nli", f"data_dir={nli.parent}", f"dataset.file={nli.name}", "~method.callbacks.sts_eval",
                     "~method.callbacks.final_eval"]
         else:
-            data = ["dataset=wiki", f"dataset.path={GPU.data_file('wiki')}", "~method.callbacks.sts_selection",
+            data = ["dataset=wiki", f"dataset.path={shared.data_file('wiki')}", "~method.callbacks.sts_selection",
                     "~method.callbacks.sts_eval"]
             if method == "clusterns":  # clustering from the first step (kmean_cosine 1.0), K within the batch
                 data += [f"method.num_clusters={min(128, batch)}", "method.kmean_cosine=1.0"]
@@ -290,8 +284,8 @@ def sync_runs(args, device: torch.device, tmp: Path) -> dict[str, list[str]]:
 
 def count_syncs(overrides: list[str], device: torch.device, steps: int) -> dict:
     """Syncs CUDA reports per step in the steps that neither log nor are the first two or the last; by source
-    (scripts/bench/gpu.py's ``host_syncs``)."""
-    quiet, total = GPU.host_syncs(overrides, device, steps)
+    (scripts/bench/gpu_steps/host_syncs.py)."""
+    quiet, total = host_syncs(overrides, device, steps)
     return {"steps": f"{quiet[0]}-{quiet[-1]}", "per_step": sum(total.values()) / max(1, len(quiet)),
             "sources": dict(total.most_common(8))}
 
@@ -332,8 +326,8 @@ def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--tiny", action="store_true", help="tiny backbones and batches, few steps: a CPU check")
-    parser.add_argument("--methods", default="sccl,aecl", help=f"end-to-end methods among {GPU.E2E_METHODS}")
-    parser.add_argument("--precision", default="bf16", choices=GPU.PRECISIONS)
+    parser.add_argument("--methods", default="sccl,aecl", help=f"end-to-end methods among {E2E_METHODS}")
+    parser.add_argument("--precision", default="bf16", choices=shared.PRECISIONS)
     parser.add_argument("--steps", type=int, default=None, help="timed steps (default 40; --tiny 3)")
     parser.add_argument("--warmup", type=int, default=None, help="steps before the timed window (default 10; --tiny 2)")
     parser.add_argument("--trace-steps", type=int, default=None, help="steps traced after it (default 5; --tiny 2)")
@@ -350,13 +344,13 @@ def main(argv=None) -> dict:
     warmup = args.warmup if args.warmup is not None else (2 if args.tiny else 10)
     trace_steps = args.trace_steps if args.trace_steps is not None else 2 if args.tiny else 5
     if args.data_dir is not None:
-        GPU.DATA_DIR = args.data_dir
+        shared.DATA_DIR = args.data_dir
     device = torch.device(args.device)
     args.out.mkdir(parents=True, exist_ok=True)
     methods = [m for m in args.methods.split(",") if m]
-    unknown = [m for m in methods if m not in GPU.E2E_METHODS]
+    unknown = [m for m in methods if m not in E2E_METHODS]
     if unknown:
-        sys.exit(f"error: --methods {','.join(unknown)}: the end-to-end rows train {', '.join(GPU.E2E_METHODS)} "
+        sys.exit(f"error: --methods {','.join(unknown)}: the end-to-end rows train {', '.join(E2E_METHODS)} "
                  "on StackOverflow")
     if args.precision in ("fp16", "tf32") and device.type != "cuda":
         sys.exit(f"error: --precision {args.precision} needs a GPU (bf16 and fp32 also run on the CPU)")
@@ -371,9 +365,9 @@ def main(argv=None) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         for method in [] if args.no_profile else methods:
-            arch, folder, batch, kind = GPU.method_backbone(method, args.tiny, tmp)
-            overrides = GPU.run_overrides(method, folder, batch, args.precision, device, args.chunk,
-                                          warmup + steps + trace_steps, GPU.data_file("short").parent.resolve(),
+            arch, folder, batch, kind = shared.method_backbone(method, args.tiny, tmp)
+            overrides = shared.run_overrides(method, folder, batch, args.precision, device, args.chunk,
+                                          warmup + steps + trace_steps, shared.data_file("short").parent.resolve(),
                                           tmp / f"run_{method}")
             result = profiled_run(overrides, device, warmup, steps, trace_steps, args.out / f"trace_{method}.json")
             result.update(method=method, precision=args.precision, batch=batch, arch=arch,

@@ -1,4 +1,4 @@
-"""The ``scale`` part of ``make bench``: what a run costs as the corpus grows (issue 38), on generated corpora.
+"""The ``scale`` part of ``make bench``: what a run costs as the corpus grows, on generated corpora.
 
 For each size (``--scale-sizes``, default 10k, 100k, 1M texts) a corpus of 8 topics is generated from the demo
 corpus's vocabulary (:func:`write_corpus`, seeded) and one run is timed, as a user would start it::
@@ -67,7 +67,7 @@ def timed_process(command: list[str], log: Path) -> dict:
     return {"wall_seconds": round(wall, 1), "peak_gib": round(usage.ru_maxrss / 1024**2, 2)}
 
 
-def shown(command: list[str], folder: Path) -> str:
+def user_command(command: list[str], folder: Path) -> str:
     """The command as a user types it, with the generated corpus's folder as ``<folder>``."""
     return " ".join(["python", *command[1:]]).replace(str(folder), "<folder>")
 
@@ -84,7 +84,7 @@ def run_at(n: int, folder: Path, backbone: str) -> dict:
     measured = timed_process(command, folder / f"run_{backbone}_{n}.log")
     results = json.loads((out / "results.json").read_text())
     clustering = results.get("clustering") or {}
-    return {"texts": n, "backbone": backbone, "command": shown(command, folder), **measured,
+    return {"texts": n, "backbone": backbone, "command": user_command(command, folder), **measured,
             "phases": results.get("seconds"), "evaluation": clustering.get("seconds"),
             "final_texts": (clustering.get("final") or {}).get("texts"), "run": str(out)}
 
@@ -96,7 +96,7 @@ def predict_at(n: int, folder: Path, run: str) -> dict:
     command = [sys.executable, "tools.py", "predict", "--run", run, "--input", str(new),
                "--output", str(folder / f"assigned_{n}.csv")]
     print(f"bench scale: predict, {n:,} texts ...", file=sys.stderr, flush=True)
-    return {"texts": n, "command": shown(command, folder), **timed_process(command, folder / f"predict_{n}.log")}
+    return {"texts": n, "command": user_command(command, folder), **timed_process(command, folder / f"predict_{n}.log")}
 
 
 def growth_exponent(sizes: list[int], seconds: list[float]) -> float:

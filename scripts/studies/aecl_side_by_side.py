@@ -1,9 +1,9 @@
-"""AECL's head beside the authors' own code at the same small budget (issue 32), several seeds each.
+"""AECL's head beside the authors' own code at the same small budget, several seeds each.
 
 Runs, one after the other (each uses both cores), for every seed: the project (`run.py experiment=aecl_<set>` at
 the budget below) and the authors' training (`scripts/studies/authors_aecl.py`, which needs a snapshot of
 YZH0905/AECL-STC); a run whose output exists is not run again, so the script can be stopped and started again.
-Then prints the table of RESULTS.md's "Beside the authors' code (issue 32)": per epoch end, head ACC and KMeans
+Then prints the table of RESULTS.md's "Beside the authors' code": per epoch end, head ACC and KMeans
 ACC (mean ± std over the seeds that finished), the share of training rows with max p⁰ >= 0.95 per epoch, and
 the final head cluster sizes.
 
@@ -11,7 +11,7 @@ the final head cluster sizes.
         --seeds 0,1,2 --out logs/aecl_side_by_side
     .venv/bin/python scripts/studies/aecl_side_by_side.py --table-only --out logs/aecl_side_by_side
 
-With `--swap`, each seed also runs issue 32's swap: our run stopped at the end of stage 2 (epoch 5,
+With `--swap`, each seed also runs the swap: our run stopped at the end of stage 2 (epoch 5,
 `ours_s<seed>_to_e5`), our stage 3 resumed from its last.ckpt (`ours_s<seed>_from_e5`), and the authors' stage 3
 started from that same checkpoint (`authors_aecl.py --init-from`, `authors_s<seed>_from_ours_e5.json`): both codes
 train stage 3 from one state, so a fall that only ours shows is in our stage 3 and one both show is in the state.
@@ -36,7 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from evaluation.run_report import run_files  # noqa: E402
+from evaluation.model_io import run_files  # noqa: E402
 from textcore import run_folder  # noqa: E402
 
 EPOCHS, BATCHES, E1, E2 = 7, 100, 1, 3

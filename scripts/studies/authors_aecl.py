@@ -19,8 +19,8 @@ them as JSON (one object per epoch) to `--out`.
 
 With `--init-from <our last.ckpt> --start-epoch E` their loop starts at epoch E from the state of one of this
 project's AECL runs (weights and both Adam states, mapped by name: `ours_state_for_theirs`), evaluates that state
-first (a row for epoch E), then trains epochs E..--epochs-1 as their `__main__` does. This is how issue 32 runs
-their stage 3 from exactly the state ours starts it from (`scripts/studies/aecl_side_by_side.py --swap`).
+first (a row for epoch E), then trains epochs E..--epochs-1 as their `__main__` does. This is how
+`scripts/studies/aecl_side_by_side.py --swap` runs their stage 3 from exactly the state ours starts it from.
 
 scripts/studies/aecl_side_by_side.py runs this and the project for several seeds and writes the comparison table.
 """

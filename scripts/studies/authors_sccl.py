@@ -1,5 +1,5 @@
 """The SCCL authors' own training (amazon-science/sccl) with any local backbone, beside `run.py experiment=sccl_<set>`
-(issue 41; scripts/studies/sccl_side_by_side.py runs both and writes the table).
+(scripts/studies/sccl_side_by_side.py runs both and writes the table).
 
 Nothing of theirs is part of this project: the script reads their files from a snapshot of their repository (a
 `git clone --bare`, or a checkout, or the folder `scripts/bench/gpu_bundle.py --sccl-snapshot` exports into the

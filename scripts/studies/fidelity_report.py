@@ -1,4 +1,4 @@
-"""Issue 13's comparisons from the fidelity runs: each variant minus its baseline, paired by seed.
+"""The papers' directions, compared from the fidelity runs: each variant minus its baseline, paired by seed.
 
     python scripts/studies/fidelity_report.py logs/fidelity                # every group found under the folder
     python scripts/studies/fidelity_report.py logs/fidelity --out fidelity_report.md

@@ -1,4 +1,4 @@
-"""Issue 13's measurements: the papers' directions on a CPU budget, three seeds each.
+"""The fidelity runs: the papers' directions on a CPU budget, three seeds each.
 
 Meant to run on an otherwise idle machine, one group after the other (each run uses both cores):
 

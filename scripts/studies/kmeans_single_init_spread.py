@@ -1,4 +1,4 @@
-"""How much one KMeans run with one initialisation varies: AECL's stage-2 pseudo-labels (issue 32).
+"""How much one KMeans run with one initialisation varies: AECL's stage-2 pseudo-labels.
 
 The authors' AECL computes its pseudo-labels with ``KMeans(n_clusters, random_state=seed, max_iter=3000,
 tol=0.01, n_init='auto')``; with k-means++ scikit-learn's ``'auto'`` is one initialisation, and so is this

@@ -3,7 +3,7 @@
     python scripts/studies/label_free_report.py --choose-k logs/label_free/choose_k --runs logs/label_free/selection \
         [--data-dir data/short_text]
 
-- ``--choose-k``: folders ``<dataset>/choose_k.json`` written by ``python -m evaluation.clustering.choose_k`` on the
+- ``--choose-k``: folders ``<dataset>/choose_k.json`` written by ``python tools.py choose-k`` on the
   benchmark files; the true K is counted here from the file's label column (the tool never read it).
 - ``--runs``: a multirun folder of clustering runs (``*/results.json``) that evaluated every N steps;
   for each, the KMeans ACC at the step each label-free criterion would pick, against the best ACC

@@ -1,4 +1,4 @@
-"""SCCL at the authors' full recipe beside their own code on one GPU (issue 41): the same backbone (the offline MiniLM)
+"""SCCL at the authors' full recipe beside their own code on one GPU: the same backbone (the offline MiniLM)
 on both sides, batch 400, 1,000 steps (their run_explicit.sh), three seeds each, all runs side by side on the card;
 KMeans ACC/NMI every 100 steps and at the end; our run in float32 (the papers'), TF32 and bf16, to see which
 precision keeps the table (RESULTS.md, "SCCL beside the authors' code").
@@ -231,6 +231,7 @@ def run_all(args, seeds: list[int], precisions: list[str]) -> list[str]:
 
     from launching import packing
     from launching.reproduce import launch_packed
+    from textcore.device_settings import usable_cores
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if args.data is None:
@@ -278,7 +279,7 @@ def run_all(args, seeds: list[int], precisions: list[str]) -> list[str]:
             print(f"sccl_side_by_side: {parallel} runs at once would need about {parallel} x {RUN_GIB:.0f} GiB; "
                   f"{fits} at once", flush=True)
             parallel = fits
-    threads = max(1, packing.usable_cores() // max(1, min(parallel, len(jobs) + len(wanted))))
+    threads = max(1, usable_cores() // max(1, min(parallel, len(jobs) + len(wanted))))
     for precision, seed in wanted:
         run_dir = (args.out / f"ours_{precision}_s{seed}").resolve()
         jobs.append((f"ours_{precision}", seed, ours_command(data, file, backbone, scale["batch"], scale["steps"],

@@ -11,6 +11,7 @@ from omegaconf import OmegaConf
 from launching import gpu_slots, packing
 from tests.helpers import CONF, toy_overrides
 from tests.helpers.sweeps import lean_callbacks, run_cli
+from textcore.device_settings import usable_cores
 
 
 def compose_with_hydra(overrides: list[str]):
@@ -77,4 +78,4 @@ def test_two_jobs_side_by_side_on_the_cpu(toy_corpus, tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = [json.loads(p.read_text()) for p in sorted(sweep.glob("*/results.json"))]
     assert [r["seed"] for r in results] == [0, 1]
-    assert {r["torch_threads"] for r in results} == {max(1, packing.usable_cores() // 2)}  # n_jobs = 2
+    assert {r["torch_threads"] for r in results} == {max(1, usable_cores() // 2)}  # n_jobs = 2

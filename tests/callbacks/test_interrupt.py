@@ -22,8 +22,8 @@ import torch
 from callbacks.safety import interrupt
 from callbacks.safety.checkpointing import LastCheckpoint, NonFiniteWeightsError, atomic_save
 from callbacks.safety.nonfinite import NonFiniteLossError
-from ctclust.run_control import FinalEvaluationError
-from run import train
+from ctclust.training.lifecycle import FinalEvaluationError, RunStopped
+from ctclust.training.train import train
 from tests.helpers import compose_config, toy_overrides
 from tests.helpers.data_files import ROOT
 from tests.helpers.resume import assert_same_tensors, slow_overrides, stop_overrides, without_timings
@@ -97,9 +97,9 @@ def test_sigterm_saves_exits_143_and_the_resumed_run_matches(toy_corpus, tmp_pat
 def test_sigint_exits_130_with_a_checkpoint(toy_corpus, tmp_path):
     overrides = toy(toy_corpus, 8) + stop_overrides(3) + [f"+callbacks.stop_at.signum={int(signal.SIGINT)}"]
     before = signal.getsignal(signal.SIGINT)  # SIG_IGN when pytest runs as a background job
-    with pytest.raises(SystemExit) as stopped:
+    with pytest.raises(RunStopped, match="interrupted by SIGINT at step 3") as stopped:
         train(compose_config(overrides, tmp_path / "run"))
-    assert stopped.value.code == 130
+    assert stopped.value.exit_code == 130
     partial = json.loads((tmp_path / "run" / "results.json").read_text())
     assert partial["signal"] == "SIGINT" and partial["checkpoint_step"] == 3
     assert signal.getsignal(signal.SIGINT) is before  # handlers restored after the run

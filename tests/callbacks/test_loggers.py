@@ -1,6 +1,6 @@
 """W&B works without an account: an offline run that `wandb sync` can upload later."""
+from ctclust.training.train import train
 from evaluation.across_runs.wandb_dashboard import has_wandb_credentials
-from run import train
 from tests.helpers import compose_config, toy_overrides
 
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from callbacks.safety.nonfinite import NonFiniteLossError
-from run import train
+from ctclust.training.train import train
 from tests.helpers import compose_config, toy_overrides
 
 

@@ -1,4 +1,4 @@
-"""CUDA out of memory at a training step (callbacks/safety/out_of_memory.py, run_control): one message with the
+"""CUDA out of memory at a training step (callbacks/safety/out_of_memory.py, the lifecycle): one message with the
 settings that decide a step's memory and their values in effect, injected on the CPU."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import warnings
 import pytest
 import torch
 
-from run import train
+from ctclust.training.train import train
 from tests.helpers import compose_config, toy_overrides
 from textcore.errors import find_user_error
 

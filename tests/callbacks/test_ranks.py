@@ -57,16 +57,16 @@ def run_thread_until_exit(watch, action, seconds: float = 10.0) -> tuple[int, fl
 
 
 def test_the_default_timeout_is_minutes_and_reaches_the_strategy(tmp_path):
-    from ctclust.run_control import RunControl
+    from ctclust.training.lifecycle import RunLifecycle
 
     cfg = compose_config(["trainer=ddp", "trainer.accelerator=cpu"], tmp_path / "run")
     assert cfg.ddp.timeout_minutes == 10  # not Lightning's 30 minutes
-    control = RunControl(cfg, tmp_path / "run")
+    control = RunLifecycle(cfg, tmp_path / "run")
     strategy = control.trainer_kwargs(cfg.trainer)["strategy"]
     assert strategy._timeout == timedelta(minutes=10)
     short = compose_config(["trainer=ddp", "trainer.strategy=ddp_find_unused_parameters_true",
                             "ddp.timeout_minutes=0.5"], tmp_path / "run")
-    strategy = RunControl(short, tmp_path / "run").trainer_kwargs(short.trainer)["strategy"]
+    strategy = RunLifecycle(short, tmp_path / "run").trainer_kwargs(short.trainer)["strategy"]
     assert strategy._timeout == timedelta(seconds=30) and strategy._ddp_kwargs["find_unused_parameters"] is True
     assert os.environ["TORCH_NCCL_ASYNC_ERROR_HANDLING"] and os.environ["TORCH_NCCL_ENABLE_MONITORING"] == "1"
 
@@ -142,7 +142,7 @@ def test_a_silent_heartbeat_is_a_dead_rank_even_where_its_process_cannot_be_seen
 
 
 def test_the_main_thread_reports_when_it_handles_the_failure(tmp_path):
-    """A collective failed first (gloo notices a dead peer at once): run_control reports, the watch stays quiet."""
+    """A collective failed first (gloo notices a dead peer at once): the lifecycle reports, the watch stays quiet."""
     peer = sleeper()
     watch = watch_of(tmp_path, {1: peer})
     watch.exit = lambda code: pytest.fail("the watch ended the process although the main thread reports")

@@ -35,6 +35,16 @@ from datamodules.augment.eda import (
     wordnet_synonyms,
 )
 
+
+def exit_status(argv) -> int:
+    """The exit status of ``python tools.py augment ARGV``: 0, or the SystemExit code of a user error."""
+    try:
+        main(argv)
+    except SystemExit as stop:
+        return stop.code
+    return 0
+
+
 SENTENCE = "How do I fill a DataSet from the LINQ query, quickly and safely (with Java code)?"
 CONTENT = "brain fluid buildup delay giffords rehab trailer movie week opportunity"
 
@@ -357,7 +367,7 @@ def small_csv(tmp_path) -> Path:
 def test_cli_eda_then_contextual_in_place(small_csv, tmp_path, tiny_mlm_dir, wordnet):
     before = small_csv.read_bytes()
     out = tmp_path / "out.csv"
-    rc = main([str(small_csv), "--output", str(out), "--method", "eda", "--copies", "2",
+    rc = exit_status([str(small_csv), "--output", str(out), "--method", "eda", "--copies", "2",
                "--seed", "3", "--no-progress"])
     assert rc == 0
     assert small_csv.read_bytes() == before
@@ -375,7 +385,7 @@ def test_cli_eda_then_contextual_in_place(small_csv, tmp_path, tiny_mlm_dir, wor
     assert run["input"] == str(small_csv.resolve()) and run["text_column"] == "text0"
     assert {"date", "versions", "rows"} <= set(run) and run["versions"]["wn"] == "0.0.23"
 
-    rc = main([str(out), "--in-place", "--method", "contextual", "--model", str(tiny_mlm_dir),
+    rc = exit_status([str(out), "--in-place", "--method", "contextual", "--model", str(tiny_mlm_dir),
                "--share", "0.3", "--prefix", "ctx", "--batch-size", "2", "--no-progress"])
     assert rc == 0
     frame2 = pd.read_csv(out, dtype=str, keep_default_na=False)
@@ -394,8 +404,8 @@ def test_cli_contextual_with_two_models_makes_one_view_per_model(small_csv, tmp_
     out, again = tmp_path / "views.csv", tmp_path / "again.csv"
     argv = ["--method", "contextual", "--model", f"{tiny_mlm_dir},{tiny_mlm_dir}", "--share", "0.2",
             "--no-progress"]
-    assert main([str(small_csv), "--output", str(out), *argv]) == 0
-    assert main([str(small_csv), "--output", str(again), *argv]) == 0
+    assert exit_status([str(small_csv), "--output", str(out), *argv]) == 0
+    assert exit_status([str(small_csv), "--output", str(again), *argv]) == 0
     frame = pd.read_csv(out, dtype=str, keep_default_na=False)
     assert list(frame.columns) == ["label", "text0", "ctx_1", "ctx_2"] and frame.equals(
         pd.read_csv(again, dtype=str, keep_default_na=False))
@@ -430,7 +440,7 @@ def test_sccl_views_are_written_in_the_authors_layout(tmp_path, tiny_mlm_dir, mo
 
 def test_an_offline_masked_lm_stops_with_the_command_that_fetches_it(small_csv, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    rc = main([str(small_csv), "--output", str(tmp_path / "o.csv"), "--method", "contextual",
+    rc = exit_status([str(small_csv), "--output", str(tmp_path / "o.csv"), "--method", "contextual",
                "--model", "roberta-base-not-cached-here"])
     err = capsys.readouterr().err
     assert rc == 2 and "'roberta-base-not-cached-here'" in err and "hf download roberta-base-not-cached-here" in err
@@ -440,7 +450,7 @@ def test_cli_tsv_with_text_column_fallback(tmp_path, wordnet):
     src = tmp_path / "data.tsv"
     src.write_text("text\tlabel\nquick brown fox jumps\t1\nslow lazy dog sleeps\t2\n")
     out = tmp_path / "aug.tsv"
-    assert main([str(src), "--output", str(out), "--method", "eda", "--operations", "rs",
+    assert exit_status([str(src), "--output", str(out), "--method", "eda", "--operations", "rs",
                  "--prefix", "swap", "--no-progress"]) == 0
     frame = pd.read_csv(out, sep="\t", dtype=str)
     assert list(frame.columns) == ["text", "label", "swap_1"]
@@ -464,7 +474,7 @@ def test_cli_tsv_with_text_column_fallback(tmp_path, wordnet):
 def test_cli_input_errors(tmp_path, capsys, content, argv_extra, message, names_file):
     src = tmp_path / "in.csv"
     src.write_text(content)
-    rc = main([str(src), "--output", str(tmp_path / "o.csv"), "--method", "eda", "--no-progress",
+    rc = exit_status([str(src), "--output", str(tmp_path / "o.csv"), "--method", "eda", "--no-progress",
                *argv_extra])
     assert rc == 2
     err = capsys.readouterr().err
@@ -476,27 +486,27 @@ def test_cli_input_errors(tmp_path, capsys, content, argv_extra, message, names_
 
 def test_cli_missing_file_and_unsafe_outputs(tmp_path, small_csv, capsys):
     missing = tmp_path / "nope.csv"
-    assert main([str(missing), "--output", str(tmp_path / "o.csv"), "--method", "eda"]) == 2
+    assert exit_status([str(missing), "--output", str(tmp_path / "o.csv"), "--method", "eda"]) == 2
     assert f"input file '{missing}' does not exist" in capsys.readouterr().err
 
-    assert main([str(small_csv), "--output", str(small_csv), "--method", "eda"]) == 2
+    assert exit_status([str(small_csv), "--output", str(small_csv), "--method", "eda"]) == 2
     assert "pass --in-place" in capsys.readouterr().err
 
     existing = tmp_path / "exists.csv"
     existing.write_text("keep me")
-    assert main([str(small_csv), "--output", str(existing), "--method", "eda"]) == 2
+    assert exit_status([str(small_csv), "--output", str(existing), "--method", "eda"]) == 2
     assert "--overwrite" in capsys.readouterr().err
     assert existing.read_text() == "keep me"
 
     frame = pd.read_csv(small_csv, dtype=str)
     frame["eda_1"] = "x"
     frame.to_csv(small_csv, index=False)
-    assert main([str(small_csv), "--in-place", "--method", "eda", "--no-progress"]) == 2
+    assert exit_status([str(small_csv), "--in-place", "--method", "eda", "--no-progress"]) == 2
     assert "already has column(s) eda_1" in capsys.readouterr().err
 
 
 def test_cli_reports_unreachable_model(small_csv, tmp_path, capsys):
-    rc = main([str(small_csv), "--output", str(tmp_path / "o.csv"), "--method", "contextual",
+    rc = exit_status([str(small_csv), "--output", str(tmp_path / "o.csv"), "--method", "contextual",
                "--model", str(tmp_path / "no_model_here")])
     assert rc == 2
     assert "--model with a local folder" in capsys.readouterr().err
@@ -512,14 +522,14 @@ def test_module_entry_point_runs():
 def test_settings_follow_columns_across_copies_and_overwrites(small_csv, tmp_path):
     first, second = tmp_path / "first.csv", tmp_path / "second.csv"
     common = ["--method", "eda", "--operations", "rs,rd", "--no-progress"]
-    assert main([str(small_csv), "--output", str(first), "--seed", "1", *common]) == 0
+    assert exit_status([str(small_csv), "--output", str(first), "--seed", "1", *common]) == 0
     # a copy to a new file carries the record of the columns it inherits
-    assert main([str(first), "--output", str(second), "--prefix", "more", "--seed", "2", *common]) == 0
+    assert exit_status([str(first), "--output", str(second), "--prefix", "more", "--seed", "2", *common]) == 0
     runs = json.loads((tmp_path / "second.csv.augment.json").read_text())["runs"]
     assert [(r["columns"], r["seed"]) for r in runs] == [(["eda_1"], 1), (["more_1"], 2)]
     assert runs[0]["input"] == str(small_csv.resolve()) and runs[1]["input"] == str(first.resolve())
     # regenerating a column replaces the record of the run that made it
-    assert main([str(second), "--in-place", "--overwrite", "--seed", "5", *common]) == 0
+    assert exit_status([str(second), "--in-place", "--overwrite", "--seed", "5", *common]) == 0
     runs = json.loads((tmp_path / "second.csv.augment.json").read_text())["runs"]
     assert [(r["columns"], r["seed"]) for r in runs] == [(["more_1"], 2), (["eda_1"], 5)]
     assert list(pd.read_csv(second).columns) == ["label", "text0", "eda_1", "more_1"]

@@ -135,7 +135,7 @@ def test_offline_the_command_names_each_missing_file_and_exits_2(monkeypatch, tm
     err = capsys.readouterr().err
     errors = [line for line in err.splitlines() if line.startswith("error: ")]
     assert len(errors) == 3
-    one = data_folder.shown(tmp_path / "short_text" / "one.csv")
+    one = data_folder.relative_to_cwd(tmp_path / "short_text" / "one.csv")
     assert errors[0].startswith(f"error: missing {one}: no connection to 127.0.0.1")
     assert errors[0].endswith(f"download {url} and put it at {one}")
     assert "built from two, which is missing" in errors[2]

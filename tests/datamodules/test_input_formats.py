@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from datamodules.short_text_corpus import load_corpus
-from datamodules.text_io import TableError, read_hub_dataset, read_table, row_start_lines
+from datamodules.table_reader import TableError, read_hub_dataset, read_table, row_start_lines
 from textcore.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -93,7 +93,7 @@ def test_hub_dataset_run_offline_stops_with_one_line(tmp_path):
 
 
 def test_an_unlabelled_jsonl_file_trains_and_reports_without_label_columns(tmp_path):
-    from run import train
+    from ctclust.training.train import train
     from tests.helpers import compose_config
 
     path = tmp_path / "mine.jsonl"
@@ -113,7 +113,7 @@ def test_an_unlabelled_jsonl_file_trains_and_reports_without_label_columns(tmp_p
 def test_file_lines_from_a_count_of_line_ends_agree_with_the_table_reading(tmp_path):
     """A file with one line per row takes its lines from a count of line ends; a quoted text over two lines, a
     blank line, a missing last line end, UTF-16 and a BOM give the same lines as the row-by-row reading."""
-    from datamodules.text_io import row_start_lines
+    from datamodules.table_reader import row_start_lines
 
     cases = {
         "plain.csv": ("text,label\na,1\nb,2\nc,3\n", "utf-8", 3),

@@ -162,7 +162,7 @@ def test_length_grouping_loader_and_bad_value(toy_corpus):
 
 
 def test_eval_only_evaluates_the_checkpoint_again_instead_of_reusing_its_history():
-    from ctclust.run_control import EvaluateOnly
+    from ctclust.training.fit_callbacks import EvaluateOnly
     from lightning_modules.shared.periodic_evaluation import PeriodicEvaluation
 
     class Counting(PeriodicEvaluation):

@@ -115,7 +115,7 @@ def naive_spread(x, ids):
 
 @budget(fast=80, long=4000)
 @given(partitions(), st.integers(1, 12))
-@example((np.array([[0.0, 1.0], [1.0, 0.0]]), np.array([0, 1])), 2)  # issue 27: K = N = 2
+@example((np.array([[0.0, 1.0], [1.0, 0.0]]), np.array([0, 1])), 2)  # K = N = 2: the label-free criteria are undefined
 @example((np.ones((4, 2)), np.array([0, 0, 1, 1])), 2)  # identical points in two clusters
 @example((np.zeros((3, 1)), np.array([0, 1, 1])), 2)  # zero vectors
 @example((np.array([[1.0], [1.0], [2.0]]), np.array([0, 0, 0])), 3)  # one cluster
@@ -179,7 +179,7 @@ K_SPECS = st.one_of(
 
 @budget(fast=40, long=2000)
 @given(K_SPECS, st.one_of(st.none(), st.integers(0, 15)))
-@example("20:2", 5)  # issue 27: the message gave "None" for the number of texts
+@example("20:2", 5)  # a reversed range: the message names N and a range to use
 @example("2:60", 2)
 def test_parse_k_gives_a_valid_range_or_one_line_naming_it(spec, n_texts):
     from evaluation.clustering.choose_k import parse_k

@@ -1,7 +1,8 @@
-"""Fuzzing the file readers (datamodules/text_io.py and the readers built on it): generated tables of 0-5 rows with
-empty, duplicate and odd texts, missing or odd labels, in CSV/TSV/JSON Lines/Parquet/plain text and five encodings,
-read with the right encoding or a wrong one, with K from 1 to rows + 2. Each read gives exactly the texts, labels,
-file lines and K written, or one line that names the file or the key (tests/helpers/fuzz_strategies.py)."""
+"""Fuzzing the file readers (datamodules/table_reader.py, datamodules/text_decoding.py and the readers built on them):
+generated tables of 0-5 rows with empty, duplicate and odd texts, missing or odd labels, in CSV/TSV/JSON
+Lines/Parquet/plain text and five encodings, read with the right encoding or a wrong one, with K from 1 to rows + 2.
+Each read gives exactly the texts, labels, file lines and K written, or one line that names the file or the key
+(tests/helpers/fuzz_strategies.py)."""
 from __future__ import annotations
 
 import tempfile
@@ -39,7 +40,7 @@ def expected_failure(written, k) -> bool:
 
 @budget(fast=60, long=3000)
 @given(corpus_case())
-@example(((["a", "b"], None), "csv", "utf-8-sig", True, 2))  # issue 27: two texts with a byte-order mark
+@example(((["a", "b"], None), "csv", "utf-8-sig", True, 2))  # two texts with a byte-order mark
 @example(((["a", "b"], None), "tsv", "utf-8", True, 2))
 @example(((["", " ", "x"], ["1", "", "2"]), "csv", "utf-8", True, None))  # label missing on a dropped row only
 @example(((["x\ny", "z"], ["a", "b"]), "csv", "utf-16", True, None))  # a line break inside a quoted cell
@@ -84,7 +85,7 @@ def test_short_text_corpus_reads_what_was_written_or_names_the_problem(case):
 def test_cli_readers_of_choose_k_and_predict(table, fmt, encoding):
     """``python tools.py choose-k`` and ``python tools.py predict`` read through the
     same reader."""
-    from evaluation.clustering.choose_k import read_texts as choose_k_texts
+    from evaluation.model_io.embed_and_choose_k import read_texts as choose_k_texts
     from evaluation.model_io.predict import read_texts as predict_texts
 
     texts, labels = table
@@ -117,7 +118,7 @@ def test_cli_readers_of_choose_k_and_predict(table, fmt, encoding):
 @example(b"text\n\x80\n", "csv", "utf-8")
 def test_any_bytes_read_as_a_table_or_name_the_file(data, suffix, encoding):
     """Whatever the bytes, the reader returns a table of strings or one line naming the file or the option."""
-    from datamodules.text_io import read_table
+    from datamodules.table_reader import read_table
 
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / f"blob.{suffix}"

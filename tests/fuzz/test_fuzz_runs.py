@@ -63,10 +63,10 @@ def check_finished_run(out: Path, written) -> None:
 @budget(fast=2, long=60)
 @given(run_case())
 @example(((["How do I revert a git commit?", "Which telescope sees faint galaxies?"], None), "csv", "utf-8-sig",
-          2, 2))  # issue 27: two texts, K = 2
+          2, 2))  # two texts, K = 2
 @example(((["a b", "c d", "e f"], ["x", "x", "y"]), "tsv", "utf-8", None, 2))
 def test_a_run_on_a_tiny_file_finishes_or_names_the_problem(case):
-    from run import train
+    from ctclust.training.train import train
     from tests.helpers import compose_config
 
     with case_run(case) as (written, overrides, out):
@@ -97,7 +97,7 @@ def test_run_py_ends_with_results_or_one_error_line(case):
 @pytest.fixture(scope="module")
 def trained_run(tmp_path_factory):
     """SCCL, two steps on the tiny backbone: a run folder predict can read (head, centroids, clusters.json)."""
-    from run import train
+    from ctclust.training.train import train
     from tests.helpers import compose_config
     from tests.helpers.data_files import write_csv
 

@@ -68,3 +68,24 @@ class CountEvalTexts(Callback):
     def on_fit_end(self, trainer, pl_module) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
         (self.folder / f"rank{trainer.global_rank}.json").write_text(json.dumps({"texts": self.texts}))
+
+
+def fill_disk_for(monkeypatch, folder: Path, name: str) -> None:
+    """Every write of ``folder/name`` fails with ENOSPC, as on a full disk: a direct write goes into a symlink to
+    /dev/full, and the atomic writer's temporary file for that name (``.<name>.*.tmp``) writes into /dev/full."""
+    import tempfile
+
+    from textcore import atomic_files
+
+    (folder / name).symlink_to("/dev/full")
+    real = tempfile.mkstemp
+
+    def mkstemp(suffix=None, prefix=None, dir=None, text=False):
+        fd, path = real(suffix=suffix, prefix=prefix, dir=dir, text=text)
+        if prefix == f".{name}.":
+            full = os.open("/dev/full", os.O_WRONLY)
+            os.dup2(full, fd)
+            os.close(full)
+        return fd, path
+
+    monkeypatch.setattr(atomic_files.tempfile, "mkstemp", mkstemp)

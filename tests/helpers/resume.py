@@ -50,9 +50,11 @@ def record_overrides(path: Path) -> list[str]:
 
 def run_interrupted(train, compose, overrides: list[str], out: Path, step: int) -> Path:
     """Runs until the simulated signal at ``step``; returns the checkpoint it left."""
-    with pytest.raises(SystemExit) as stopped:
+    from ctclust.training.lifecycle import RunStopped
+
+    with pytest.raises(RunStopped) as stopped:
         train(compose(overrides + stop_overrides(step), out))
-    assert stopped.value.code == 128 + signal.SIGTERM
+    assert stopped.value.exit_code == 128 + signal.SIGTERM
     results = json.loads((out / "results.json").read_text())
     assert results["status"] == "interrupted" and results["checkpoint_step"] == step
     return Path(results["checkpoint"])

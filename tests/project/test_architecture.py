@@ -29,6 +29,11 @@ LAYERS = (
     ("ctclust", "run", "tools"),
     ("scripts",),
 )
+# evaluation's own layers, bottom to top (docs/architecture.md, "Inside evaluation"): the package's own modules
+# (figures), the pure clustering maths, a model and a run folder's files in and out, what one run's folder shows, an
+# encoder on the benchmarks, results across runs; each imports only the ones before it
+EVALUATION_ORDER = ("evaluation", "evaluation.clustering", "evaluation.model_io", "evaluation.run_report",
+                    "evaluation.benchmarks", "evaluation.across_runs")
 NOT_PROJECT_CODE = ("tests", "docs", "conf", "data", "logs", "outputs", "multirun")
 
 
@@ -39,6 +44,30 @@ def layer(module: str) -> int:
         raise KeyError(f"module '{module}' is in no layer: add its top-level name to LAYERS in "
                        f"tests/project/test_architecture.py and to the list in docs/architecture.md")
     return best[1]
+
+
+def sub_layer(module: str, order: tuple[str, ...]) -> int | None:
+    """The place of ``module`` in ``order`` (a package, then its sub-packages bottom to top), None outside the
+    package. A module of a sub-package that ``order`` does not list is an error: the new sub-package has no place."""
+    package = order[0]
+    if module != package and not module.startswith(package + "."):
+        return None
+    parts = module.split(".")
+    if len(parts) > len(package.split(".")) + 1 or f"{package}.{parts[-1]}" in order:
+        inner = ".".join(parts[: len(package.split(".")) + 1])
+        if inner not in order:
+            raise KeyError(f"'{module}' is in sub-package '{inner}', which has no place in the order of '{package}': "
+                           "add it to EVALUATION_ORDER in tests/project/test_architecture.py and to "
+                           "docs/architecture.md")
+        return order.index(inner)
+    return 0  # a module of the package itself (evaluation/figures.py)
+
+
+def upward_within(graph: dict[str, set[str]], order: tuple[str, ...]) -> list[str]:
+    """Imports between the sub-packages of ``order[0]`` that go against ``order``."""
+    return sorted(f"{m} -> {i}" for m, deps in graph.items() for i in deps
+                  if sub_layer(m, order) is not None and sub_layer(i, order) is not None
+                  and sub_layer(i, order) > sub_layer(m, order))
 
 
 def _holds_code(folder: Path) -> bool:
@@ -193,6 +222,25 @@ def test_the_import_graph_has_no_circle():
 
 def test_no_module_imports_a_layer_above_its_own():
     assert upward_imports(import_graph()) == []
+
+
+def test_the_checker_sees_an_import_up_the_order_of_a_package():
+    order = ("pkg", "pkg.low", "pkg.high")
+    graph = {"pkg.low.a": {"pkg.high.b", "pkg.helpers", "other.x"}, "pkg.high.b": {"pkg.low.a", "pkg.low"},
+             "pkg.helpers": {"pkg.low.a"}, "pkg.high": set(), "pkg.low": set(), "other.x": {"pkg.high.b"}}
+    assert upward_within(graph, order) == ["pkg.helpers -> pkg.low.a", "pkg.low.a -> pkg.high.b"]
+    assert [sub_layer(m, order) for m in ("pkg", "pkg.helpers", "pkg.low", "pkg.high.b", "other.x")] \
+        == [0, 0, 1, 2, None]
+    with pytest.raises(KeyError, match="pkg.new.*EVALUATION_ORDER"):
+        sub_layer("pkg.new.c", order)
+
+
+def test_evaluation_sub_packages_import_only_down_their_order():
+    graph = import_graph()
+    packages = {m for m in graph if m.count(".") == 1 and m.startswith("evaluation.")
+                and (ROOT / m.replace(".", "/") / "__init__.py").exists()}
+    assert packages == set(EVALUATION_ORDER[1:])
+    assert upward_within(graph, EVALUATION_ORDER) == []
 
 
 def test_shared_pieces_import_no_method():

@@ -65,19 +65,19 @@ def test_the_device_comes_from_the_accelerator_and_the_card(monkeypatch):
 @pytest.mark.parametrize("device,expected_chunk,expected_workers", [(CPU, 1024, 0), (H100, 8192, 4)])
 def test_the_run_fills_the_config_states_each_setting_and_the_datamodule_gets_them(
         toy_corpus, tmp_path, monkeypatch, caplog, device, expected_chunk, expected_workers):
-    import run
+    from ctclust.training import builders
     from tests.helpers import compose_config, toy_overrides
 
     monkeypatch.setattr(device_settings, "run_device", lambda accelerator: device)
     cfg = compose_config(toy_overrides(toy_corpus), tmp_path)
     with caplog.at_level(logging.INFO, logger="run"):
-        run.resolve_speed_settings(cfg)
+        builders.resolve_speed_settings(cfg)
     assert cfg.method.chunk_tokens == expected_chunk and cfg.dataset.loader.num_workers == expected_workers
     line = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("speed settings"))
     source = "gpu default" if device.kind == "cuda" else "cpu default"
     for key in SETTINGS:
         assert f"{key}=" in line and source in line
-    datamodule = run.instantiate_datamodule(cfg)
+    datamodule = builders.instantiate_datamodule(cfg)
     datamodule.setup("fit")
     loader = datamodule.train_dataloader()
     assert loader.num_workers == expected_workers and loader.pin_memory is (device.kind == "cuda")
@@ -85,13 +85,13 @@ def test_the_run_fills_the_config_states_each_setting_and_the_datamodule_gets_th
 
 
 def test_a_command_line_value_is_kept_by_the_run(toy_corpus, tmp_path, monkeypatch, caplog):
-    import run
+    from ctclust.training import builders
     from tests.helpers import compose_config, toy_overrides
 
     monkeypatch.setattr(device_settings, "run_device", lambda accelerator: H100)
     cfg = compose_config(toy_overrides(toy_corpus) + ["encoder_chunk_tokens=512", "loader.num_workers=0"], tmp_path)
     with caplog.at_level(logging.INFO, logger="run"):
-        run.resolve_speed_settings(cfg)
+        builders.resolve_speed_settings(cfg)
     assert cfg.method.chunk_tokens == 512 and cfg.dataset.loader.num_workers == 0
     assert "encoder_chunk_tokens=512 (config)" in caplog.text
 
@@ -119,7 +119,7 @@ def test_below_the_configuration_nothing_chooses_a_setting_by_itself(toy_corpus)
         kmeans_fit(np.zeros((4, 2), dtype=np.float32), 2)
 
 
-@pytest.mark.parametrize("command", ["evaluation.clustering.choose_k",
+@pytest.mark.parametrize("command", ["evaluation.model_io.embed_and_choose_k",
                                      "evaluation.benchmarks.evaluate_model"])
 def test_the_evaluation_commands_show_the_value_outside_training(command, capsys):
     import importlib
@@ -133,3 +133,20 @@ def test_an_encoder_outside_training_makes_one_padded_call_per_batch():
     from textcore.encoding.encoder import EncoderSettings
 
     assert EncoderSettings.outside_training().chunk_tokens == OUTSIDE_TRAINING["encoder_chunk_tokens"] == 0
+
+
+def test_the_cores_a_process_may_use_are_counted_in_one_place(monkeypatch):
+    """``usable_cores`` (the process's CPU affinity, which SLURM and cgroups narrow) is the only count of cores:
+    the device of a run, the sweep's threads per job and the packed runs' threads all read it."""
+    import ast
+    import os
+
+    from tests.project.test_architecture import ROOT, project_modules
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 3, 5}, raising=False)
+    assert device_settings.usable_cores() == 3 and device_settings.run_device("cpu").cpus == 3
+    counting = sorted(m for m, path in project_modules(ROOT).items() if m != "textcore.device_settings"
+                      for node in ast.walk(ast.parse(path.read_text()))
+                      if isinstance(node, ast.FunctionDef) and node.name == "usable_cores"
+                      or isinstance(node, ast.Attribute) and node.attr == "sched_getaffinity")
+    assert counting == []

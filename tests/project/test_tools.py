@@ -71,11 +71,12 @@ def test_a_command_runs_the_main_of_its_module_as_python_m_does(name):
     assert command.info_logs == shows_info
 
 
-def test_an_exit_status_a_command_returns_is_the_tools_exit_status(tmp_path):
-    """augment returns its status instead of raising; tools.py passes it on (here: the input file is missing)."""
+def test_a_user_error_of_a_command_is_the_tools_exit_status_2(tmp_path):
+    """Here augment's input file is missing: one line, status 2, as from its own module."""
     done = run_tools("augment", str(tmp_path / "missing.csv"), "--output", str(tmp_path / "out.csv"),
                      "--method", "eda")
-    assert done.returncode == 2, done.stderr[-2000:]
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
+    assert done.returncode == 2 and len(errors) == 1 and "missing.csv" in errors[0], done.stderr[-2000:]
 
 
 def test_the_tools_console_leaves_transformers_bars_off_and_the_hubs_downloads_on():

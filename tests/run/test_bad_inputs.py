@@ -1,6 +1,6 @@
 """Bad inputs stop with one message that names the file or key and the fix, never a traceback.
 
-Most cases run ``run.train`` in-process and take the error the way ``run.py``'s main does
+Most cases run ``ctclust.training.train.train`` in-process and take the error the way ``run.py``'s main does
 (``textcore.errors.find_user_error`` on whatever was raised): that is what gets printed, as one line. A few
 run the real entry point as a subprocess, where the console itself (exit code, stderr, no
 traceback) is what is tested. docs/reliability.md "When the input is wrong" lists the cases.
@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def user_error(overrides: list[str], out: Path) -> str:
     """The one-line message run.py would print for this run; fails if the run succeeds or the error
     is not a user error (a bug, which would keep its traceback)."""
-    from run import train
+    from ctclust.training.train import train
 
     with pytest.raises(Exception) as caught:
         with warnings.catch_warnings():
@@ -164,7 +164,7 @@ def test_wiki_reader_names_the_line_of_the_bad_byte(tmp_path):
 
 
 def test_decode_error_line_in_a_large_file(tmp_path):
-    from datamodules.text_io import iter_lines, locate_decode_error
+    from datamodules.text_decoding import iter_lines, locate_decode_error
 
     path = tmp_path / "big.txt"
     path.write_bytes(b"".join(b"sentence %d with some words in it\n" % i for i in range(5000)) + b"\xff\n")
@@ -178,11 +178,13 @@ def test_augment_cli_names_file_and_line_and_takes_encoding(tmp_path, capsys):
 
     source = write_short_text_csv(tmp_path / "in.csv", header=("label", "text", "aug"))
     with_bad_byte(source, 3)
-    assert main([str(source), "--output", str(tmp_path / "out.csv"), "--method", "eda", "--no-progress"]) == 2
+    with pytest.raises(SystemExit) as stopped:
+        main([str(source), "--output", str(tmp_path / "out.csv"), "--method", "eda", "--no-progress"])
     err = capsys.readouterr().err
+    assert stopped.value.code == 2
     assert err.startswith("error: ") and "in.csv' line 3" in err and "--encoding latin-1" in err
-    assert main([str(source), "--output", str(tmp_path / "out.csv"), "--method", "eda", "--no-progress",
-                 "--operations", "rs", "--encoding", "latin-1"]) == 0  # random swaps: no WordNet to load
+    main([str(source), "--output", str(tmp_path / "out.csv"), "--method", "eda", "--no-progress",
+          "--operations", "rs", "--encoding", "latin-1"])  # random swaps: no WordNet to load
     assert "café au lait" in (tmp_path / "out.csv").read_text(encoding="utf-8")
 
 
@@ -250,7 +252,7 @@ def test_file_without_any_text(tmp_path):
 
 
 def test_predictions_map_back_to_file_lines(tmp_path):
-    from run import train
+    from ctclust.training.train import train
 
     overrides = tiny_csv(tmp_path)
     path = tmp_path / "texts.csv"
@@ -377,10 +379,10 @@ def test_a_folder_with_an_earlier_run_is_continued_only_with_ckpt_path(tmp_path)
 
 def test_a_requeued_job_starts_again_over_its_attempt_that_left_no_checkpoint(tmp_path, monkeypatch):
     """SLURM requeued the job before its first checkpoint (no requeue record): the folder is the same run's."""
-    from ctclust import run_control
-    from run import train
+    from ctclust.training import lifecycle
+    from ctclust.training.train import train
 
-    monkeypatch.setattr(run_control, "restart_count", lambda: 1)
+    monkeypatch.setattr(lifecycle, "restart_count", lambda: 1)
     out = tmp_path / "run"
     out.mkdir()
     (out / "results.json").write_text(json.dumps({"status": "interrupted", "checkpoint": None}))
@@ -475,10 +477,12 @@ def test_run_py_console_for_a_run_folder_the_system_refuses(tmp_path):
 
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full to simulate a full disk")
 @pytest.mark.parametrize("name", ["config_resolved.yaml", "predictions.csv", "results.json"])
-def test_disk_full_while_writing_outputs(tmp_path, name):
+def test_disk_full_while_writing_outputs(tmp_path, monkeypatch, name):
+    from tests.helpers.faults import fill_disk_for
+
     out = tmp_path / "run"
     out.mkdir()
-    (out / name).symlink_to("/dev/full")  # every write to it fails with ENOSPC
+    fill_disk_for(monkeypatch, out, name)
     message = user_error(tiny_csv(tmp_path), out)
     assert "the disk is full" in message and name in message and "write elsewhere" in message
 

@@ -98,12 +98,12 @@ def test_model_summary_drops_the_zero_flops_column_and_goes_to_stderr(capsys):
 
 def test_the_result_table_and_the_results_path_go_to_stdout(capsys, tmp_path):
     """run.py's last lines on stdout: the before/after table and where results.json is."""
-    import run
+    from ctclust.training.results import print_results
 
     results = {"method": "sccl", "dataset": "demo", "backbone": "tiny", "steps": 5, "output_dir": str(tmp_path),
                "clustering": {"before": {"kmeans_acc": 0.5, "kmeans_nmi": 0.25},
                               "final": {"kmeans_acc": 0.75, "kmeans_nmi": 0.5, "head_acc": 0.625}}}
-    run.print_summary(results)
+    print_results(results)
     out = capsys.readouterr().out
     assert "sccl on demo (tiny, 5 steps)" in out and "75.00" in out and "62.50" in out
     assert f"results: {tmp_path / 'results.json'}" in out.replace("\n", "")

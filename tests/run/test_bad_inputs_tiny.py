@@ -1,4 +1,4 @@
-"""Tiny and broken inputs that once ended in a traceback (issue 27): two texts with K = 2, a study database that
+"""Tiny and broken inputs that once ended in a traceback: two texts with K = 2, a study database that
 is not a database, a reversed K range for choose_k."""
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ def two_text_file(folder: Path, kind: str) -> Path:
 
 @pytest.mark.parametrize("kind", ["bom", "tsv", "long"])
 def test_two_texts_with_two_clusters_train_and_report_undefined_scores_as_null(tmp_path, kind, caplog):
-    from run import train
+    from ctclust.training.train import train
     from tests.helpers import compose_config
 
     path = two_text_file(tmp_path, kind)
@@ -118,7 +118,7 @@ def test_study_storage_checks(tmp_path):
 def test_choose_k_with_a_reversed_range_names_the_number_of_texts(tmp_path):
     texts = tmp_path / "five.txt"
     texts.write_text("a cat\na dog\na stock\na bond\na goal\n")
-    proc = subprocess.run([sys.executable, "-m", "evaluation.clustering.choose_k", "--input", str(texts),
+    proc = subprocess.run([sys.executable, "-m", "evaluation.model_io.embed_and_choose_k", "--input", str(texts),
                            "--model", "tiny",
                            "--k", "20:2"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == USER_ERROR_EXIT_CODE, proc.stderr[-2000:]
@@ -128,7 +128,7 @@ def test_choose_k_with_a_reversed_range_names_the_number_of_texts(tmp_path):
 
 @pytest.mark.parametrize("max_length", ["0", "129"])
 def test_choose_k_max_length_beyond_the_backbone_is_one_line(tmp_path, capsys, max_length):
-    from evaluation.clustering.choose_k import main
+    from evaluation.model_io.embed_and_choose_k import main
 
     texts = tmp_path / "five.txt"
     texts.write_text("a cat\na dog\na stock\na bond\na goal\n")

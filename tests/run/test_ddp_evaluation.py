@@ -19,7 +19,7 @@ TINY = ["backbone=tiny", "batch_size=32", "trainer.enable_progress_bar=false", "
 def test_the_final_evaluation_on_two_processes_embeds_each_text_once_and_equals_one_process(tmp_path):
     """The end-of-training evaluation of one checkpoint (eval_only), on one process and on two (DDP, gloo): the
     same metrics, and the two processes' encoder passes together embed each of the demo's 720 texts once."""
-    from run import train
+    from ctclust.training.train import train
 
     trained = tmp_path / "trained"
     train(compose_config(TINY + ["trainer.max_steps=2", "dataset.callbacks.clustering_eval.every_n_steps=0"],

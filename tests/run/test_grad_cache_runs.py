@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from run import train
+from ctclust.training.train import train
 from tests.helpers import compose_config
 from tests.run.test_resume import method_overrides
 from textcore.errors import ConfigError

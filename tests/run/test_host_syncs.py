@@ -1,4 +1,4 @@
-"""The training loop never waits for the host between logging steps (issue 28).
+"""The training loop never waits for the host between logging steps.
 
 On a GPU, every read of a tensor's value by Python (``item``, ``tolist``, ``bool(t)``, ``float(t)``, ``cpu``,
 ``numpy``, ``torch.equal``) and every data-dependent shape (a boolean-mask index, ``nonzero``, ``unique``)
@@ -138,15 +138,15 @@ def logging_step(step: int) -> bool:
 
 
 def fit_and_count(overrides: list[str], out: Path, monkeypatch) -> HostReads:
-    import run
+    from ctclust.training import builders, train
     from tests.helpers import compose_config
 
     reads = HostReads()
-    build = run.instantiate_callbacks
-    monkeypatch.setattr(run, "instantiate_callbacks", lambda cfg: [StepMarker(reads)] + build(cfg))
+    build = builders.instantiate_callbacks
+    monkeypatch.setattr(train, "instantiate_callbacks", lambda cfg: [StepMarker(reads)] + build(cfg))
     cfg = compose_config(overrides + QUIET, out)
     with reads.wrapped():
-        run.train(cfg)
+        train.train(cfg)
     return reads
 
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from ctclust.training.train import train
 from lightning_modules.shared.registry import ClassPathError, import_class, same_class
-from run import train
 from tests.helpers import compose_config
 from tests.helpers.resume import assert_same_tensors, logged_rows
 from tests.run.test_resume import method_overrides

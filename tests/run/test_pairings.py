@@ -68,7 +68,7 @@ def test_pairing_check_accepts_exactly_the_supported_datasets(method, resolved_g
 @pytest.mark.parametrize("method,dataset", [("pairsupcon", "demo"), ("sccl", "wiki"), ("aecl", "nli"),
                                             ("simcse", "nli")])
 def test_unsupported_pairing_stops_before_any_work(method, dataset, tmp_path):
-    from run import train
+    from ctclust.training.train import train
 
     with pytest.raises(Exception) as caught:
         train(compose_config([f"method={method}", f"dataset={dataset}", *FAST], tmp_path / "run"))
@@ -127,7 +127,7 @@ def test_one_step_runs_cover_every_method_and_kind_of_data():
 
 @pytest.mark.parametrize("method,dataset", ONE_STEP)
 def test_supported_pairing_runs_one_step(method, dataset, tmp_path):
-    from run import train
+    from ctclust.training.train import train
 
     out = tmp_path / "run"
     cfg = compose_config([f"method={method}", f"dataset={dataset}", *FAST, *_data_overrides(method, dataset, tmp_path)],
@@ -144,7 +144,7 @@ def test_supported_pairing_runs_one_step(method, dataset, tmp_path):
 @pytest.mark.parametrize("method", ["sccl", "aecl"])
 def test_benchmark_configs_read_a_file_of_their_layout(method, dataset, tmp_path):
     """Each benchmark config (file name, columns, K) validates and reads a file laid out like the real one."""
-    from run import instantiate_datamodule, resolve_speed_settings
+    from ctclust.training.builders import instantiate_datamodule, resolve_speed_settings
 
     cfg = compose_config([f"method={method}", f"dataset={dataset}", f"data_dir={tmp_path}", "backbone=tiny"],
                          tmp_path / "run")
@@ -162,7 +162,7 @@ def test_benchmark_configs_read_a_file_of_their_layout(method, dataset, tmp_path
 @pytest.mark.parametrize("dataset", BENCHMARKS)
 @pytest.mark.parametrize("method", ["sccl", "aecl", "simcse", "clusterns"])
 def test_benchmark_pairing_runs_one_step(method, dataset, tmp_path):
-    from run import train
+    from ctclust.training.train import train
 
     k = compose_config([f"dataset={dataset}"], tmp_path).dataset.num_clusters
     write_short_text_csv(tmp_path / f"{dataset}.csv", n_per_topic=2, topics=k)

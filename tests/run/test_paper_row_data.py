@@ -70,7 +70,7 @@ TINY = ["backbone=tiny", "trainer=cpu", "++trainer.precision=32-true", "batch_si
 
 
 def sample_run(row: str, extra: list[str], tmp_path: Path) -> dict:
-    from run import train
+    from ctclust.training.train import train
 
     out = tmp_path / "run"
     with warnings.catch_warnings():

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import lightning_modules.shared.eval_outputs as eval_outputs
-from run import train
+from ctclust.training.train import train
 from tests.helpers import compose_config
 from tests.helpers.resume import without_timings
 from textcore.kmeans import sample_rows

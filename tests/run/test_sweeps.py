@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from launching.hydra_callbacks import threads_for_job, usable_cores
+from launching.hydra_callbacks import threads_for_job
 from tests.helpers import CONF, toy_overrides
 from tests.helpers.sweeps import lean_callbacks, run_cli
+from textcore.device_settings import usable_cores
 
 
 def toy_cli(csv_path, steps: int = 2) -> list[str]:

@@ -1,5 +1,5 @@
 """scripts/studies/aecl_side_by_side.py reads a seed run as the swap's two halves and tabulates both codes'
-stage 3 from the same checkpoint (issue 32). The run folders are written here by hand, in the layout run.py writes."""
+stage 3 from the same checkpoint. The run folders are written here by hand, in the layout run.py writes."""
 from __future__ import annotations
 
 import json

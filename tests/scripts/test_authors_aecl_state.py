@@ -1,5 +1,5 @@
 """scripts/studies/authors_aecl.py's ``ours_state_for_theirs``: one of our AECL checkpoints loaded into the
-authors' network and their two Adam optimisers (issue 32's swap: both codes train stage 3 from one state).
+authors' network and their two Adam optimisers (aecl_side_by_side.py's swap: both codes train stage 3 from one state).
 
 Their Network is stood in for by a module with their attribute names and layers (network.py: backbone,
 instance_projector, TransformerEncoderLayer(128, 1, 256), cluster_projector, the unused Common_view), built

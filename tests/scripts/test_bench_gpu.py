@@ -1,4 +1,5 @@
-"""scripts/bench/gpu.py runs end to end at tiny scale on the CPU (the GPU numbers need a GPU: docs/gpu.md)."""
+"""scripts/bench/gpu.py and its benchmarks (scripts/bench/gpu_steps/) run end to end at tiny scale on the CPU (the GPU
+numbers need a GPU: docs/gpu.md)."""
 from __future__ import annotations
 
 import math
@@ -51,25 +52,28 @@ def test_end_to_end_rows_time_trainer_fit_beside_the_raw_step(tmp_path, short_te
 
 
 def test_matmul_parameters_leave_the_embedding_tables_out():
-    bench = load_script("bench/gpu")
     import torch
 
+    from scripts.bench.gpu_steps.shared import matmul_parameters
+
     model = torch.nn.Sequential(torch.nn.Embedding(100, 8), torch.nn.Linear(8, 4))
-    assert bench.matmul_parameters(model) == 8 * 4 + 4
+    assert matmul_parameters(model) == 8 * 4 + 4
 
 
 def test_bucketed_batches_embed_and_lose_as_the_plain_ones(tmp_path):
     """Padding every batch to a multiple of 8 tokens (the compiled rows' --bucket) changes the shapes, not the
     embeddings or the loss: padding is masked (one padded call, dropout off)."""
-    bench = load_script("bench/gpu")
     import torch
 
-    folder = bench.backbone_folder("distilbert-base", True, tmp_path)
+    from scripts.bench.gpu_steps.compiled_step import distinct_batches
+    from scripts.bench.gpu_steps.shared import backbone_folder, build
+
+    folder = backbone_folder("distilbert-base", True, tmp_path)
     torch.manual_seed(0)
-    module, _, _ = bench.build("sccl", folder, 8, "short", torch.device("cpu"), "ours", 0, 0, views=2)
+    module, _, _ = build("sccl", folder, 8, "short", torch.device("cpu"), "ours", 0, 0, views=2)
     module.eval()
-    plain = bench.distinct_batches(module, "short", 8, 2, 0, torch.device("cpu"))
-    bucketed = bench.distinct_batches(module, "short", 8, 2, 8, torch.device("cpu"))
+    plain = distinct_batches(module, "short", 8, 2, 0, torch.device("cpu"))
+    bucketed = distinct_batches(module, "short", 8, 2, 8, torch.device("cpu"))
     widths = [(p["view1"]["input_ids"].shape[1], b["view1"]["input_ids"].shape[1]) for p, b in zip(plain, bucketed)]
     assert all(w % 8 == 0 for _, w in widths) and any(p != b for p, b in widths)  # the shapes did change
     with torch.no_grad():

@@ -1,5 +1,5 @@
-"""scripts/bench/gpu_session.py (issue 41's measurements in parts that fit a short allocation on a GPU node) and the
-one device command, `bash scripts/bench/gpu_node.sh --issue41`, at smoke scale on the CPU."""
+"""scripts/bench/gpu_session.py (the prepared GPU measurements in parts that fit a short allocation on a GPU node)
+and the one device command, `bash scripts/bench/gpu_node.sh --session`, at smoke scale on the CPU."""
 from __future__ import annotations
 
 import argparse
@@ -108,7 +108,7 @@ def test_packing_summary_derives_runs_per_hour_and_the_time_to_table_1(tmp_path)
 
 @pytest.mark.slow
 def test_the_device_command_runs_every_part_at_smoke_scale_on_the_cpu(tmp_path, short_text_dir):
-    """`bash scripts/bench/gpu_node.sh --tiny --issue41` on a tiny bundle (about 3 minutes on 2 cores): every part
+    """`bash scripts/bench/gpu_node.sh --tiny --session` on a tiny bundle (about 3 minutes on 2 cores): every part
     finishes, the files to take away are at most 8."""
     env = {**os.environ, "PROJECT_DATA_DIR": str(short_text_dir.parent), "BUNDLE": str(tmp_path / "bundle"),
            "OUT": str(tmp_path / "out"), "WORK": str(tmp_path / "work"), "PYTHON": sys.executable}
@@ -116,7 +116,7 @@ def test_the_device_command_runs_every_part_at_smoke_scale_on_the_cpu(tmp_path, 
     snapshot = os.environ.get("SCCL_SNAPSHOT")
     subprocess.run(bundle + (["--sccl-snapshot", snapshot] if snapshot else []), cwd=ROOT, env=env, check=True,
                    capture_output=True)
-    done = subprocess.run(["bash", "scripts/bench/gpu_node.sh", "--tiny", "--issue41"], cwd=ROOT, env=env,
+    done = subprocess.run(["bash", "scripts/bench/gpu_node.sh", "--tiny", "--session"], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=1500)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     out = tmp_path / "out"
@@ -127,3 +127,17 @@ def test_the_device_command_runs_every_part_at_smoke_scale_on_the_cpu(tmp_path, 
     assert "Compiled step in steady state" in text
     assert "| 2 | 2 |" in text  # two runs side by side in the packing part
     assert len(list(out.iterdir())) <= 8 and (out / "results.tar.gz").is_file()
+
+
+@pytest.mark.parametrize("flags,complaint", [
+    (["--session"], "bundle.json is not there"),
+    (["--tiny", "--session", "quality,steps"], "bundle.json is not there"),
+    (["--no-such-flag"], "unknown argument --no-such-flag"),
+])
+def test_the_device_command_takes_session_and_its_parts(tmp_path, flags, complaint):
+    """`--session [PARTS]` is an option of gpu_node.sh (it gets as far as looking for the bundle); a flag it does
+    not know is refused with the ones it knows."""
+    env = {**os.environ, "BUNDLE": str(tmp_path / "no_bundle")}
+    done = subprocess.run(["bash", "scripts/bench/gpu_node.sh", *flags], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 2 and complaint in done.stderr, done.stderr

@@ -1,4 +1,4 @@
-"""scripts/bench/profile_loop.py at smoke scale on the CPU (issue 41): where an end-to-end step's time goes, beside
+"""scripts/bench/profile_loop.py at smoke scale on the CPU: where an end-to-end step's time goes, beside
 the raw step; what needs CUDA (the GPU timeline, the host-sync count) is skipped with a note."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""scripts/studies/sccl_side_by_side.py and authors_sccl.py (issue 41): SCCL's full recipe, ours beside the authors'
+"""scripts/studies/sccl_side_by_side.py and authors_sccl.py: SCCL's full recipe, ours beside the authors'
 code. The table is read from run folders written here by hand; the driver runs at smoke scale on the CPU; the
 authors' harness runs against their real code when a snapshot of amazon-science/sccl is at hand (SCCL_SNAPSHOT, or
 the bundle's .gpu/official/sccl: their code is not part of the project)."""

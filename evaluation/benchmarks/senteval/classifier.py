@@ -24,7 +24,7 @@ NumPy and torch generators are left untouched.
 
 Validation schemes:
 
-- ``inner_kfold_eval`` (MR, CR, SUBJ, MPQA; SentEval ``InnerKFoldClassifier``): outer stratified
+- ``Schemes.inner_kfold`` (MR, CR, SUBJ, MPQA; SentEval ``InnerKFoldClassifier``): outer stratified
   k-fold; in each outer fold the weight decay comes from ``L2_GRID`` by an inner stratified k-fold
   on the outer training part, where each inner classifier early-stops on its inner held-out fold
   and is scored on it; the score of a decay is the mean of those accuracies in %, rounded to two
@@ -32,9 +32,9 @@ Validation schemes:
   with 5 % of it held out at random for early stopping and scored on the outer test fold. Both
   k-folds are ``StratifiedKFold(shuffle=True, random_state=1111)`` whatever ``seed`` is (SentEval
   fixes them), applied to the examples in SentEval's order (``evaluation.benchmarks.transfer`` sorts them).
-- ``kfold_test_eval`` (TREC, MRPC; ``KFoldClassifier``): decay by stratified k-fold CV on train
+- ``Schemes.kfold_test`` (TREC, MRPC; ``KFoldClassifier``): decay by stratified k-fold CV on train
   (``random_state=seed``) scored as above, refit on all of train with 5 % held out, test accuracy.
-- ``split_eval`` (SST-2, SICK-E; ``SplitClassifier``): one classifier per decay trained on train,
+- ``Schemes.split`` (SST-2, SICK-E; ``SplitClassifier``): one classifier per decay trained on train,
   early-stopping on dev; best dev accuracy picks the decay; test accuracy of that classifier
   (SentEval trains it a second time with the same seed, which gives the same classifier).
 
@@ -326,36 +326,13 @@ def _refit(X_train, y_train, n_classes, l2, settings, seed) -> LinearProbe:
 
 
 def _outer_fold(X, y, train, held, n_classes, settings, seed, grid) -> tuple[float, float, float]:
-    """One outer fold of ``inner_kfold_eval``: (test accuracy %, best inner CV score, chosen decay)."""
+    """One outer fold of ``Schemes.inner_kfold``: (test accuracy %, best inner CV score, chosen decay)."""
     X_train, y_train = X[train], y[train]
     inner = stratified_folds(y_train, settings.kfold, FOLD_SEED)
     scores = grid_scores(X_train, y_train, n_classes, inner, grid, settings, seed)
     best = int(np.argmax(scores))  # first best: the weakest decay among ties
     probe = _refit(X_train, y_train, n_classes, grid[best], settings, seed)
     return _pct(probe.score(X[held], y[held])), scores[best], grid[best]
-
-
-def inner_kfold_eval(
-    X: np.ndarray,
-    y: np.ndarray,
-    n_classes: int,
-    settings: ProbeSettings = SETTINGS["default"],
-    seed: int = DEFAULT_SEED,
-    grid=L2_GRID,
-    n_jobs: int = 1,
-) -> dict:
-    """MR/CR/SUBJ/MPQA: outer k-fold test accuracy, weight decay by inner k-fold per outer fold
-    (outer folds run in ``n_jobs`` processes)."""
-    outer = stratified_folds(y, settings.kfold, FOLD_SEED)
-    calls = [(X, y, train, held, n_classes, settings, seed, grid) for train, held in outer]
-    test, dev, chosen = zip(*_in_parallel(_outer_fold, calls, n_jobs))
-    return {
-        "acc": round(float(np.mean(test)), 2),
-        "acc_std": round(float(np.std(test)), 2),
-        "devacc": round(float(np.mean(dev)), 2),
-        "fold_acc": list(test),
-        "l2": list(chosen),
-    }
 
 
 def _test_result(scores: list[float], grid, best: int, pred: np.ndarray, y_test) -> dict:
@@ -370,43 +347,52 @@ def _test_result(scores: list[float], grid, best: int, pred: np.ndarray, y_test)
     }
 
 
-def kfold_test_eval(
-    X_train: np.ndarray,
-    y_train: np.ndarray,
-    X_test: np.ndarray,
-    y_test: np.ndarray,
-    n_classes: int,
-    settings: ProbeSettings = SETTINGS["default"],
-    seed: int = DEFAULT_SEED,
-    grid=L2_GRID,
-    n_jobs: int = 1,
-) -> dict:
-    """TREC/MRPC: decay by k-fold CV on train, refit on train (5 % held out), test accuracy; ``pred`` [n_test]."""
-    folds = stratified_folds(y_train, settings.kfold, seed)
-    scores = grid_scores(X_train, y_train, n_classes, folds, grid, settings, seed, n_jobs)
-    best = int(np.argmax(scores))
-    with torch_threads(1):
-        pred = _refit(X_train, y_train, n_classes, grid[best], settings, seed).predict(X_test)
-    return _test_result(scores, grid, best, pred, y_test)
-
-
 def _split_fit(X, y, n_classes, l2, settings, seed) -> tuple[float, np.ndarray]:
     probe = LinearProbe(X["train"].shape[1], n_classes, l2, settings, seed)
     dev = _pct(probe.fit(X["train"], y["train"], X["dev"], y["dev"]))
     return dev, probe.predict(X["test"])
 
 
-def split_eval(
-    X: Mapping[str, np.ndarray],
-    y: Mapping[str, np.ndarray],
-    n_classes: int,
-    settings: ProbeSettings = SETTINGS["default"],
-    seed: int = DEFAULT_SEED,
-    grid=L2_GRID,
-    n_jobs: int = 1,
-) -> dict:
-    """SST-2/SICK-E: decay by dev accuracy (dev also early-stops), test accuracy of that classifier."""
-    results = _in_parallel(_split_fit, [(X, y, n_classes, l2, settings, seed) for l2 in grid], n_jobs)
-    scores = [dev for dev, _ in results]
-    best = int(np.argmax(scores))
-    return _test_result(scores, grid, best, results[best][1], y["test"])
+@dataclass(frozen=True)
+class Schemes:
+    """SentEval's three validation schemes (the module's docstring) with one classifier ``settings``, ``seed`` and
+    weight-decay ``grid``; ``n_jobs``: processes for the folds or decays (1: none; the results do not depend on
+    it)."""
+
+    settings: ProbeSettings = SETTINGS["default"]
+    seed: int = DEFAULT_SEED
+    grid: tuple[float, ...] = L2_GRID
+    n_jobs: int = 1
+
+    def inner_kfold(self, X: np.ndarray, y: np.ndarray, n_classes: int) -> dict:
+        """MR/CR/SUBJ/MPQA: outer k-fold test accuracy, weight decay by inner k-fold per outer fold (the outer folds
+        in ``n_jobs`` processes)."""
+        outer = stratified_folds(y, self.settings.kfold, FOLD_SEED)
+        calls = [(X, y, train, held, n_classes, self.settings, self.seed, self.grid) for train, held in outer]
+        test, dev, chosen = zip(*_in_parallel(_outer_fold, calls, self.n_jobs))
+        return {
+            "acc": round(float(np.mean(test)), 2),
+            "acc_std": round(float(np.std(test)), 2),
+            "devacc": round(float(np.mean(dev)), 2),
+            "fold_acc": list(test),
+            "l2": list(chosen),
+        }
+
+    def kfold_test(self, X_train: np.ndarray, y_train: np.ndarray, X_test: np.ndarray, y_test: np.ndarray,
+                   n_classes: int) -> dict:
+        """TREC/MRPC: decay by k-fold CV on train, refit on train (5 % held out), test accuracy; ``pred``
+        [n_test]."""
+        folds = stratified_folds(y_train, self.settings.kfold, self.seed)
+        scores = grid_scores(X_train, y_train, n_classes, folds, self.grid, self.settings, self.seed, self.n_jobs)
+        best = int(np.argmax(scores))
+        with torch_threads(1):
+            pred = _refit(X_train, y_train, n_classes, self.grid[best], self.settings, self.seed).predict(X_test)
+        return _test_result(scores, self.grid, best, pred, y_test)
+
+    def split(self, X: Mapping[str, np.ndarray], y: Mapping[str, np.ndarray], n_classes: int) -> dict:
+        """SST-2/SICK-E: decay by dev accuracy (dev also early-stops), test accuracy of that classifier."""
+        calls = [(X, y, n_classes, l2, self.settings, self.seed) for l2 in self.grid]
+        results = _in_parallel(_split_fit, calls, self.n_jobs)
+        scores = [dev for dev, _ in results]
+        best = int(np.argmax(scores))
+        return _test_result(scores, self.grid, best, results[best][1], y["test"])

@@ -203,6 +203,7 @@ class SentEvalProtocol:
     ):
         self.seed, self.setting, self.n_jobs = seed, setting, n_jobs
         self.probe = senteval_classifier.probe_settings(setting, classifier)
+        self.schemes = senteval_classifier.Schemes(self.probe, seed, n_jobs=n_jobs)
 
     def _common(self, out: dict, validation: str) -> dict:
         out.pop("pred", None)
@@ -210,20 +211,18 @@ class SentEvalProtocol:
 
     def cv(self, X, y, n_classes: int) -> dict:
         X = np.asarray(X, dtype=np.float32)  # the classifier's precision; halves what the folds copy
-        out = senteval_classifier.inner_kfold_eval(X, y, n_classes, self.probe, self.seed, n_jobs=self.n_jobs)
+        out = self.schemes.inner_kfold(X, y, n_classes)
         k = self.probe.kfold
         return self._common(out, f"{k}-fold CV, weight decay by inner {k}-fold CV, 5% held out for early stopping")
 
     def split(self, X, y, n_classes: int) -> dict:
         X = {name: np.asarray(part, dtype=np.float32) for name, part in X.items()}
-        out = senteval_classifier.split_eval(X, y, n_classes, self.probe, self.seed, n_jobs=self.n_jobs)
+        out = self.schemes.split(X, y, n_classes)
         return self._common(out, "train/dev/test, weight decay by dev, dev early-stops")
 
     def kfold_test(self, X_train, y_train, X_test, y_test, n_classes: int, f1: bool = False) -> dict:
         X_train, X_test = np.asarray(X_train, dtype=np.float32), np.asarray(X_test, dtype=np.float32)
-        out = senteval_classifier.kfold_test_eval(
-            X_train, y_train, X_test, y_test, n_classes, self.probe, self.seed, n_jobs=self.n_jobs
-        )
+        out = self.schemes.kfold_test(X_train, y_train, X_test, y_test, n_classes)
         if f1:
             out["f1"] = round(100.0 * float(f1_score(y_test, out["pred"])), 2)
         k = self.probe.kfold

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from evaluation.run_report import run_files
+from evaluation.model_io import run_files
 from evaluation.run_report.html.curves import curves_svg
 from evaluation.run_report.html.data import page_data, summary_table
 from evaluation.run_report.html.page import render_page

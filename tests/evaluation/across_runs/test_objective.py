@@ -124,7 +124,7 @@ def test_search_spaces_name_an_objective_for_their_method():
 
 
 def test_run_with_a_wrong_objective_keeps_its_results_and_raises(toy_corpus, tmp_path):
-    from run import train
+    from ctclust.training.train import train
     from tests.helpers import compose_config, toy_overrides
 
     out = tmp_path / "run"
@@ -137,7 +137,7 @@ def test_run_with_a_wrong_objective_keeps_its_results_and_raises(toy_corpus, tmp
 
 
 def test_objective_of_an_evaluation_the_run_lacks_stops_before_training(toy_corpus, tmp_path):
-    from run import train
+    from ctclust.training.train import train
     from tests.helpers import compose_config, toy_overrides
 
     out = tmp_path / "run"
@@ -147,7 +147,7 @@ def test_objective_of_an_evaluation_the_run_lacks_stops_before_training(toy_corp
 
 
 def test_default_objective_of_a_clustering_run(toy_corpus, tmp_path):
-    from run import train
+    from ctclust.training.train import train
     from tests.helpers import compose_config, toy_overrides
 
     results = train(compose_config(toy_overrides(toy_corpus, steps=2), tmp_path / "run"))

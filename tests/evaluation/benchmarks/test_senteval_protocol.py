@@ -149,7 +149,7 @@ def test_heavy_weight_decay_loses_and_the_choice_comes_from_the_grid():
     splits = {name: shared_noise(n, seed) for name, n, seed in (("train", 1000, 6), ("dev", 300, 7), ("test", 300, 8))}
     X = {name: s[0] for name, s in splits.items()}
     y = {name: s[1] for name, s in splits.items()}
-    out = sc.split_eval(X, y, 2, grid=(10.0, 1e-5))  # heavy decay listed first: the choice is by score
+    out = sc.Schemes(grid=(10.0, 1e-5)).split(X, y, 2)  # heavy decay listed first: the choice is by score
     assert list(out["l2_scores"]) == [10.0, 1e-5]
     assert out["l2_scores"][10.0] < 80 and out["l2_scores"][1e-5] > 95
     assert out["l2"] == 1e-5 and out["devacc"] == out["l2_scores"][1e-5] and out["acc"] > 95
@@ -196,10 +196,10 @@ def test_cv_tasks_use_fold_seed_1111_whatever_the_seed(monkeypatch):
     monkeypatch.setattr(sc, "_fold_accuracy", lambda *args: 1.0)
     monkeypatch.setattr(sc.LinearProbe, "fit", lambda self, *a, **k: 1.0)
     X, y = blobs(12, seed=0)
-    sc.inner_kfold_eval(X, y, 2, sc.probe_settings("default", {"kfold": 2}), seed=5)
+    sc.Schemes(sc.probe_settings("default", {"kfold": 2}), seed=5).inner_kfold(X, y, 2)
     assert seen == [(12, 2, 1111), (6, 2, 1111), (6, 2, 1111)]  # outer, then inner per outer fold
     seen.clear()
-    sc.kfold_test_eval(X, y, X, y, 2, sc.probe_settings("default", {"kfold": 3}), seed=5)
+    sc.Schemes(sc.probe_settings("default", {"kfold": 3}), seed=5).kfold_test(X, y, X, y, 2)
     assert seen == [(12, 3, 5)]  # KFoldClassifier: the task seed
 
 
@@ -284,7 +284,7 @@ def test_transfer_options_are_checked_before_any_work():
 def test_parallel_folds_give_the_same_numbers():
     X, y = blobs(120, seed=9)
     settings = sc.probe_settings("prototyping", {"kfold": 2})
-    assert sc.inner_kfold_eval(X, y, 2, settings, n_jobs=1) == sc.inner_kfold_eval(X, y, 2, settings, n_jobs=2)
+    assert sc.Schemes(settings, n_jobs=1).inner_kfold(X, y, 2) == sc.Schemes(settings, n_jobs=2).inner_kfold(X, y, 2)
 
 
 # -- evaluate_model and the end-of-training callback ---------------------------------------------

@@ -17,7 +17,7 @@ import pytest
 from scipy.stats import spearmanr
 
 from evaluation.benchmarks.sts import (
-    SEVEN,
+    STS_TASKS,
     STS_YEARS,
     StsDataMissingWarning,
     evaluate_sts,
@@ -178,10 +178,10 @@ def _seven_task_tree(root: Path) -> dict[str, float]:
 def test_seven_task_average(tmp_path):
     expected = _seven_task_tree(tmp_path)
     out = evaluate_sts(FakeEncoder(), tmp_path)
-    assert out["avg_over"] == list(SEVEN)
-    for task in SEVEN:
+    assert out["avg_over"] == list(STS_TASKS)
+    for task in STS_TASKS:
         assert out["tasks"][task]["spearman"] == pytest.approx(expected[task]), task
-    assert out["avg"] == pytest.approx(np.mean([expected[t] for t in SEVEN]))
+    assert out["avg"] == pytest.approx(np.mean([expected[t] for t in STS_TASKS]))
     assert out["tasks"]["SICKR"]["n"] == 4  # header line skipped, CRLF stripped
     assert out["skipped"] == {}
 

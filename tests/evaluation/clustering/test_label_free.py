@@ -132,7 +132,7 @@ def test_choose_k_finds_well_separated_blobs():
 
 
 def test_choose_k_cli_on_a_file_without_labels(tmp_path):
-    from evaluation.clustering.choose_k import main
+    from evaluation.model_io.embed_and_choose_k import main
 
     texts = [f"{w} {i}" for i in range(10) for w in ("football match goal", "pasta tomato sauce", "stock market")]
     (tmp_path / "mine.txt").write_text("\n".join(texts) + "\n")
@@ -146,7 +146,7 @@ def test_choose_k_cli_on_a_file_without_labels(tmp_path):
 
 
 def unlabelled_run(tmp_path, extra):
-    from run import train
+    from ctclust.training.train import train
     from tests.helpers import compose_config
 
     texts = [f"{w} {i}" for i in range(12) for w in ("football match goal", "pasta tomato sauce", "stock market fell")]
@@ -223,7 +223,7 @@ def test_the_stopping_settings_are_checked_and_their_old_keys_name_the_new_ones(
         with pytest.raises(ConfigError, match=rf"clustering_eval.{old}=.*set dataset.callbacks.clustering_stop\."):
             ClusteringEvaluator(**{old: new}, kmeans_backend=KMEANS, kmeans_sample=0, sample=0)
     # the documented old command line composes and then stops with that message, before any training
-    from run import instantiate_callbacks
+    from ctclust.training.builders import instantiate_callbacks
     from tests.helpers import compose_config
 
     cfg = compose_config(["dataset.callbacks.clustering_eval.stop_when_changed_below=0.02"], tmp_path)

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ctclust.training.train import train
 from evaluation.model_io.export import main as export_main
 from evaluation.model_io.model_card import build_card
-from run import train
 from tests.helpers import compose_config, toy_overrides
 
 

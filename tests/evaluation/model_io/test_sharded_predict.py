@@ -79,7 +79,7 @@ def assert_same_rows(got: pd.DataFrame, expected: pd.DataFrame) -> None:
 
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
-    from run import train
+    from ctclust.training.train import train
 
     out = tmp_path_factory.mktemp("run") / "sccl"
     train(compose_config(RUN_OVERRIDES, out))

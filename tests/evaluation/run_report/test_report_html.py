@@ -8,12 +8,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from ctclust.training.train import train
 from evaluation.run_report import describe
 from evaluation.run_report.html.curves import nice_ticks
 from evaluation.run_report.html.data import page_data
 from evaluation.run_report.html.page import render_page, script_json
 from evaluation.run_report.html.run_folder import write_run_page
-from run import train
 from tests.helpers import compose_config, toy_overrides
 from tests.helpers.data_files import toy_rows, write_csv
 
@@ -198,7 +198,7 @@ def test_curve_ticks_are_round_and_inside_the_range(lo, hi):
 def test_page_without_descriptions_names_the_command_that_makes_them(tiny_run, tmp_path):
     import shutil
 
-    from evaluation.run_report.run_files import RunFolderError
+    from evaluation.model_io.run_files import RunFolderError
 
     out, _ = tiny_run
     bare = tmp_path / "bare"

@@ -1,4 +1,4 @@
-"""AECL's attention network: the paper's S·T and the authors' transformer layer (issue 32)."""
+"""AECL's attention network: the paper's S·T and the authors' transformer layer."""
 from __future__ import annotations
 
 import math

@@ -1,4 +1,4 @@
-"""AECL against the authors' training step, step by step (issue 32).
+"""AECL against the authors' training step, step by step.
 
 The right-hand side is the authors' step as read from YZH0905/AECL-STC (network.py, loss.py, train.py), written
 here in plain tensor code and independent of the project's implementation: two encoder calls padded to the
@@ -220,8 +220,8 @@ def test_three_stages_step_by_step_against_the_authors_step(sides):
 
 
 def test_the_paper_attention_differs_from_the_authors_step(sides):
-    """The check can fail: with the paper's attention network (the project before issue 32) the first step's
-    head outputs no longer agree."""
+    """The check can fail: with the paper's attention network (`method.attention=paper`) the first step's head
+    outputs no longer agree."""
     from lightning_modules.aecl.attention import SampleAttention
 
     ours, theirs, _ = sides

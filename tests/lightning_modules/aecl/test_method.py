@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import torch
 
+from ctclust.training.train import train
 from lightning_modules.aecl.attention import SampleAttention
 from lightning_modules.aecl.callbacks import stage_switch
 from lightning_modules.aecl.callbacks.attention_ns import negative_similarity, off_class_attention
 from lightning_modules.aecl.callbacks.stage_switch import AECLStageSwitch, stage_for_epoch
-from run import train
 from tests.helpers import compose_config
 from tests.helpers.aecl import aecl_toy_overrides
 from tests.helpers.speed import CHUNKS, KMEANS

@@ -283,7 +283,7 @@ def clusterns_overrides(wiki, sts, steps, extra=()):
 
 
 def test_clusterns_end_to_end_writes_sts_outputs(wiki_setup, tmp_path):
-    from run import train
+    from ctclust.training.train import train
     from tests.helpers import compose_config
 
     wiki, sts = wiki_setup
@@ -313,7 +313,7 @@ def test_clusterns_end_to_end_writes_sts_outputs(wiki_setup, tmp_path):
 
 def test_resume_keeps_centroids_and_does_not_reinitialise(wiki_setup, tmp_path, monkeypatch):
     import lightning_modules.clusterns.module as clusterns
-    from run import train
+    from ctclust.training.train import train
     from tests.helpers import compose_config
 
     wiki, sts = wiki_setup

@@ -314,7 +314,7 @@ def tiny_nli(tmp_path):
 
 @pytest.mark.filterwarnings("ignore::evaluation.benchmarks.sts.StsDataMissingWarning")
 def test_pairsupcon_trains_and_evaluates_at_the_end(tiny_nli, tmp_path):
-    from run import train
+    from ctclust.training.train import train
     from tests.helpers import compose_config
 
     sts_dir = write_tiny_sts(tmp_path / "senteval")
@@ -400,7 +400,7 @@ def test_final_evaluation_passes_its_token_limits(monkeypatch):
 def test_distilbert_row_runs_a_few_steps_on_the_tiny_backbone(tmp_path, tiny_nli):
     import warnings
 
-    from run import train
+    from ctclust.training.train import train
     from tests.helpers import compose_config
 
     sts_dir = write_tiny_sts(tmp_path / "senteval")

@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 
-from run import train
+from ctclust.training.train import train
 from tests.helpers import compose_config, toy_overrides
 from tests.helpers.data_files import write_csv
 from tests.helpers.speed import CHUNKS

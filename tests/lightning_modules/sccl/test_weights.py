@@ -5,8 +5,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from ctclust.training.builders import instantiate_method, resolve_speed_settings
 from lightning_modules.sccl.module import SCCL, resolve_loss_weights
-from run import instantiate_method, resolve_speed_settings
 from tests.helpers import compose_config
 from tests.helpers.speed import CHUNKS
 

@@ -1,4 +1,4 @@
-"""The faster kernels compute what the plain ones do (issue 28): a ``torch.compile``d backbone, fused Adam, and
+"""The faster kernels compute what the plain ones do: a ``torch.compile``d backbone, fused Adam, and
 autocast with its weight-cast cache on (our precision plugin), each against the plain step on the CPU."""
 from __future__ import annotations
 
@@ -111,7 +111,8 @@ def test_the_cached_cast_plugin_trains_as_lightnings_plugin(toy_corpus, tmp_path
     float32, where Lightning adds them in float32. Within that rounding: a weight that trained through no use
     (a cast cached without a graph) would differ by its whole update, ~3e-3 (Adam moves each weight by about the
     learning rate a step); the largest difference measured is ~1e-4."""
-    import run
+    from ctclust.training import builders
+    from ctclust.training.train import train
     from tests.helpers import compose_config, toy_overrides
 
     overrides = toy_overrides(toy_corpus, steps=3) + [
@@ -120,9 +121,9 @@ def test_the_cached_cast_plugin_trains_as_lightnings_plugin(toy_corpus, tmp_path
     states = {}
     for plugin in ("ours", "lightning"):
         if plugin == "lightning":  # Lightning's MixedPrecision, cache off
-            monkeypatch.setattr(run, "precision_trainer_kwargs", lambda *args: {})
+            monkeypatch.setattr(builders, "precision_trainer_kwargs", lambda *args: {})
         out = tmp_path / plugin
-        run.train(compose_config(overrides, out))
+        train(compose_config(overrides, out))
         states[plugin] = torch.load(out / "checkpoints" / "last.ckpt", weights_only=False)["state_dict"]
     # the attention keys' biases are left out: softmax ignores them, their gradient is rounding noise that Adam
     # scales up to the learning rate (test_fused_adam_steps_like_the_default_kernels)

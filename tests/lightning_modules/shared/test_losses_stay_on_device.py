@@ -1,4 +1,4 @@
-"""The losses make their index and mask tensors on the inputs' device (issue 28, measured on an H100).
+"""The losses make their index and mask tensors on the inputs' device (a copy CUDA counted on an H100).
 
 A tensor built on the host and then moved to the GPU (``torch.arange(n).to(z.device)``) is a copy from pageable
 memory: CUDA makes the host wait for it, every step. On a CPU machine it costs nothing and cannot be seen, so the

@@ -82,7 +82,7 @@ def test_bf16_mixed_training_stays_close_to_float32(toy_corpus):
 
 def test_a_run_sets_the_float32_matmul_precision_it_is_given(toy_corpus, tmp_path):
     """float32_matmul_precision reaches torch before training (highest by default: true float32)."""
-    from run import train
+    from ctclust.training.train import train
     from tests.helpers import toy_overrides
 
     before = torch.get_float32_matmul_precision()

@@ -169,7 +169,7 @@ PROMPT_ROWS = ["clusterns_prompt_bert_base", "clusterns_prompt_bert_large", "clu
 def test_prompt_rows_run_a_few_steps_on_the_tiny_backbone(tmp_path, row):
     import json
 
-    from run import train
+    from ctclust.training.train import train
     from tests.helpers import compose_config, write_wiki_and_stsb
 
     wiki, _ = write_wiki_and_stsb(tmp_path)
@@ -219,7 +219,7 @@ def test_prompt_text_fills_the_template_as_the_authors_final_test_does(tokenizer
     assert not torch.allclose(filled[0], wrapped[0], atol=1e-3)  # the added period changes the first
 
 
-# -- the empty template of template denoising, as the authors build it (issue 41) --------------------------------
+# -- the empty template of template denoising, as the authors build it -----------------------------------------------
 ROBERTA_FIRST = "*cls*_This_sentence_:_'_*sent_0*_'_means*mask*.*sep+*"  # ClusterNS's run_prompt.sh, RoBERTa
 ROBERTA_SECOND = "*cls*_The_sentence_:_'_*sent_0*_'_means*mask*.*sep+*"
 QUOTED = 'This sentence : "{sentence}" means{mask}.'  # nothing between the quotes once the sentence is out

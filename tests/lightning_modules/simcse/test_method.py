@@ -132,7 +132,7 @@ def test_linear_schedule_decays_to_zero(simcse):
 
 
 def test_wiki_dataset_config_builds_the_streaming_datamodule(tmp_path):
-    from run import instantiate_datamodule, instantiate_method, resolve_speed_settings
+    from ctclust.training.builders import instantiate_datamodule, instantiate_method, resolve_speed_settings
     from tests.helpers import compose_config
 
     (tmp_path / "wiki_sample.txt").write_text("first sentence\n\nsecond sentence\n")
@@ -201,7 +201,7 @@ def test_streaming_datamodule_rebuilds_its_shard_when_ddp_starts(tmp_path, monke
 
 
 def test_simcse_end_to_end_on_tiny(tmp_path):
-    from run import train
+    from ctclust.training.train import train
     from tests.helpers import compose_config, write_wiki_and_stsb
 
     wiki, _ = write_wiki_and_stsb(tmp_path)
@@ -225,7 +225,7 @@ def test_simcse_end_to_end_on_tiny(tmp_path):
 @pytest.mark.parametrize("row", ["simcse_roberta_base", "simcse_bert_large", "simcse_roberta_large",
                                  "clusterns_bert_large", "clusterns_roberta_large"])
 def test_new_paper_rows_run_a_few_steps_on_the_tiny_backbone(tmp_path, row):
-    from run import train
+    from ctclust.training.train import train
     from tests.helpers import compose_config, write_wiki_and_stsb
 
     wiki, _ = write_wiki_and_stsb(tmp_path)

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from evaluation.benchmarks.embedding_cache import EmbeddingCache, weights_fingerprint
+from evaluation.model_io.embedding_cache import EmbeddingCache, weights_fingerprint
 from tests.helpers.speed import CHUNKS, LOADER
 from textcore.encoding.encoder import EncoderSettings, TextEncoder
 

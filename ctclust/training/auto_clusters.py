@@ -1,0 +1,58 @@
+"""``dataset.num_clusters=auto``: K chosen from the training texts, without labels, before training."""
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from textcore.errors import writing
+
+log = logging.getLogger(__name__)
+
+
+def resolve_auto_clusters(cfg: DictConfig, datamodule, output_dir: Path) -> dict | None:
+    """K for a datamodule that asks for ``auto`` (None for any other): set on the datamodule, and returned as
+    results.json's ``num_clusters_choice``.
+
+    The texts are embedded by the untrained backbone with the method's pooling and the run's token
+    limit, and ``evaluation.clustering.choose_k`` scans ``choose_k.k`` under ``choose_k.rule``. The choice is kept in
+    ``<run>/choose_k/choose_k.json``, so a resumed run reuses it instead of choosing again.
+    """
+    if getattr(datamodule, "requested_clusters", None) != "auto":
+        return None
+    from evaluation.clustering.choose_k import choose_k, scan_rows, write_outputs
+    from textcore.device_settings import OUTSIDE_TRAINING
+    from textcore.encoding.encoder import EncoderSettings, TextEncoder
+
+    folder = output_dir / "choose_k"
+    saved = folder / "choose_k.json"
+    if saved.is_file():
+        result = json.loads(saved.read_text())
+        log.info("num_clusters=auto: K=%d, as chosen before (%s)", result["recommended"]["k"], saved)
+    else:
+        settings = cfg.get("choose_k") or {}
+        pooling = cfg.method.get("pooling") or "mean"
+        # embedded and clustered on the CPU before training, as the evaluation tools do
+        encoder = TextEncoder.from_name(cfg.backbone.name, EncoderSettings.outside_training(
+            pooling, int(cfg.max_length))).eval()
+        texts = datamodule.texts
+        keep = scan_rows(len(texts), int(settings.get("max_texts", 5000)))
+        if keep is not None:  # the scan's seeded sample is all that is embedded
+            texts = [texts[i] for i in keep]
+        log.info("num_clusters=auto: embedding %d texts with the untrained %s and scanning K=%s",
+                 len(texts), cfg.backbone.name, settings.get("k", "2:60"))
+        embeddings = encoder.encode(texts, batch_size=128).numpy()
+        result = choose_k(embeddings, settings.get("k", "2:60"), int(settings.get("seeds", 5)),
+                          settings.get("rule", "silhouette"), int(settings.get("silhouette_sample", 3000)),
+                          kmeans_backend=OUTSIDE_TRAINING["kmeans_backend"], log=log.info,
+                          max_texts=int(settings.get("max_texts", 5000)))
+        with writing(saved):
+            write_outputs(result, folder, f"{cfg.dataset.name} ({cfg.backbone.name}, before training)")
+    datamodule.requested_clusters = int(result["recommended"]["k"])
+    rec = result["recommended"]
+    log.info("num_clusters=auto: K=%d (%s); HDBSCAN found %s clusters", rec["k"], rec["rule_text"],
+             result["hdbscan"].get("clusters"))
+    return {"k": rec["k"], "rule": rec["rule"], "rule_text": rec["rule_text"], "ks": result["ks"],
+            "hdbscan_clusters": result["hdbscan"].get("clusters"), "details": str(saved)}
