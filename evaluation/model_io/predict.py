@@ -215,9 +215,12 @@ def cluster_words(folder: Path, partition: str, top_n: int) -> dict[int, str]:
 # -- the command ----------------------------------------------------------------------------------------------------
 def predict(reference, input_path, text_column: str = "text", output=None, assign: str = "auto",
             encoding: str | None = None, batch_size: int = 128, context_size: int | None = None, seed: int = 0,
-            top_n: int = 5, *, accelerator: str = "auto", devices="auto", num_nodes: int = 1,
+            top_n: int = 5, *, accelerator: str = "auto", devices=1, num_nodes: int = 1,
             embeddings: bool = False, shard_rows: int | None = None) -> list[dict] | dict | None:
     """Assign the texts of ``input_path`` to the clusters of ``reference``.
+
+    ``accelerator``, ``devices``, ``num_nodes``: Lightning's. One process by default here (several start their
+    other ranks by running the command line again: the command's ``--devices auto`` is for ``tools.py``).
 
     With ``output`` (a folder, or a ``.csv`` / ``.parquet`` file): the parts are written shard by shard
     (``shard_rows``, default ``CHUNK_ROWS``), so a file of millions of texts takes the memory of one shard per
@@ -240,6 +243,9 @@ def predict(reference, input_path, text_column: str = "text", output=None, assig
     if embeddings and (output is None or output.suffix.lower() == ".csv"):
         raise PredictInputError("--embeddings: the embeddings go into Parquet; give --output a .parquet file or a "
                                 "folder (its part-<shard>.parquet files).")
+    if output is None and (devices not in (1, "1") or num_nodes != 1):
+        raise PredictInputError("rows returned in memory come from one process: give an output (a folder or a "
+                                ".csv/.parquet file) to predict on several devices.")
     input_path = Path(input_path)
     next(text_chunks(input_path, text_column, encoding))  # the file's problems before the model is loaded
     model = load_cluster_model(reference)

@@ -155,6 +155,15 @@ def test_help_names_the_devices_options(capsys):
     assert all(option in shown for option in ("--accelerator", "--devices", "--num-nodes", "--embeddings"))
 
 
+def test_rows_in_memory_come_from_one_process_and_embeddings_need_parquet(tmp_path):
+    from evaluation.model_io.predict import PredictInputError, predict
+
+    with pytest.raises(PredictInputError, match="one process"):
+        predict("no/run", tmp_path / "x.csv", devices=2)
+    with pytest.raises(PredictInputError, match="--embeddings"):
+        predict("no/run", tmp_path / "x.csv", output=tmp_path / "out.csv", embeddings=True)
+
+
 # -- real processes ------------------------------------------------------------------------------------------------
 def test_two_cpu_processes_write_exactly_the_rows_of_one(tiny_run, one_process, tmp_path):
     source, expected = one_process
