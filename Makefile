@@ -41,7 +41,7 @@ run: install
 fuzz: install
 	HYPOTHESIS_PROFILE=long $(PYTHON) -m pytest tests/fuzz/ -p no:warnings --hypothesis-show-statistics $(FUZZ_ARGS)
 
-# all parts, or some: make bench BENCH_ARGS="--only train" (parts: train, eval, e2e, inrun, memory)
+# all parts, or some: make bench BENCH_ARGS="--only train" (parts: train, eval, e2e, inrun, memory, scale, corpus)
 bench: install
 	$(PYTHON) scripts/bench/bench.py $(BENCH_ARGS)
 

@@ -1,9 +1,10 @@
 """KMeans as training and evaluation use it: one seeded interface over three backends.
 
 ``fast``: greedy k-means++ seeding (the variant scikit-learn uses) followed by scikit-learn's Lloyd
-iterations, in float32; ``sklearn``: scikit-learn's KMeans; ``faiss``: faiss-cpu with random restarts;
-``torch``: the ``fast`` algorithm in torch, on the GPU when there is one. Every caller names the backend: a run
-takes ``kmeans_backend`` (null: chosen for the run's device), a command outside training
+iterations, in float32; ``sklearn``: scikit-learn's KMeans; ``faiss``: faiss with random restarts, on the GPU
+when faiss is a GPU build and there is one; ``torch``: the ``fast`` algorithm in torch, on the GPU when there is
+one. A result says which backend and which device fitted it (``KMeansResult.device``). Every caller names the
+backend: a run takes ``kmeans_backend`` (null: chosen for the run's device), a command outside training
 ``textcore.device_settings.OUTSIDE_TRAINING``. Training uses it for SCCL's centroid initialisation and AECL's
 pseudo-labels; evaluation for every KMeans score.
 """
@@ -44,6 +45,7 @@ class KMeansResult:
     backend: str
     n_iter_: int
     fitted_rows: int | None = None
+    device: str = "cpu"  # where the centres were fitted (and the rows beyond a sample assigned): cpu, cuda:0, ...
 
     def predict(self, embeddings) -> np.ndarray:
         """Nearest centre of each row of ``embeddings`` [m, d] -> [m]."""
@@ -67,6 +69,26 @@ def assign_nearest(embeddings, centres: np.ndarray, chunk_rows: int = ASSIGN_CHU
         nearest = distances.argmin(axis=1)
         labels[start:start + len(x)] = nearest
         inertia += float(np.maximum(distances[np.arange(len(x)), nearest], 0).sum(dtype=np.float64))
+    return labels, inertia
+
+
+def assign_nearest_on_device(embeddings, centres: np.ndarray, device: str,
+                             chunk_rows: int = ASSIGN_CHUNK_ROWS) -> tuple[np.ndarray, float]:
+    """:func:`assign_nearest` computed on ``device`` (a GPU: the rows go there block by block), in the centres'
+    dtype; the same nearest centres up to float rounding at exact ties."""
+    import torch
+
+    c = torch.as_tensor(np.asarray(centres), device=device)  # [K, d]
+    squared_centres = (c.double() ** 2).sum(1).to(c.dtype)  # [K]
+    labels = np.empty(len(embeddings), dtype=np.int64)
+    inertia = 0.0
+    for start in range(0, len(embeddings), chunk_rows):
+        x = torch.as_tensor(np.asarray(embeddings[start:start + chunk_rows], dtype=np.asarray(centres).dtype),
+                            device=device)  # [b, d]
+        distances = (x * x).sum(1, keepdim=True) - 2 * x @ c.T + squared_centres  # [b, K]
+        nearest_distance, nearest = distances.min(dim=1)
+        labels[start:start + len(x)] = nearest.cpu().numpy()
+        inertia += float(nearest_distance.clamp_min(0).double().sum())
     return labels, inertia
 
 
@@ -117,12 +139,15 @@ def kmeans_fit(
       restart with the lowest inertia is kept. scikit-learn's own k-means++ computes its
       distances in float64 and takes most of the time for large K (3x longer than the iterations
       for K = 152 on GoogleNews).
-    - ``faiss``: faiss-cpu's Lloyd iterations (``max_iter``, default ``FAISS_ITERATIONS``, each;
+    - ``faiss``: faiss's Lloyd iterations (``max_iter``, default ``FAISS_ITERATIONS``, each;
       faiss has no convergence test) from ``n_init`` random initialisations seeded by ``seed``,
-      keeping the lowest inertia; every row is used (no subsampling). Always float32.
+      keeping the lowest inertia; every row is used (no subsampling). Always float32. On the GPU when faiss is a
+      GPU build (faiss-gpu) and sees one, else on the CPU.
     - ``torch``: ``fast``'s algorithm (greedy k-means++ from a numpy generator seeded by ``seed``, Lloyd
       iterations until the centres move less than scikit-learn's tolerance, 1e-4 x the data's mean variance)
       written in torch, on CUDA when available, else on the CPU; an empty cluster keeps its centre.
+
+    With ``sample``, a backend that fitted on a GPU also assigns every row there (:func:`assign_nearest_on_device`).
     - ``sklearn``: scikit-learn's KMeans (k-means++ initialisation, ``n_init`` restarts,
       ``random_state=seed``, at most ``max_iter`` (300) iterations with its tolerance test, ``tol``
       (scikit-learn's 1e-4 when None; this backend only)) on
@@ -147,8 +172,13 @@ def kmeans_fit(
         if int(sample) < num_clusters:
             raise ValueError(f"kmeans_sample={sample} is smaller than the {num_clusters} clusters asked for")
         fitted = kmeans_fit(data[rows], num_clusters, seed, n_init, backend, dtype, max_iter, tol)
-        labels, inertia = assign_nearest(data, fitted.cluster_centers_.astype(DTYPES[dtype]))
-        return KMeansResult(labels, fitted.cluster_centers_, inertia, backend, fitted.n_iter_, fitted_rows=len(rows))
+        centres = fitted.cluster_centers_.astype(DTYPES[dtype])
+        if fitted.device == "cpu":
+            labels, inertia = assign_nearest(data, centres)
+        else:  # every row assigned where the centres were fitted, block by block
+            labels, inertia = assign_nearest_on_device(data, centres, fitted.device)
+        return KMeansResult(labels, fitted.cluster_centers_, inertia, backend, fitted.n_iter_, fitted_rows=len(rows),
+                            device=fitted.device)
     if backend == "faiss":
         result = _faiss_kmeans(data, num_clusters, seed, n_init, max_iter or FAISS_ITERATIONS)
     elif backend == "torch":
@@ -232,6 +262,7 @@ def _faiss_kmeans(data: np.ndarray, num_clusters: int, seed: int, n_init: int, i
     import faiss
 
     x = np.ascontiguousarray(data, dtype=np.float32)  # [n, d]
+    on_gpu = faiss_gpus() > 0
     kmeans = faiss.Kmeans(
         x.shape[1],
         num_clusters,
@@ -241,6 +272,7 @@ def _faiss_kmeans(data: np.ndarray, num_clusters: int, seed: int, n_init: int, i
         max_points_per_centroid=max(len(x), 1),  # use every row, as scikit-learn does
         min_points_per_centroid=1,  # no warning for small clusters
         verbose=False,
+        gpu=on_gpu,
     )
     kmeans.train(x)
     distances, labels = kmeans.index.search(x, 1)  # [n, 1] each
@@ -250,7 +282,21 @@ def _faiss_kmeans(data: np.ndarray, num_clusters: int, seed: int, n_init: int, i
         inertia_=float(distances.sum()),
         backend="faiss",
         n_iter_=iterations,
+        device=_current_cuda_device() if on_gpu else "cpu",
     )
+
+
+def faiss_gpus() -> int:
+    """GPUs faiss can use: 0 for a CPU build (faiss-cpu) or a machine without one."""
+    import faiss
+
+    return faiss.get_num_gpus() if hasattr(faiss, "get_num_gpus") else 0
+
+
+def _current_cuda_device() -> str:
+    import torch
+
+    return f"cuda:{torch.cuda.current_device()}" if torch.cuda.is_available() else "cuda"
 
 
 def _torch_kmeans(x: np.ndarray, num_clusters: int, seed: int, n_init: int, max_iter: int,
@@ -282,7 +328,7 @@ def _torch_kmeans(x: np.ndarray, num_clusters: int, seed: int, n_init: int, max_
             progress.advance()
     inertia, labels, centres, iterations = best
     return KMeansResult(labels_=labels.cpu().numpy().astype(np.int64), cluster_centers_=centres.cpu().numpy(),
-                        inertia_=inertia, backend="torch", n_iter_=iterations)
+                        inertia_=inertia, backend="torch", n_iter_=iterations, device=str(data.device))
 
 
 def _nearest(data, squared, centres):

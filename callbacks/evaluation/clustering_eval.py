@@ -175,6 +175,7 @@ class ClusteringEvaluator(PeriodicEvaluation):
         self.before_predictions: dict | None = None  # KMeans of the embeddings before training
         self.outputs: dict | None = None  # evaluation outputs behind ``predictions``
         self.kmeans_centers = None  # [K, d] centres of the KMeans behind ``predictions["kmeans"]``
+        self.kmeans_device: str | None = None  # where the last KMeans ran (cpu, cuda:0): results.json's protocol
 
     def state_dict(self) -> dict:
         state = super().state_dict()
@@ -240,6 +241,7 @@ class ClusteringEvaluator(PeriodicEvaluation):
         entry = {"step": trainer.global_step, "epoch": trainer.current_epoch, **metrics}
         entry["texts"] = n if rows is None else len(rows)
         entry["kmeans_fitted_on"] = kmeans.fitted_rows
+        self.kmeans_device = kmeans.device
         entry["eval_seconds"] = round(time.perf_counter() - start, 3)
         embedding = embedded - start
         self.seconds["embedding"] += embedding
@@ -304,7 +306,8 @@ class ClusteringEvaluator(PeriodicEvaluation):
             "seconds": {k: round(v, 1) for k, v in self.seconds.items()},
             # how the numbers were made: the texts of each evaluation and KMeans' rows are in each entry
             "protocol": {"sample": self.sample, "kmeans_sample": self.kmeans_sample,
-                         "kmeans_backend": self.kmeans_backend, "kmeans_n_init": self.kmeans_n_init,
+                         "kmeans_backend": self.kmeans_backend, "kmeans_device": self.kmeans_device,
+                         "kmeans_n_init": self.kmeans_n_init,
                          "kmeans_seed": self.kmeans_seed, "label_free_sample": self.label_free_sample},
         }
         if monitor != self.monitor:

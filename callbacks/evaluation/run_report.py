@@ -103,12 +103,15 @@ class RunReport(Callback):
     def on_train_start(self, trainer, pl_module) -> None:
         evaluator = _evaluator(trainer)
         # without the evaluator's "before" pass, the embeddings would cost a pass of their own
-        if self.output_dir is None or not trainer.is_global_zero or evaluator is None or not evaluator.evaluate_before:
+        if self.output_dir is None or evaluator is None or not evaluator.evaluate_before:
             return
         target = self.output_dir / run_files.EMBEDDINGS_BEFORE
         if trainer.global_step == 0:
             rows = evaluator.sample_rows(len(trainer.datamodule.texts))  # the evaluator's texts and its pass
+            # on every rank: under DDP the pass is made by all the processes together (each embeds its share)
             embeddings = cached_eval_outputs(trainer, pl_module, rows)["embeddings"]
+            if not trainer.is_global_zero:
+                return
             run_files.save_embeddings(target, embeddings.numpy())
             rows_file = self.output_dir / run_files.EMBEDDINGS_BEFORE_ROWS
             if rows is not None:
@@ -116,6 +119,8 @@ class RunReport(Callback):
             elif rows_file.is_file():  # from an earlier run in this folder
                 rows_file.unlink()
             self.before_path = str(target)
+            return
+        if not trainer.is_global_zero:
             return
         source = self._resumed_before(trainer)
         if source is not None and source.resolve() != target.resolve():

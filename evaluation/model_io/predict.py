@@ -1,7 +1,7 @@
-"""Assign new texts to the clusters of a trained run.
+"""Assign new texts to the clusters of a trained run, on every device of one machine or several.
 
     python tools.py predict --run <run folder | .ckpt | sentence-transformers export> \\
-        --input new.csv --text-column text --output assigned.csv
+        --input new.csv --text-column text --output assigned.csv [--devices 4] [--embeddings]
 
 The texts are embedded with the run's trained encoder (its evaluation pooling and max_length), then
 
@@ -23,11 +23,19 @@ other, so a text gets the same cluster whatever else is in the file and whatever
 
 Output: the input's row number (0-based data row), the text, ``cluster``, ``confidence``, ``margin``,
 ``assigned_by`` (head | kmeans) and ``top_words`` (the cluster's c-TF-IDF words from the run's
-``clusters.json``). Rows without text are kept with empty cluster cells and reported in one warning.
+``clusters.json``); with ``--embeddings`` (Parquet output) the embedding too, float16. Rows without text are kept
+with empty cluster cells and reported in one warning.
+
+It runs as ``Trainer.predict`` (``evaluation.model_io.sharded_predict``) on ``--accelerator`` / ``--devices`` /
+``--num-nodes`` (default: every GPU of the machine, else one CPU process): the input is cut into shards of
+``--shard-rows`` rows, each process encodes its share, and each shard's result is written as a part the moment it is
+complete (``evaluation.model_io.corpus_shards``). ``--output <folder>`` keeps the parts
+(``part-<shard>.parquet``); ``--output <file>.csv|.parquet`` assembles them in row order at the end. The same
+command run again after a crash encodes only the shards without a part, on any number of devices.
 """
 from __future__ import annotations
 
-import csv
+import argparse
 import json
 import logging
 import warnings
@@ -39,7 +47,7 @@ import numpy as np
 
 from evaluation.model_io import run_files
 from textcore import console, run_folder
-from textcore.errors import MissingFileError, UserError, exit_on_user_error, writing
+from textcore.errors import MissingFileError, UserError, exit_on_user_error
 
 if TYPE_CHECKING:  # torch is imported where a model runs: `tools.py predict --help` needs none of it
     import torch
@@ -54,22 +62,27 @@ class PredictInputError(UserError, ValueError):
 
 
 # -- assignment maths (pure functions on tensors) -------------------------------------------------------------
-def nearest_centroid(embeddings: np.ndarray, centroids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def nearest_centroid(embeddings, centroids, device=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(cluster [N], cosine to its centroid [N], margin 1 - d1/d2 [N]) for [N, d] embeddings and [K, d]
-    centroids; the cluster is the Euclidean-nearest centroid (KMeans's rule)."""
-    x = np.asarray(embeddings, dtype=np.float64)
-    c = np.asarray(centroids, dtype=np.float64)
-    sq = (x**2).sum(1, keepdims=True) - 2 * x @ c.T + (c**2).sum(1)  # [N, K]
-    distances = np.sqrt(np.maximum(sq, 0.0))  # [N, K]
-    cluster = distances.argmin(axis=1)  # [N]
+    centroids (arrays or tensors); the cluster is the Euclidean-nearest centroid (KMeans's rule). Computed in
+    float64 on ``device`` (default: the embeddings' device; the GPU's when they are there)."""
+    import torch
+
+    x = torch.as_tensor(embeddings)
+    device = device or x.device
+    x = x.to(device=device, dtype=torch.float64)
+    c = torch.as_tensor(centroids).to(device=device, dtype=torch.float64)
+    sq = (x**2).sum(1, keepdim=True) - 2 * x @ c.T + (c**2).sum(1)  # [N, K]
+    distances = sq.clamp_min(0.0).sqrt()  # [N, K]
+    cluster = distances.argmin(dim=1)  # [N]
     if c.shape[0] > 1:
-        two = np.sort(distances, axis=1)[:, :2]  # [N, 2]
-        margin = np.where(two[:, 1] > 0, 1.0 - two[:, 0] / np.maximum(two[:, 1], 1e-12), 0.0)
+        two = distances.topk(2, dim=1, largest=False).values  # [N, 2], nearest first
+        margin = torch.where(two[:, 1] > 0, 1.0 - two[:, 0] / two[:, 1].clamp_min(1e-12), torch.zeros_like(two[:, 0]))
     else:
-        margin = np.ones(len(x))
+        margin = torch.ones(len(x), dtype=torch.float64, device=device)
     chosen = c[cluster]  # [N, d]
-    cosine = (x * chosen).sum(1) / np.maximum(np.linalg.norm(x, axis=1) * np.linalg.norm(chosen, axis=1), 1e-12)
-    return cluster, cosine, margin
+    cosine = (x * chosen).sum(1) / (x.norm(dim=1) * chosen.norm(dim=1)).clamp_min(1e-12)
+    return cluster.cpu().numpy(), cosine.cpu().numpy(), margin.cpu().numpy()
 
 
 def probabilities_to_assignment(p: torch.Tensor) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -202,29 +215,78 @@ def cluster_words(folder: Path, partition: str, top_n: int) -> dict[int, str]:
 # -- the command ----------------------------------------------------------------------------------------------------
 def predict(reference, input_path, text_column: str = "text", output=None, assign: str = "auto",
             encoding: str | None = None, batch_size: int = 128, context_size: int | None = None, seed: int = 0,
-            top_n: int = 5) -> list[dict] | dict:
+            top_n: int = 5, *, accelerator: str = "auto", devices=1, num_nodes: int = 1,
+            embeddings: bool = False, shard_rows: int | None = None) -> list[dict] | dict | None:
     """Assign the texts of ``input_path`` to the clusters of ``reference``.
 
-    With ``output``: the rows are written to that CSV chunk by chunk (``CHUNK_ROWS`` at a time, so that a file of
-    millions of texts takes the memory of one chunk), with progress lines, and the return is a summary (``rows``,
-    ``assigned``, ``assigned_by``, ``per_cluster``). Without: the rows, as a list of dicts (small files)."""
-    rows = _assigned_rows(reference, input_path, text_column, assign, encoding, batch_size, context_size, seed, top_n)
-    if output is None:
-        return [row for chunk in rows for row in chunk]
-    return write_rows(Path(output), rows)
+    ``accelerator``, ``devices``, ``num_nodes``: Lightning's. One process by default here (several start their
+    other ranks by running the command line again: the command's ``--devices auto`` is for ``tools.py``).
 
+    With ``output`` (a folder, or a ``.csv`` / ``.parquet`` file): the parts are written shard by shard
+    (``shard_rows``, default ``CHUNK_ROWS``), so a file of millions of texts takes the memory of one shard per
+    process, and the return on rank 0 is a summary (``rows``, ``assigned``, ``assigned_by``, ``per_cluster``, ...);
+    on the other ranks None. Without: the rows, as a list of dicts (small files, one process)."""
+    import tempfile
 
-def _assigned_rows(reference, input_path, text_column, assign, encoding, batch_size, context_size, seed, top_n):
-    """The output rows, one list per chunk of the input."""
-    from textcore.console import PhaseProgress
+    from evaluation.model_io import corpus_shards as shards
+    from evaluation.model_io.sharded_predict import predict_on_devices
 
     if assign not in ASSIGNERS:
         raise PredictInputError(f"--assign must be one of {ASSIGNERS}, got '{assign}'")
-    if batch_size < 1 or top_n < 0 or (context_size is not None and context_size < 1):
-        raise PredictInputError("--batch-size and --context-size must be >= 1, --top-words >= 0")
-    chunks = text_chunks(Path(input_path), text_column, encoding)
-    first = next(chunks)  # the file's problems before the model is loaded
+    shard_rows = CHUNK_ROWS if shard_rows is None else shard_rows
+    if batch_size < 1 or top_n < 0 or (context_size is not None and context_size < 1) or shard_rows < 1 \
+            or num_nodes < 1:
+        raise PredictInputError("--batch-size, --shard-rows, --num-nodes and --context-size must be >= 1, "
+                                "--top-words >= 0")
+    output = Path(output) if output is not None else None
+    to_file = output is not None and output.suffix.lower() in (".csv", ".parquet")
+    if embeddings and (output is None or output.suffix.lower() == ".csv"):
+        raise PredictInputError("--embeddings: the embeddings go into Parquet; give --output a .parquet file or a "
+                                "folder (its part-<shard>.parquet files).")
+    if output is None and (devices not in (1, "1") or num_nodes != 1):
+        raise PredictInputError("rows returned in memory come from one process: give an output (a folder or a "
+                                ".csv/.parquet file) to predict on several devices.")
+    input_path = Path(input_path)
+    next(text_chunks(input_path, text_column, encoding))  # the file's problems before the model is loaded
     model = load_cluster_model(reference)
+    use_head = _uses_head(model, reference, assign)
+    partition = "head" if use_head else "kmeans"
+    words = cluster_words(model.folder, partition, top_n) if top_n else {}
+    plan = {"input": shards.input_fingerprint(input_path), "text_column": text_column, "encoding": encoding,
+            "shard_rows": shard_rows, "run": str(Path(reference).resolve()), "assigned_by": partition,
+            "context_size": context_size, "seed": seed, "top_words": top_n, "embeddings": embeddings}
+
+    def chunks():
+        return text_chunks(input_path, text_column, encoding)
+
+    def finish(summary: dict) -> dict | list[dict]:
+        if summary["blank_rows"]:
+            _warn_blank_rows(input_path, encoding, summary)
+        layout = shards.ShardLayout(summary["rows"], shard_rows)
+        tables = shards.assembled_tables(folder, layout, text_column, partition, embeddings)
+        if output is None:
+            return shards.rows_as_dicts(tables)
+        if to_file:
+            shards.write_assembled(output, tables)
+            shards.remove_folder(folder)
+        return {k: v for k, v in summary.items() if k != "blank_rows"}
+
+    make_context = None
+    if use_head and model.module.cluster_context:
+        def make_context():
+            return _context_embeddings(model, context_size, seed, batch_size)
+    options = dict(assign=_assign, make_context=make_context, use_head=use_head, words=words, batch_size=batch_size,
+                   embeddings=embeddings, accelerator=accelerator, devices=devices, num_nodes=num_nodes,
+                   finish=finish)
+    if output is None:  # rows in memory: the parts live in a temporary folder
+        with tempfile.TemporaryDirectory(prefix="predict-") as scratch:
+            folder = Path(scratch)
+            return predict_on_devices(model, chunks, folder, plan, shard_rows, **options)
+    folder = output.with_name(output.name + ".parts") if to_file else output
+    return predict_on_devices(model, chunks, folder, plan, shard_rows, **options)
+
+
+def _uses_head(model: ClusterModel, reference, assign: str) -> bool:
     has_head = model.has_head
     if assign == "head" and not has_head:
         raise PredictInputError(
@@ -236,64 +298,30 @@ def _assigned_rows(reference, input_path, text_column, assign, encoding, batch_s
             f"'{reference}' has no cluster head and no {run_files.CENTROIDS}: it was trained without the "
             "prediction writer (dataset.callbacks.clustering_predictions) or is not a clustering run."
         )
-    partition = "head" if use_head else "kmeans"
-    words = cluster_words(model.folder, partition, top_n) if top_n else {}
-    context = None
-    if use_head and model.module.cluster_context:
-        context = _context_embeddings(model, context_size, seed, batch_size)
-    blank_rows: list[int] = []
-    blanks = 0
-    with PhaseProgress("assigning", _row_estimate(Path(input_path), first), "texts", logger=log,
-                       estimated=True) as progress:
-        for start, texts, blank in _chained(first, chunks):
-            keep = np.flatnonzero(~blank)
-            out = [{"row": start + i, text_column: texts[i], "cluster": "", "confidence": "", "margin": "",
-                    "assigned_by": partition, "top_words": ""} for i in range(len(texts))]
-            if len(keep):
-                embeddings = model.encoder.encode([texts[i] for i in keep], batch_size=batch_size,
-                                                  pooling=model.pooling)
-                cluster, confidence, margin = _assign(model, embeddings, context, use_head)
-                for j, i in enumerate(keep):
-                    out[i].update(cluster=int(cluster[j]), confidence=round(float(confidence[j]), 6),
-                                  margin=round(float(margin[j]), 6), top_words=words.get(int(cluster[j]), ""))
-            blanks += int(blank.sum())
-            if len(blank_rows) < 10:  # their file lines are looked up at the end, for the warning
-                blank_rows += (start + np.flatnonzero(blank))[:10 - len(blank_rows)].tolist()
-            progress.total = max(progress.total, start + len(texts))
-            progress.advance(len(texts))
-            yield out
-    if blank_rows:
-        from datamodules.table_reader import file_lines
-
-        lines = file_lines(Path(input_path), encoding, progress.done)
-        shown = [lines[i] for i in blank_rows]
-        warnings.warn(f"{input_path}: {blanks} row(s) without text (file lines {shown}{', ...' if blanks > 10 else ''})"
-                      " are written without a cluster.", stacklevel=2)
+    return use_head
 
 
-def _chained(first, rest):
-    yield first
-    yield from rest
+def _warn_blank_rows(input_path: Path, encoding, summary: dict) -> None:
+    """One warning for the rows without text, naming the file lines of the first ten."""
+    from datamodules.table_reader import file_lines
 
-
-def _row_estimate(path: Path, first) -> int:
-    """The file's rows, guessed from its size and the first chunk's bytes (for the progress line's ETA)."""
-    start, texts, _ = first
-    if len(texts) < CHUNK_ROWS:
-        return len(texts)
-    sample = sum(len(t.encode("utf-8")) + 1 for t in texts) or 1
-    return max(len(texts), int(len(texts) * path.stat().st_size / sample))
+    lines = file_lines(input_path, encoding, summary["rows"])
+    shown = [lines[i] for i in summary["blank_rows"]]
+    blanks = summary["blanks"]
+    warnings.warn(f"{input_path}: {blanks} row(s) without text (file lines {shown}{', ...' if blanks > 10 else ''})"
+                  " are written without a cluster.", stacklevel=3)
 
 
 def _assign(model: ClusterModel, embeddings: torch.Tensor, context, use_head: bool):
-    """(cluster, confidence, margin) of each row of ``embeddings``."""
-    if use_head:
-        import torch
+    """(cluster, confidence, margin) of each row of ``embeddings``, computed on the model's device."""
+    import torch
 
+    device = next(model.encoder.parameters()).device
+    if use_head:
         with torch.no_grad():
-            p = model.module.cluster_probabilities(embeddings, context)  # [N, K]
+            p = model.module.cluster_probabilities(embeddings.to(device), context)  # [N, K]
         return probabilities_to_assignment(p)
-    return nearest_centroid(embeddings.numpy(), model.centroids)
+    return nearest_centroid(embeddings, model.centroids, device)
 
 
 def _context_embeddings(model: ClusterModel, context_size, seed: int, batch_size: int) -> torch.Tensor:
@@ -306,43 +334,30 @@ def _context_embeddings(model: ClusterModel, context_size, seed: int, batch_size
     return model.encoder.encode([training[i] for i in rows], batch_size=batch_size, pooling=model.pooling)
 
 
-def write_rows(path: Path, chunks) -> dict:
-    """Write the rows of ``chunks`` (lists of row dicts) to ``path`` as they come; a summary of what was written.
-    The file appears complete or not at all (written beside it, then renamed)."""
-    from textcore.atomic_files import atomic_write
-
-    summary = {"rows": 0, "assigned": 0, "assigned_by": None, "per_cluster": {}}
-
-    def write(handle) -> None:
-        writer = None
-        for rows in chunks:
-            if not rows:
-                continue
-            if writer is None:
-                writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-                writer.writeheader()
-                summary["assigned_by"] = rows[0]["assigned_by"]
-            writer.writerows(rows)
-            summary["rows"] += len(rows)
-            for row in rows:
-                if row["cluster"] != "":
-                    summary["assigned"] += 1
-                    summary["per_cluster"][row["cluster"]] = summary["per_cluster"].get(row["cluster"], 0) + 1
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with writing(path):
-        atomic_write(path, write, binary=False, newline="")
-    summary["per_cluster"] = dict(sorted(summary["per_cluster"].items()))
-    return summary
+def _devices(value: str):
+    """``--devices``: a count, ``auto`` (every GPU, or one CPU process) or a list of GPU ids such as ``0,2``."""
+    value = value.strip()
+    if value == "auto" or "," in value:
+        return value
+    try:
+        count = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{value}': a number of devices, auto, or GPU ids such as 0,2") from None
+    if count < 1:
+        raise argparse.ArgumentTypeError(f"'{value}': at least one device")
+    return count
 
 
 @exit_on_user_error
-def main(argv: Sequence[str] | None = None) -> dict:
+def main(argv: Sequence[str] | None = None) -> dict | None:
     parser = console.tool_parser("predict", __doc__)
     parser.add_argument("--run", required=True, help="run folder, its .ckpt, or a sentence-transformers export")
-    parser.add_argument("--input", required=True, type=Path, help="CSV/TSV of new texts (.tsv: tab-separated)")
+    parser.add_argument("--input", required=True, type=Path,
+                        help="texts: CSV/TSV, JSON Lines, Parquet or a text file (one text per line)")
     parser.add_argument("--text-column", default="text", help="column holding the texts (default: text)")
-    parser.add_argument("--output", required=True, type=Path, help="CSV to write")
+    parser.add_argument("--output", required=True, type=Path,
+                        help="a .csv or .parquet file (assembled in row order at the end), or a folder: one "
+                             "part-<shard>.parquet per shard")
     parser.add_argument("--assign", default="auto", choices=ASSIGNERS,
                         help="head (SCCL/AECL), kmeans (saved centroids), auto: the head when there is one")
     parser.add_argument("--encoding", default=None, help="encoding of --input (default utf-8)")
@@ -351,11 +366,26 @@ def main(argv: Sequence[str] | None = None) -> dict:
                         help="AECL: training texts each new text attends to (default: training batch size - 1)")
     parser.add_argument("--seed", type=int, default=0, help="AECL: draw of the context texts (default 0)")
     parser.add_argument("--top-words", type=int, default=5, help="top words per cluster in the output (default 5)")
+    parser.add_argument("--embeddings", action="store_true",
+                        help="keep each text's embedding (float16) in the Parquet output or the parts")
+    parser.add_argument("--accelerator", default="auto",
+                        help="cpu, gpu (cuda), ... (default auto: the GPU when there is one, else the CPU)")
+    parser.add_argument("--devices", type=_devices, default="auto",
+                        help="processes per node, one per device: a count, GPU ids such as 0,2, or auto (default: "
+                             "every GPU, or one CPU process)")
+    parser.add_argument("--num-nodes", type=int, default=1,
+                        help="machines (under SLURM: srun starts --devices tasks on each; docs/scale.md)")
+    parser.add_argument("--shard-rows", type=int, default=CHUNK_ROWS,
+                        help=f"rows per shard, the unit of work and of resuming (default {CHUNK_ROWS:,})")
     args = parser.parse_args(argv)
     summary = predict(args.run, args.input, args.text_column, args.output, args.assign, args.encoding,
-                      args.batch_size, args.context_size, args.seed, args.top_words)
-    print(f"wrote {args.output}: {summary['assigned']} texts assigned by {summary['assigned_by']}; "
-          f"per cluster {summary['per_cluster']}")
+                      args.batch_size, args.context_size, args.seed, args.top_words, accelerator=args.accelerator,
+                      devices=args.devices, num_nodes=args.num_nodes, embeddings=args.embeddings,
+                      shard_rows=args.shard_rows)
+    if summary is not None:  # rank 0
+        print(f"wrote {args.output}: {summary['assigned']} texts assigned by {summary['assigned_by']} on "
+              f"{summary['processes']} process(es) ({summary['device']}; {summary['texts_per_second']:,.0f} texts/s, "
+              f"peak memory per process {summary['peak_memory_gib']} GiB); per cluster {summary['per_cluster']}")
     return summary
 
 

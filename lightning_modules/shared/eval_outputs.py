@@ -44,7 +44,7 @@ def outputs_kmeans(outputs: EvalOutputs, num_clusters: int, seed: int, n_init: i
     return outputs.kmeans[key]
 
 
-def collect_eval_outputs(pl_module, dataloader, spill_dir: str | Path | None = None) -> EvalOutputs:
+def collect_eval_outputs(pl_module, dataloader, spill_dir: str | Path | None = None, strategy=None) -> EvalOutputs:
     """Run ``pl_module.eval_step(batch)`` over ``dataloader`` and put each output row at its position.
 
     Batches must carry an ``index`` tensor of positions (the loader may reorder rows, e.g. to group texts of
@@ -52,40 +52,90 @@ def collect_eval_outputs(pl_module, dataloader, spill_dir: str | Path | None = N
     array as the batches arrive (no list of parts, no second copy); an array larger than ``SPILL_SHARE`` of the
     available memory is a memory-mapped file in ``spill_dir`` (the system's temporary folder when None), unlinked
     at once so nothing is left behind. The module is put in eval mode for the pass and restored afterwards.
+
+    With a ``strategy`` of several processes (DDP), every process must call this together: each embeds every
+    ``world_size``-th batch (batch ``b`` on rank ``b % world_size``: the length-sorted batches shared evenly), and
+    the rows are then summed across the processes (each row is another process's zeros, so the sum is exact), so
+    every process holds every row and each text went through the encoder once. The batches are those of one
+    process, so the outputs equal one process's.
     """
+    world = getattr(strategy, "world_size", 1) if strategy is not None else 1
+    rank = strategy.global_rank if world > 1 else 0
     was_training = pl_module.training
     pl_module.eval()
     dataset = getattr(dataloader, "dataset", None)
     # a DataLoader knows its rows; a list of batches (tests, benchmarks) is counted
     total = len(dataset) if dataset is not None else sum(len(b["index"]) for b in dataloader)
+    mine = rank_batches(dataloader, rank, world) if world > 1 else dataloader
     arrays: dict[str, np.ndarray] = {}
     try:
-        tokens = getattr(getattr(dataloader, "batch_sampler", None), "tokens", None)  # the ETA by tokens left
-        with torch.no_grad(), PhaseProgress("embedding", total, "texts", logger=log, total_work=tokens) as progress:
-            for batch in dataloader:
+        tokens = getattr(getattr(mine, "batch_sampler", None), "tokens", None)  # the ETA by tokens left
+        rows = _rows_of(mine) if world > 1 else total
+        with torch.no_grad(), PhaseProgress("embedding", rows, "texts", logger=log, total_work=tokens) as progress:
+            for batch in mine:
                 positions = batch["index"].numpy()
                 counts = (batch.get("original") or {}).get("token_counts") if isinstance(batch, dict) else None
                 batch = _to_device(batch, pl_module.device)
                 for key, value in pl_module.eval_step(batch).items():
                     value = value.detach().float().cpu().numpy()
                     if key not in arrays:
-                        arrays[key] = _allocate((total, *value.shape[1:]), spill_dir)
+                        arrays[key] = _allocate((total, *value.shape[1:]), spill_dir, zeros=world > 1)
                     arrays[key][positions] = value
                 progress.advance(len(positions), sum(counts) if counts and tokens else None)
     finally:
         pl_module.train(was_training)
+    if world > 1:
+        arrays = _summed_across_ranks(arrays, total, strategy, pl_module.device, spill_dir)
     outputs = EvalOutputs({key: torch.from_numpy(array) for key, array in arrays.items()})
     outputs.batches = getattr(dataloader, "batch_sampler", None)
     return outputs
 
 
-def _allocate(shape: tuple, spill_dir) -> np.ndarray:
-    """A float32 array of ``shape``: in memory, or a memory-mapped file when it would take more than
-    ``SPILL_SHARE`` of the memory available (a million 384-d embeddings are 1.5 GB)."""
+def rank_batches(dataloader, rank: int, world: int):
+    """The batches of ``dataloader`` that rank ``rank`` of ``world`` embeds: every ``world``-th, from the ``rank``-th
+    (a loader with a batch sampler gets a loader of those batches; a list of batches, a list)."""
+    sampler = getattr(dataloader, "batch_sampler", None)
+    if sampler is None:
+        return list(dataloader)[rank::world]
+    from torch.utils.data import DataLoader
+
+    chosen = [sampler[b] for b in range(rank, len(sampler), world)]
+    return DataLoader(dataloader.dataset, batch_sampler=chosen, num_workers=dataloader.num_workers,
+                      pin_memory=dataloader.pin_memory, collate_fn=dataloader.collate_fn)
+
+
+def _rows_of(batches) -> int:
+    sampler = getattr(batches, "batch_sampler", None)
+    return sum(len(b) for b in sampler) if sampler is not None else sum(len(b["index"]) for b in batches)
+
+
+GATHER_BLOCK_BYTES = 64 << 20  # rows summed across the processes at a time: the device holds one block
+
+
+def _summed_across_ranks(arrays: dict, total: int, strategy, device, spill_dir) -> dict:
+    """Every process's rows in every process's arrays: a sum of the processes' arrays, each zero where another
+    process embedded. Rank 0, which embedded the first batch, names the outputs and their shapes."""
+    shapes = strategy.broadcast({key: array.shape[1:] for key, array in arrays.items()}, src=0)
+    for key, shape in shapes.items():
+        if key not in arrays:  # a process with no batch (fewer batches than processes)
+            arrays[key] = _allocate((total, *shape), spill_dir, zeros=True)
+    for key in shapes:
+        array = arrays[key]
+        step = max(1, GATHER_BLOCK_BYTES // max(1, array[:1].nbytes))
+        for start in range(0, total, step):
+            block = torch.from_numpy(np.ascontiguousarray(array[start:start + step])).to(device)
+            array[start:start + step] = strategy.reduce(block, reduce_op="sum").cpu().numpy()
+    return arrays
+
+
+def _allocate(shape: tuple, spill_dir, zeros: bool = False) -> np.ndarray:
+    """A float32 array of ``shape`` (of zeros with ``zeros``; a new mapped file is zeros anyway): in memory, or a
+    memory-mapped file when it would take more than ``SPILL_SHARE`` of the memory available (a million 384-d
+    embeddings are 1.5 GB)."""
     size = int(np.prod(shape)) * 4
     available = available_memory()
     if available is None or size <= SPILL_SHARE * available:
-        return np.empty(shape, dtype=np.float32)
+        return np.zeros(shape, dtype=np.float32) if zeros else np.empty(shape, dtype=np.float32)
     folder = Path(spill_dir) if spill_dir is not None else Path(tempfile.gettempdir())
     folder.mkdir(parents=True, exist_ok=True)
     handle, name = tempfile.mkstemp(prefix=".eval-outputs-", suffix=".f32", dir=folder)
@@ -135,7 +185,8 @@ def cached_eval_outputs(trainer, pl_module, rows: np.ndarray | None = None) -> E
         with torch.random.fork_rng(devices=[]):
             datamodule = trainer.datamodule
             dataloader = datamodule.eval_dataloader() if rows is None else datamodule.eval_dataloader(rows=rows)
-            outputs = collect_eval_outputs(pl_module, dataloader, getattr(pl_module, "_eval_spill_dir", None))
+            outputs = collect_eval_outputs(pl_module, dataloader, getattr(pl_module, "_eval_spill_dir", None),
+                                           getattr(trainer, "strategy", None))
         pl_module._eval_outputs_cache = (key, outputs)
     return pl_module._eval_outputs_cache[1]
 

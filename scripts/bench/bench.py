@@ -25,8 +25,10 @@ BENCHMARKS.json, and BENCHMARKS.md is rendered from every part recorded there):
 - ``scale``: a run on generated corpora of 10k, 100k and 1M texts (tiny backbone) and of 100k with MiniLM: wall
   time per phase, peak memory, the growth exponent; ``tools.py predict`` on 10k and 1M new texts
   (scripts/bench/scale.py).
+- ``corpus``: ``tools.py predict`` of 1M texts on 1 and 2 CPU processes and of 10M on 2 (tiny backbone): texts/s,
+  peak memory per process, output size; on 1 and every GPU where there is one (scripts/bench/corpus.py).
 
-Usage: python scripts/bench/bench.py [--only train,eval,e2e,inrun,memory,scale] [--data-dir data/short_text]
+Usage: python scripts/bench/bench.py [--only train,eval,e2e,inrun,memory,scale,corpus] [--data-dir data/short_text]
        [--steps 30] [--rounds 6] [--out BENCHMARKS.md]
 Timings are only meaningful on an otherwise idle machine; the load average is recorded with each part.
 """
@@ -52,6 +54,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from datamodules.download.catalogue import data_root  # noqa: E402
+from scripts.bench.corpus import part_corpus  # noqa: E402
 from scripts.bench.reference_step import AuthorsSCCLStep  # noqa: E402
 from scripts.bench.report import EVAL_VARIANTS, PARTS, document, machine, render  # noqa: E402
 from scripts.bench.scale import part_scale  # noqa: E402
@@ -444,7 +447,7 @@ def part_memory(args) -> dict:
 
 
 RUN = {"train": part_train, "eval": part_eval, "e2e": part_e2e, "inrun": part_inrun, "memory": part_memory,
-       "scale": part_scale}
+       "scale": part_scale, "corpus": part_corpus}
 
 
 def main() -> None:
@@ -459,6 +462,8 @@ def main() -> None:
     parser.add_argument("--memory-steps", type=int, default=20, help="training steps of each memory run")
     parser.add_argument("--scale-sizes", default="10000,100000,1000000", help="scale part: corpus sizes, tiny backbone")
     parser.add_argument("--scale-minilm", type=int, default=100000, help="scale part: MiniLM run size (0: none)")
+    parser.add_argument("--corpus-sizes", default="1000000,10000000",
+                        help="corpus part: new texts to predict (the smaller on 1 and 2 processes, the larger on 2)")
     parser.add_argument("--out", default=str(ROOT / "BENCHMARKS.md"))
     parser.add_argument("--backbone", default="minilm", help=argparse.SUPPRESS)  # tiny: check the script runs
     args = parser.parse_args()
@@ -468,7 +473,7 @@ def main() -> None:
     unknown = [p for p in parts if p not in PARTS]
     if unknown:
         sys.exit(f"error: unknown part(s) {unknown}; choose from {', '.join(PARTS)}")
-    if set(parts) - {"scale"} and not (Path(args.data_dir) / "stackoverflow.csv").exists():
+    if set(parts) - {"scale", "corpus"} and not (Path(args.data_dir) / "stackoverflow.csv").exists():
         sys.exit(f"error: {args.data_dir}/stackoverflow.csv not found; pass --data-dir <folder with stackoverflow.csv>")
     out_md = Path(args.out)
     out_json = out_md.with_suffix(".json")

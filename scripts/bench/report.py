@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-PARTS = ("train", "eval", "e2e", "inrun", "memory", "scale")
+PARTS = ("train", "eval", "e2e", "inrun", "memory", "scale", "corpus")
 # the KMeans backends and precisions the eval part compares, in the table's order
 EVAL_VARIANTS = (("sklearn", "float64"), ("sklearn", "float32"), ("fast", "float32"), ("faiss", "float32"))
 
@@ -206,8 +206,47 @@ def render_scale(r: dict, meta: dict) -> list[str]:
     return lines
 
 
+def render_corpus(r: dict, meta: dict) -> list[str]:
+    def row(p: dict) -> str:
+        threads = "default" if p["threads"] is None else str(p["threads"])
+        peaks = ", ".join(f"{g:.2f}" for g in p["peak_gib"])
+        return (f"| {p['device']} | {p['processes']} | {threads} | {p['texts']:,} | {p['wall_seconds']:.0f} | "
+                f"{p['texts_per_second']:,.0f} | {p['texts_per_second'] / p['processes']:,.0f} | {peaks} | "
+                f"{p['parts_mib']:.0f} |")
+
+    lines = ["## `tools.py predict` on several processes (`--only corpus`)", "", header(meta), "",
+             f"{r['model']}; new texts generated as in the scale part (scripts/bench/corpus.py), written as a folder "
+             "of parts (`part-<shard>.parquet`, 20,000 rows each). Wall: the whole command (start-up, the one pass "
+             "that cuts the input into shards, the processes' start). Texts/s: the predict loop (every process "
+             "started), all processes together. Peak RSS: each process's own (`getrusage`), rank 0 first.", "",
+             "| device | processes | threads each | texts | wall (s) | texts/s | texts/s per process | peak RSS per "
+             "process (GiB) | parts (MiB) |", "|---|---|---|---|---|---|---|---|---|"]
+    lines += [row(p) for p in r["cpu"] + r.get("gpu", [])]
+    cpu = r["cpu"]
+    one, two = cpu[0], cpu[1]
+    lines += ["", f"Two CPU processes against one ({one['texts']:,} texts, one thread each): "
+                  f"{two['texts_per_second'] / one['texts_per_second']:.2f}x the texts/s."]
+    large = [p for p in cpu if p["texts"] > one["texts"] and p["processes"] == two["processes"]]
+    if large:
+        ratio = max(large[-1]["peak_gib"]) / max(two["peak_gib"])
+        lines.append(f"Peak memory per process, {large[-1]['texts']:,} against {two['texts']:,} texts on "
+                     f"{two['processes']} processes: {ratio:.2f}x (target within 1.2x: {verdict(ratio <= 1.2)}).")
+    gpu = r.get("gpu") or []
+    if len(gpu) > 1:
+        efficiency = gpu[-1]["texts_per_second"] / (gpu[-1]["processes"] * gpu[0]["texts_per_second"])
+        lines.append(f"{r.get('gpu_name', 'GPU')}: {gpu[-1]['processes']} GPUs give {efficiency:.0%} of "
+                     f"{gpu[-1]['processes']} x one GPU's texts/s (scaling efficiency).")
+    elif gpu:
+        lines.append(f"{r.get('gpu_name', 'GPU')}: one GPU only, so no scaling efficiency.")
+    else:
+        lines.append("No GPU on this machine: the GPU rows are missing (the same command records them where "
+                     "there is one).")
+    lines += ["", "Commands: " + "; ".join(f"`{p['command']}`" for p in cpu + gpu), ""]
+    return lines
+
+
 RENDER = {"train": render_train, "eval": render_eval, "e2e": render_e2e, "inrun": render_inrun,
-          "memory": render_memory, "scale": render_scale}
+          "memory": render_memory, "scale": render_scale, "corpus": render_corpus}
 
 
 def render(results: dict) -> str:

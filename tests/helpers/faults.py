@@ -2,6 +2,7 @@
 ``+callbacks.<name>._target_=tests.helpers.faults.<Class>``."""
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -45,6 +46,28 @@ class WritePids(Callback):
     def on_train_start(self, trainer, pl_module) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
         (self.folder / f"rank{trainer.global_rank}.pid").write_text(str(os.getpid()))
+
+
+class CountEvalTexts(Callback):
+    """Each rank counts the texts its module's ``eval_step`` embeds and writes ``<folder>/rank<k>.json`` at the end
+    of the fit: how a test sees which process embedded what."""
+
+    def __init__(self, folder: str):
+        self.folder = Path(folder)
+        self.texts = 0
+
+    def setup(self, trainer, pl_module, stage: str) -> None:
+        embed = pl_module.eval_step
+
+        def counted(batch):
+            self.texts += len(batch["index"])
+            return embed(batch)
+
+        pl_module.eval_step = counted
+
+    def on_fit_end(self, trainer, pl_module) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        (self.folder / f"rank{trainer.global_rank}.json").write_text(json.dumps({"texts": self.texts}))
 
 
 def fill_disk_for(monkeypatch, folder: Path, name: str) -> None:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 from evaluation.clustering.metrics import clustering_scores, kmeans_scores
 from textcore.errors import UserError
@@ -106,3 +107,38 @@ def test_evaluate_clustering_uses_and_records_the_backend(tmp_path, backend):
     assert result["kmeans"] == {"backend": backend, "n_init": 10}
     assert result["datasets"]["toy"]["acc"] == 1.0
     assert f"{backend} float32, 10 restarts each" in clustering_markdown(result, "toy")
+
+
+def test_the_assignment_on_a_device_equals_the_plain_one():
+    from textcore.kmeans import assign_nearest, assign_nearest_on_device
+
+    x = overlapping(n=1000)
+    centres = kmeans_fit(x, 6, seed=0, n_init=1, backend="fast").cluster_centers_.astype(np.float32)
+    labels, inertia = assign_nearest(x, centres, chunk_rows=300)
+    on_device, inertia_on_device = assign_nearest_on_device(x, centres, "cpu", chunk_rows=300)
+    assert np.array_equal(on_device, labels) and inertia_on_device == pytest.approx(inertia, rel=1e-6)
+
+
+@pytest.mark.parametrize("backend", KMEANS_BACKENDS)
+def test_every_result_says_where_it_ran(backend):
+    import torch
+
+    from textcore.kmeans import faiss_gpus
+
+    result = kmeans_fit(overlapping(), 4, seed=0, n_init=1, backend=backend, sample=200)
+    gpu = torch.cuda.is_available() and (backend == "torch" or (backend == "faiss" and faiss_gpus() > 0))
+    assert result.device.startswith("cuda") if gpu else result.device == "cpu"
+    assert result.fitted_rows == 200
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_on_a_gpu_the_torch_backend_fits_and_assigns_there():
+    from textcore.kmeans import faiss_gpus
+
+    x = overlapping(n=3000)
+    result = kmeans_fit(x, 6, seed=0, n_init=2, backend="torch", sample=1000)
+    assert result.device.startswith("cuda") and result.fitted_rows == 1000
+    on_cpu = kmeans_fit(x, 6, seed=0, n_init=2, backend="fast", sample=1000)
+    assert result.labels_.shape == on_cpu.labels_.shape
+    if faiss_gpus():
+        assert kmeans_fit(x, 6, seed=0, n_init=2, backend="faiss").device.startswith("cuda")
