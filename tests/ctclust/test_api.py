@@ -88,7 +88,7 @@ def test_a_file_path_with_its_text_column_detected_and_k_chosen_from_the_texts(t
     frame["id"] = range(len(frame))
     frame.to_csv(tmp_path / "titles.csv", index=False)
     clusterer = TextClusterer(backbone="tiny", num_clusters=None, run_dir=tmp_path / "run",
-                              overrides=[*FAST, "choose_k.k=2:5", "choose_k.seeds=2"])
+                              overrides=[*FAST, "choose_k.k=2:5", "choose_k.kmeans_runs=2"])
     labels = clusterer.fit_predict(tmp_path / "titles.csv")
     assert len(labels) == 120
     choice = clusterer.results_["num_clusters_choice"]
