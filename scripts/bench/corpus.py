@@ -26,7 +26,7 @@ import sys
 import time
 from pathlib import Path
 
-from scripts.bench.scale import shown, write_corpus
+from scripts.bench.scale import user_command, write_corpus
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN_STEPS = 20
@@ -69,7 +69,7 @@ def predict_run(run: Path, source: Path, folder: Path, accelerator: str, devices
             "threads": threads, "device": summary["device"], "wall_seconds": round(wall, 1),
             "loop_seconds": summary["seconds"], "texts_per_second": summary["texts_per_second"],
             "peak_gib": summary["peak_memory_gib"], "parts_mib": round(parts / 2**20, 1),
-            "text_shards_mib": round(texts / 2**20, 1), "command": prefix + shown(command, folder)}
+            "text_shards_mib": round(texts / 2**20, 1), "command": prefix + user_command(command, folder)}
 
 
 def part_corpus(args) -> dict:
