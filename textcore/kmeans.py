@@ -147,11 +147,12 @@ def kmeans_fit(
       iterations until the centres move less than scikit-learn's tolerance, 1e-4 x the data's mean variance)
       written in torch, on CUDA when available, else on the CPU; an empty cluster keeps its centre.
 
-    With ``sample``, a backend that fitted on a GPU also assigns every row there (:func:`assign_nearest_on_device`).
     - ``sklearn``: scikit-learn's KMeans (k-means++ initialisation, ``n_init`` restarts,
       ``random_state=seed``, at most ``max_iter`` (300) iterations with its tolerance test, ``tol``
       (scikit-learn's 1e-4 when None; this backend only)) on
       ``dtype`` (float32 by default; ``float64`` is what the older evaluations used).
+
+    With ``sample``, a backend that fitted on a GPU also assigns every row there (:func:`assign_nearest_on_device`).
     """
     backend = check_kmeans_backend(backend)
     if tol is not None and backend != "sklearn":
