@@ -146,7 +146,6 @@ def kmeans_fit(
     - ``torch``: ``fast``'s algorithm (greedy k-means++ from a numpy generator seeded by ``seed``, Lloyd
       iterations until the centres move less than scikit-learn's tolerance, 1e-4 x the data's mean variance)
       written in torch, on CUDA when available, else on the CPU; an empty cluster keeps its centre.
-
     - ``sklearn``: scikit-learn's KMeans (k-means++ initialisation, ``n_init`` restarts,
       ``random_state=seed``, at most ``max_iter`` (300) iterations with its tolerance test, ``tol``
       (scikit-learn's 1e-4 when None; this backend only)) on
