@@ -67,6 +67,7 @@ def resume_args(command: str, run_dir: Path) -> list[str]:
 
 
 # -- SIGTERM from outside -------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_sigterm_saves_exits_143_and_the_resumed_run_matches(toy_corpus, tmp_path):
     overrides = toy(toy_corpus, 16) + slow_overrides(0.15, tmp_path / "beacon")
     proc = run_script(overrides + [f"hydra.run.dir={tmp_path / 'part'}"])
@@ -119,6 +120,7 @@ def test_signals_outside_training_or_repeated_stop_at_once():
 
 
 # -- SLURM requeue --------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_slurm_requeue_signal_requeues_and_the_requeued_job_resumes(toy_corpus, tmp_path):
     """USR1 under SLURM: Lightning's requeue handler writes hpc_ckpt_1.ckpt into the job's state
     folder and runs `scontrol requeue <job>` (a stub here); the same command in the restarted job
@@ -260,6 +262,7 @@ def test_a_failed_write_leaves_the_previous_checkpoint(tmp_path, monkeypatch):
     assert torch.load(path)["step"] == 1 and sorted(p.name for p in tmp_path.iterdir()) == ["last.ckpt"]
 
 
+@pytest.mark.slow
 def test_a_write_cut_short_by_the_kernel_leaves_the_previous_checkpoint(tmp_path):
     """A real failed write: the file-size limit (RLIMIT_FSIZE) makes the kernel refuse the bytes
     past 1 MB, as a full disk refuses them."""

@@ -36,6 +36,7 @@ def test_bad_arguments_are_refused():
         PlainProgressLines(when="sometimes")
 
 
+@pytest.mark.slow
 def test_a_run_writing_to_a_file_shows_progress_during_training(toy_corpus, tmp_path):
     """stdout and stderr redirected to one file, as a scheduler does: the file holds a progress line for
     each step (interval shortened for the test) before the end-of-training evaluation, and so does the

@@ -1,6 +1,7 @@
 """Random streams in checkpoints (callbacks/safety/rng_state.py): under DDP every rank gets its own back."""
 from __future__ import annotations
 
+import pytest
 import torch
 
 from callbacks.safety.rng_state import RNGState
@@ -17,6 +18,7 @@ def _worker(rank: int, world: int, out_dir: str) -> None:
                f"{out_dir}/rank{rank}.pt")
 
 
+@pytest.mark.slow
 def test_each_rank_resumes_its_own_random_stream(tmp_path):
     spawn_gloo(_worker, 2, tmp_path)
     results = [torch.load(tmp_path / f"rank{r}.pt") for r in range(2)]

@@ -70,6 +70,7 @@ def test_a_missing_column_lists_the_columns_of_a_jsonl_file(tmp_path):
         load_corpus(path, "sentence", "label")
 
 
+@pytest.mark.slow
 def test_hub_dataset_offline_is_one_message(monkeypatch, tmp_path):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
@@ -81,6 +82,7 @@ def test_hub_dataset_offline_is_one_message(monkeypatch, tmp_path):
     assert "hf download someone/short_texts --repo-type dataset" in message and "\n" not in message
 
 
+@pytest.mark.slow
 def test_hub_dataset_run_offline_stops_with_one_line(tmp_path):
     env = dict(os.environ, PROJECT_ROOT=str(ROOT), HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1",
                HF_HOME=str(tmp_path / "hf"))

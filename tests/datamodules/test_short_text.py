@@ -119,8 +119,11 @@ def test_file_without_labels_trains_without_accuracy(tmp_path):
         dm = make_dm(path, num_clusters=2)
         dm.setup()
     assert dm.labels is None and dm.num_clusters == 2
-    with pytest.raises(DataConfigError, match="set dataset.num_clusters"):
-        make_dm(path).setup()
+    unset = make_dm(path)  # no K and no labels to count: K is chosen from the texts, which run.py does
+    with pytest.warns(UserWarning, match="no label column"):
+        unset.setup()
+    with pytest.raises(DataConfigError, match="num_clusters=auto is resolved by run.py"):
+        unset.num_clusters
 
 
 def test_tsv_is_read_tab_separated(tmp_path):

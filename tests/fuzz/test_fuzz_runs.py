@@ -81,6 +81,7 @@ def test_a_run_on_a_tiny_file_finishes_or_names_the_problem(case):
 @budget(fast=0, long=12)
 @given(run_case())
 @example(((["only one text"], None), "csv", "utf-8", 2, 2))
+@pytest.mark.slow
 def test_run_py_ends_with_results_or_one_error_line(case):
     with case_run(case) as (_, overrides, out):
         proc = subprocess.run([sys.executable, "run.py", *overrides, f"hydra.run.dir={out}"], cwd=ROOT,

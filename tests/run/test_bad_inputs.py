@@ -455,6 +455,7 @@ def _raised_from(cause: OSError) -> Exception:
         return wrapped
 
 
+@pytest.mark.slow
 def test_run_py_console_for_a_run_folder_the_system_refuses(tmp_path):
     """The real entry point with os.mkdir refusing one folder (EPERM): exit 2 and one line, not Hydra's
     PermissionError traceback."""
@@ -488,6 +489,7 @@ def test_disk_full_while_writing_outputs(tmp_path, monkeypatch, name):
 
 
 # -- entry points as subprocesses: exit code 2, one line on stderr, no traceback --------------------------
+@pytest.mark.slow
 def test_run_py_console_for_a_bad_file(tmp_path):
     """Errors raised inside train() (settings, files, data, checkpoints: the in-process cases above) all
     reach the console through run.py's one handler; this checks the handler on one of them."""
@@ -498,6 +500,7 @@ def test_run_py_console_for_a_bad_file(tmp_path):
     assert proc.stdout.strip() == ""  # the result table (stdout) is not printed for a failed run
 
 
+@pytest.mark.slow
 def test_run_py_console_for_an_unwritable_run_folder(tmp_path):
     blocker = tmp_path / "a_file"
     blocker.write_text("x")

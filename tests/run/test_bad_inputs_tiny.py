@@ -78,6 +78,7 @@ def test_criteria_are_null_with_a_reason_where_undefined():
     assert "identical embeddings" in reasons["dunn"] and "share a centroid" in reasons["davies_bouldin"]
 
 
+@pytest.mark.slow
 def test_a_study_file_that_is_not_a_database_stops_the_sweep_with_one_line(toy_corpus, tmp_path):
     pytest.importorskip("hydra_plugins.hydra_optuna_sweeper", reason="the `sweep` extra (Optuna sweeper)")
     from tests.helpers.sweeps import run_cli

@@ -5,6 +5,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from tests.helpers import compose_config
 from tests.helpers.data_files import ROOT
 from tests.helpers.resume import without_timings
@@ -16,6 +18,7 @@ TINY = ["backbone=tiny", "batch_size=32", "trainer.enable_progress_bar=false", "
         "print_table=false"]
 
 
+@pytest.mark.slow
 def test_the_final_evaluation_on_two_processes_embeds_each_text_once_and_equals_one_process(tmp_path):
     """The end-of-training evaluation of one checkpoint (eval_only), on one process and on two (DDP, gloo): the
     same metrics, and the two processes' encoder passes together embed each of the demo's 720 texts once."""

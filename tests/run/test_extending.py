@@ -47,6 +47,7 @@ def guide_method():
         CONFIG.unlink(missing_ok=True)
 
 
+@pytest.mark.slow
 def test_the_guides_toy_method_trains_predicts_and_declares_its_data(guide_method, tmp_path):
     status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=ROOT, capture_output=True,
                             text=True, check=True).stdout.splitlines()

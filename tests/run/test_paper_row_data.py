@@ -51,6 +51,7 @@ def test_every_paper_row_without_its_corpus_names_the_file_url_and_command(row, 
 
 @pytest.mark.parametrize("row", ["sccl_tweet", "aecl_googlenews_ts", "simcse_bert_base", "clusterns_prompt_bert_base",
                                  "pairsupcon_bert_base"])
+@pytest.mark.slow
 def test_run_py_stops_with_one_line_and_exit_2(row, tmp_path):
     env = {**os.environ, "PROJECT_DATA_DIR": str(tmp_path / "data")}
     done = subprocess.run([sys.executable, "run.py", f"experiment={row}", f"hydra.run.dir={tmp_path / 'run'}"],

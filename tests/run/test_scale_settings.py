@@ -29,9 +29,9 @@ def passes(monkeypatch) -> list[int]:
     made = []
     collect = eval_outputs.collect_eval_outputs
 
-    def counted(pl_module, dataloader, spill_dir=None):
+    def counted(pl_module, dataloader, spill_dir=None, strategy=None):
         made.append(len(dataloader.dataset))
-        return collect(pl_module, dataloader, spill_dir)
+        return collect(pl_module, dataloader, spill_dir, strategy)
 
     monkeypatch.setattr(eval_outputs, "collect_eval_outputs", counted)
     return made

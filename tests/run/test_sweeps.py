@@ -34,6 +34,7 @@ def read_trials(sweep) -> list[dict]:
         return list(csv.DictReader(handle))
 
 
+@pytest.mark.slow
 def test_optuna_study_of_three_sccl_trials(toy_corpus, tmp_path):
     pytest.importorskip("hydra_plugins.hydra_optuna_sweeper", reason="the `sweep` extra (Optuna sweeper)")
     sweep = tmp_path / "sweep"
@@ -71,6 +72,7 @@ def write_tiny_senteval(folder):
     return folder
 
 
+@pytest.mark.slow
 def test_optuna_study_of_an_sts_method(tmp_path):
     """ClusterNS: its objective is the STS-B dev score that its checkpoint selection used."""
     pytest.importorskip("hydra_plugins.hydra_optuna_sweeper", reason="the `sweep` extra (Optuna sweeper)")
@@ -98,6 +100,7 @@ def test_optuna_study_of_an_sts_method(tmp_path):
     assert OmegaConf.load(sweep / "optimization_results.yaml").best_value == max(values)
 
 
+@pytest.mark.slow
 def test_a_failed_job_does_not_stop_the_multirun_and_is_listed(toy_corpus, tmp_path):
     """Two jobs; the first names a missing file: the second still runs, the table lists the
     failure, and the multirun exits 2 with one line once the table is written."""
@@ -198,6 +201,7 @@ def test_threads_per_job_must_be_positive():
         threads_for_job(0, None, 4)
 
 
+@pytest.mark.slow
 def test_optuna_study_resumes_in_its_database(toy_corpus, tmp_path):
     """Three trials, the sweep ends; the same command with the same sweep folder and n_trials raised to five
     continues the study: five trials in one study in <sweep>/optuna.db, five job folders, none overwritten."""
@@ -235,6 +239,7 @@ def guarded_toy_cli(csv_path) -> list[str]:
     return [o for o in toy_cli(csv_path) if o != "~callbacks.nonfinite"]
 
 
+@pytest.mark.slow
 def test_failed_jobs_are_listed_and_a_resumed_multirun_trains_only_unfinished_jobs(toy_corpus, tmp_path):
     """Three jobs: 0 trains, 1 raises, 2 diverges to NaN. All three run; 1 and 2 are rows of the failures table
     with their error's first line. The same command again does not train job 0 (its results stay as they were)

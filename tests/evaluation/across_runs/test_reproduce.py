@@ -88,6 +88,7 @@ def write_views(folder: Path, name: str) -> None:
                 writer.writerow([label, text, f"{words.split()[0]} {i}", f"{words.split()[-1]} {i}"])
 
 
+@pytest.mark.slow
 def test_two_rows_two_seeds_launch_skip_resume_and_table(tmp_path):
     data = tmp_path / "short_text"
     data.mkdir()
@@ -261,6 +262,7 @@ def _claim_and_hold(folder: str, gpus: int, per_gpu: int, hold: float) -> int:
     return gpu
 
 
+@pytest.mark.slow
 def test_two_runs_side_by_side_on_the_cpu_finish_and_write_the_table(tmp_path):
     """--runs-per-gpu 2 without a GPU: two run.py processes at once on the host, both finish, the table is written
     (about 45 s on 2 cores)."""

@@ -1,6 +1,8 @@
 """W&B as a sweep dashboard, offline: shared group, job type, summary numbers, tables."""
 import json
 
+import pytest
+
 from evaluation.across_runs.wandb_dashboard import aggregate_tables, summary_numbers, sweep_group
 from tests.helpers.sweeps import lean_callbacks, run_cli
 from tests.helpers.wandb_records import offline_run
@@ -38,6 +40,7 @@ def test_aggregate_tables_flatten_rows():
     assert tables["aggregate_failed"][1] == [["r", "sccl", "d", "1", "x"]] and "aggregate_sts" not in tables
 
 
+@pytest.mark.slow
 def test_multirun_shares_a_group_and_logs_summary_and_tables_offline(toy_corpus, tmp_path):
     from tests.helpers import toy_overrides
 

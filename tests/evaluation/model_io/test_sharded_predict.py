@@ -165,6 +165,7 @@ def test_rows_in_memory_come_from_one_process_and_embeddings_need_parquet(tmp_pa
 
 
 # -- real processes ------------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_two_cpu_processes_write_exactly_the_rows_of_one(tiny_run, one_process, tmp_path):
     source, expected = one_process
     output = tmp_path / "assigned.parquet"
@@ -177,6 +178,7 @@ def test_two_cpu_processes_write_exactly_the_rows_of_one(tiny_run, one_process, 
     assert len(got["embedding"].iloc[0]) == 32 and not (tmp_path / "assigned.parquet.parts").exists()
 
 
+@pytest.mark.slow
 def test_a_killed_rank_leaves_complete_parts_and_the_rerun_encodes_only_the_missing_ones(tiny_run, one_process,
                                                                                       tmp_path):
     """Rank 1 of two is SIGKILLed after its first part; the same command on one process then encodes exactly the
