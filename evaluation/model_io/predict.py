@@ -383,9 +383,10 @@ def main(argv: Sequence[str] | None = None) -> dict | None:
                       devices=args.devices, num_nodes=args.num_nodes, embeddings=args.embeddings,
                       shard_rows=args.shard_rows)
     if summary is not None:  # rank 0
-        print(f"wrote {args.output}: {summary['assigned']} texts assigned by {summary['assigned_by']} on "
+        peaks = ", ".join(f"{gib:.2f}" for gib in summary["peak_memory_gib"])
+        print(f"wrote {args.output}: {summary['assigned']:,} texts assigned by {summary['assigned_by']} on "
               f"{summary['processes']} process(es) ({summary['device']}; {summary['texts_per_second']:,.0f} texts/s, "
-              f"peak memory per process {summary['peak_memory_gib']} GiB); per cluster {summary['per_cluster']}")
+              f"peak memory per process {peaks} GiB); per cluster {summary['per_cluster']}")
     return summary
 
 
