@@ -70,6 +70,7 @@ def test_our_runs_are_the_recipe_on_the_same_file_and_columns(tmp_path):
                                                                              "text2"]
 
 
+@pytest.mark.slow
 def test_smoke_runs_our_side_on_the_cpu(tmp_path, short_text_dir, capsys):
     """--smoke without a snapshot: our runs at tiny scale (two precisions, one seed), and the table of them."""
     text = SBS.main(["--smoke", "--data", str(short_text_dir), "--seeds", "0", "--precisions", "fp32,tf32,bf16",
