@@ -1,4 +1,6 @@
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -46,3 +48,12 @@ def _no_wandb_run_left_open():
         from launching.hydra_callbacks import finish_wandb_run
 
         finish_wandb_run()
+
+
+@pytest.fixture
+def live_process():
+    """A process alive for the test (a lock's or a study's recorded owner), killed after it."""
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    yield proc
+    proc.kill()
+    proc.wait()

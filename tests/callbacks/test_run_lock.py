@@ -5,28 +5,13 @@ from __future__ import annotations
 import json
 import logging
 import socket
-import subprocess
-import sys
 
 import pytest
 from omegaconf import OmegaConf
 
 from callbacks.safety.run_lock import FolderInUseError, FolderLock, launch_rank, process_start
+from tests.helpers.processes import dead_pid
 from textcore.errors import USER_ERROR_EXIT_CODE
-
-
-@pytest.fixture
-def live_process():
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-    yield proc
-    proc.kill()
-    proc.wait()
-
-
-def dead_pid() -> int:
-    proc = subprocess.Popen([sys.executable, "-c", "pass"])
-    proc.wait()  # reaped: the pid names no process
-    return proc.pid
 
 
 def write_lock(folder, **holder) -> None:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import socket
-import subprocess
-import sys
 
 import pytest
 
@@ -22,22 +20,9 @@ from hydra_plugins.resumable_optuna.killed_trials import (  # noqa: E402
     heartbeat_ages,
     requeue_killed_trials,
 )
+from tests.helpers.processes import dead_pid  # noqa: E402
 
 RUNNING, WAITING = optuna.trial.TrialState.RUNNING, optuna.trial.TrialState.WAITING
-
-
-@pytest.fixture()
-def live_process():
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-    yield proc
-    proc.kill()
-    proc.wait()
-
-
-def dead_pid() -> int:
-    proc = subprocess.Popen([sys.executable, "-c", "pass"])
-    proc.wait()
-    return proc.pid
 
 
 def study_with_running_trials(tmp_path, drivers: list[dict | None]):
