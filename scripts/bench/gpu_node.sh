@@ -5,7 +5,7 @@
 #   bash scripts/bench/gpu_node.sh          # on the GPU node: paper-scale rows, about 6 minutes on an H100
 #   bash scripts/bench/gpu_node.sh --tiny   # the same code at tiny scale on a CPU (a bundle made with --tiny does)
 #   bash scripts/bench/gpu_node.sh --session [PARTS]          # the prepared session (scripts/bench/gpu_session.py):
-#   bash scripts/bench/gpu_node.sh --tiny --session [PARTS]   #   quality,precision,profile,packing,steps; BUDGET (540 s)
+#   bash scripts/bench/gpu_node.sh --tiny --session [PARTS]   #   quality,precision,profile,packing,steps,corpus; BUDGET (540 s)
 #
 # It times SCCL, AECL and PairSupCon steps at the papers' batch sizes (scripts/bench/gpu.py: fp32 and bf16, one
 # padded call or chunks of 8192 tokens, with and without cached gradients), SCCL end to end (Trainer.fit on the
@@ -23,7 +23,7 @@ session=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --tiny) tiny=true ;;
-    --session) session="quality,precision,profile,packing,steps"
+    --session) session="quality,precision,profile,packing,steps,corpus"
       if [ -n "${2:-}" ] && [ "${2#--}" = "$2" ]; then session="$2"; shift; fi ;;
     *) echo "gpu_node: unknown argument $1 (--tiny, --session [PARTS])" >&2; exit 2 ;;
   esac

@@ -16,11 +16,14 @@ Parts, in the order they run (``--parts``, default all of them):
 - ``steps``: cached gradients in bf16 against the plain step (budgets 2048 and 16384 tokens) and the compiled step in
   steady state (``torch.compile`` default mode), eager and compiled, lengths bucketed to multiples of 8
   (scripts/bench/gpu.py; other modes, e.g. CUDA graphs: ``gpu.py --compile reduce-overhead``).
+- ``corpus``: ``tools.py predict`` of 200,000 texts on the GPU against one CPU process with every core, and KMeans of
+  1,000,000 rows (fitted on a 50,000-row sample, every row assigned) on the GPU against the CPU
+  (scripts/bench/corpus_devices.py).
 
-In a short allocation (a scheduler's time limit of minutes) the parts go in two commands, one after the other:
-``--session quality`` and ``BUDGET=480 ... --session precision,profile,packing,steps`` (about 7 and 8 minutes by
-the estimates above); a part that does not fit is printed as not run, for a later ``--session <parts>``. With
-more time, all of them at once with a larger ``BUDGET``.
+In a short allocation (a scheduler's time limit of minutes) the parts go in commands one after the other:
+``--session quality``, ``BUDGET=480 ... --session precision,profile,packing,steps`` and ``BUDGET=240 ... --session
+corpus`` (about 7, 8 and 3 minutes by the estimates above); a part that does not fit is printed as not run, for
+a later ``--session <parts>``. With more time, all of them at once with a larger ``BUDGET``.
 
 A part starts only if its expected time (``EXPECTED``, seconds on an H100) fits in what is left of ``--budget-s``;
 each runs with the time left as its limit. Work goes to ``--work`` (checkpoints, run folders); a part whose
@@ -46,11 +49,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-PARTS = ("quality", "precision", "profile", "packing", "steps")
+PARTS = ("quality", "precision", "profile", "packing", "steps", "corpus")
 # seconds on an H100, estimated (no part has run on a GPU yet): quality from the authors' fp32 loop at 3.85
 # steps/s with DistilBERT (BENCHMARKS.md) scaled to MiniLM (a quarter of the matrix work), 12 runs sharing the card
-EXPECTED = {"quality": 400, "precision": 120, "profile": 110, "packing": 100, "steps": 130}
-EXPECTED_TINY = {"quality": 45, "precision": 30, "profile": 40, "packing": 80, "steps": 60}
+EXPECTED = {"quality": 400, "precision": 120, "profile": 110, "packing": 100, "steps": 130, "corpus": 150}
+EXPECTED_TINY = {"quality": 45, "precision": 30, "profile": 40, "packing": 80, "steps": 60, "corpus": 45}
 PACKING = (1, 2, 4)
 PACKING_STEPS, PACKING_EVERY = 100, 100
 TABLE1_RUNS, TABLE1_STEPS, TABLE1_EVERY = 8 * 3, 3000, 100
@@ -93,6 +96,8 @@ def commands(part: str, args, work: Path) -> list[list[str]]:
                  data, "--out", str(out / "bench_gpu.md")]]
     if part == "packing":
         return [packing_command(n, args, work) for n in (PACKING[:2] if args.tiny else PACKING)]
+    if part == "corpus":
+        return [[python(), "scripts/bench/corpus_devices.py", "--out", str(out), *(["--tiny"] if args.tiny else [])]]
     raise ValueError(part)
 
 
@@ -178,6 +183,8 @@ def section(part: str, work: Path, tiny: bool = False) -> str:
         path = out / "profile.md"
     elif part == "steps":
         path = out / "bench_gpu.md"
+    elif part == "corpus":
+        path = out / "corpus_devices.md"
     else:
         return packing_summary(work, tiny)[0]
     return path.read_text().strip() if path.is_file() else ""

@@ -52,6 +52,9 @@ def test_the_parts_run_the_recipe_at_paper_scale(tmp_path, monkeypatch):
     assert all("--precision" in c and c[c.index("--precision") + 1] == "bf16" for c in packing)
     assert all(c[c.index("--output") + 1] == str(work / "packing" / f"n{n}") for c, n in zip(packing, (1, 2, 4)))
     assert f"trainer.max_steps={SESSION.PACKING_STEPS}" in packing[0]
+    [corpus] = SESSION.commands("corpus", args, work)  # predict and KMeans on the GPU beside the CPU
+    assert corpus[1] == "scripts/bench/corpus_devices.py" and corpus[corpus.index("--out") + 1] == str(work / "corpus")
+    assert "--tiny" not in corpus
     no_snapshot = SESSION.commands("quality", _args(tmp_path / "other", snapshot=False), work)[0]
     assert "--snapshot" not in no_snapshot  # then only our side runs (the driver says so)
 
@@ -59,7 +62,7 @@ def test_the_parts_run_the_recipe_at_paper_scale(tmp_path, monkeypatch):
 def test_parts_that_do_not_fit_the_budget_are_left_for_the_next_call(tmp_path, monkeypatch):
     ran, clock = [], [1000.0]
     monkeypatch.setattr(SESSION, "time", argparse.Namespace(time=lambda: clock[0]))
-    expected = {"quality": 400, "precision": 100, "profile": 100, "steps": 100, "packing": 100}
+    expected = {"quality": 400, "precision": 100, "profile": 100, "steps": 100, "packing": 100, "corpus": 100}
 
     def fake_run(part, args, work, deadline):
         ran.append(part)
@@ -75,8 +78,8 @@ def test_parts_that_do_not_fit_the_budget_are_left_for_the_next_call(tmp_path, m
     first = SESSION.main([*common, "--budget-s", "450"])
     assert ran == ["quality"]  # 400 s, then 50 s left: none of the others fits
     assert first["not_run"] == [f"{p} (expected about 100 s, 50 s left)" for p in
-                                ("precision", "profile", "packing", "steps")]
-    second = SESSION.main([*common, "--budget-s", "450", "--collect", str(tmp_path / "out")])
+                                ("precision", "profile", "packing", "steps", "corpus")]
+    second = SESSION.main([*common, "--budget-s", "500", "--collect", str(tmp_path / "out")])
     assert ran == ["quality", *SESSION.PARTS[1:]]  # the same command goes on where the last stopped
     assert second["parts"]["quality"]["earlier"] and not second["not_run"]
     text = (tmp_path / "out" / "session.md").read_text()
@@ -128,6 +131,7 @@ def test_the_device_command_runs_every_part_at_smoke_scale_on_the_cpu(tmp_path, 
     assert "| ours fp32 | 1 |" in text and "| ours bf16 | 1 |" in text and "| sccl | fp32 |" in text
     assert "Compiled step in steady state" in text
     assert "| 2 | 2 |" in text  # two runs side by side in the packing part
+    assert "| cpu | 3,000 |" in text and "| fast | cpu | 4,000 | 8 |" in text  # the corpus part on the CPU
     assert len(list(out.iterdir())) <= 8 and (out / "results.tar.gz").is_file()
 
 
