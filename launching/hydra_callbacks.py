@@ -21,8 +21,8 @@ launcher (basic, joblib, submitit_local, submitit_slurm) or sweeper (basic grid,
   (``aggregate.md/.csv/.json``) and, for an Optuna sweep, ``trials.md/.csv`` (one row per trial:
   the searched parameters and the objective) in the sweep folder, the table printed, and the
   aggregate logged to W&B when the sweep logs there; the trials table has the study's view of each trial
-  (waiting to run again, why an earlier attempt was killed). If a job this session ran failed, the multirun
-  exits with status 2 after writing them (``fail_on_job_errors``); jobs of an earlier session that did not
+  (waiting to run again, why an earlier attempt was killed). If a job this start of the sweep ran failed, the multirun
+  exits with status 2 after writing them (``fail_on_job_errors``); jobs of an earlier start that did not
   finish get a ``note:`` line instead. When the sweeper itself stops on a failed
   job (Hydra's basic sweeper raises once its batch is done), the tables are still written as the
   process exits.
@@ -185,14 +185,14 @@ def job_starts(sweep_dir: Path) -> dict[str, int]:
 
 
 def started_since(sweep_dir: Path, before: dict[str, int]) -> set[str]:
-    """The job folders in which a job started since ``before`` (:func:`job_starts`) was taken: this session's jobs.
-    Each folder's time is compared with its own earlier one, so clocks of other hosts do not matter."""
+    """The job folders in which a job started since ``before`` (:func:`job_starts`) was taken: the jobs this start
+    of the sweep ran. Each folder's time is compared with its own earlier one, so other hosts' clocks do not matter."""
     return {name for name, when in job_starts(sweep_dir).items() if before.get(name) != when}
 
 
 def unfinished_reason(folder: Path, reason: str) -> str:
-    """Why a job folder of an earlier session has no result: killed, when the lock its process held is left behind
-    by a process that is gone; else the aggregate table's reason."""
+    """Why a job folder of an earlier start of the sweep has no result: killed, when the lock its process held is
+    left behind by a process that is gone; else the aggregate table's reason."""
     holder = FolderLock(folder).holder()
     gone = gone_holder(holder) if holder else None
     return f"killed (its process, {gone}; its {run_folder.LOCK} is left behind)" if gone else reason
@@ -295,7 +295,7 @@ class SweepCallback(Callback):
         earlier = [job for job in failed if Path(job["run"]).name not in ran_now]
         if earlier:  # a resumed sweep's status is about the jobs it ran; the others are reported as what they are
             first = earlier[0]
-            print(f"note: {len(earlier)} job(s) of an earlier session of this sweep, not run by this one, did not "
+            print(f"note: {len(earlier)} job(s) of an earlier start of this sweep, not run by this one, did not "
                   f"finish, e.g. {first['run']}: {unfinished_reason(Path(first['run']), first['reason'])} (all listed "
                   f"in {sweep_dir / 'aggregate.md'})", file=sys.stderr)
         if mine and self.fail_on_job_errors:

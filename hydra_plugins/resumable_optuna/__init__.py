@@ -10,9 +10,9 @@ restarted, requeued or killed sweep given the same command and ``hydra.sweep.dir
   where its job continues from its last.ckpt (``killed_trials.py``: how a driver that is gone is told from one
   that runs, also with several drivers on one database);
 - the sampler of a resumed study is seeded anew from the configured seed, the number of trials in the study and the
-  sweep folder, so it does not draw the parameters of the first session's trials again (a fixed seed would);
+  sweep folder, so it does not draw the parameters of the first start's trials again (a fixed seed would);
 - each trial runs in the job folder ``<hydra.sweep.dir>/<trial number>`` (``hydra.sweep.subdir``), so the job
-  folders of an earlier session are never overwritten and a trial run again finds its own;
+  folders of an earlier start are never overwritten and a trial run again finds its own;
 - a trial that fails (an exception, a NaN loss, an objective that is not a number) is ``FAIL`` in the study
   (``max_failure_rate: 1.0`` in conf/hparams_search: the sweep goes on), with the first line of its error and its run
   folder as the trial's user attributes ``error`` and ``run`` (optuna-dashboard shows them).

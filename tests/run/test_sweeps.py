@@ -271,7 +271,7 @@ def test_an_optuna_study_records_failed_trials_goes_on_and_resumes_without_rerun
     """Trial 1 raises and trial 2 diverges to NaN: both are FAIL in the study with their error, trial 2 still runs
     (the plugin's default stops the sweep at the first exception). The sweep resumed with n_trials=2 (COMPLETE
     trials) adds one trial and runs none of the three again; it exits 0, the trial it ran having completed, and
-    notes the earlier session's failed jobs."""
+    notes the earlier start's failed jobs."""
     pytest.importorskip("hydra_plugins.hydra_optuna_sweeper", reason="the `sweep` extra (Optuna sweeper)")
     import optuna
 
@@ -292,16 +292,16 @@ def test_an_optuna_study_records_failed_trials_goes_on_and_resumes_without_rerun
     kept = {n: (sweep / n / "results.json").read_bytes() for n in ("0", "2")}
 
     second = run_cli(base + ["hydra.sweeper.n_trials=2"])
-    assert second.returncode == 0, second.stderr[-3000:]  # the status is about the trials this session ran
-    assert "note: 2 job(s) of an earlier session of this sweep, not run by this one, did not finish" in second.stderr
+    assert second.returncode == 0, second.stderr[-3000:]  # the status is about the trials this start ran
+    assert "note: 2 job(s) of an earlier start of this sweep, not run by this one, did not finish" in second.stderr
     study = optuna.load_study(study_name="sccl", storage=f"sqlite:///{sweep / 'optuna.db'}")
     assert len(study.trials) == 4 and study.trials[3].state == optuna.trial.TrialState.COMPLETE
     assert {n: (sweep / n / "results.json").read_bytes() for n in ("0", "2")} == kept
     assert [r["status"] for r in read_trials(sweep)] == ["complete", "failed", "failed", "complete"]
 
 
-def test_a_resumed_sweep_tells_its_own_jobs_from_an_earlier_session_s(tmp_path):
-    """The jobs a session ran are those whose .hydra/hydra.yaml Hydra rewrote since the session began; a folder
+def test_a_resumed_sweep_tells_its_own_jobs_from_those_of_an_earlier_start(tmp_path):
+    """The jobs a start of the sweep ran are those whose .hydra/hydra.yaml Hydra rewrote since it began; a folder
     left by a killed process is reported as killed, naming it."""
     import subprocess
     import sys
@@ -312,12 +312,12 @@ def test_a_resumed_sweep_tells_its_own_jobs_from_an_earlier_session_s(tmp_path):
     sweep = tmp_path / "sweep"
     for job in ("0", "1", "2"):
         (sweep / job / ".hydra").mkdir(parents=True)
-        (sweep / job / ".hydra" / "hydra.yaml").write_text("earlier session")
+        (sweep / job / ".hydra" / "hydra.yaml").write_text("earlier start")
     before = job_starts(sweep)
     time.sleep(0.05)
-    (sweep / "1" / ".hydra" / "hydra.yaml").write_text("this session")  # Hydra starts job 1 again
+    (sweep / "1" / ".hydra" / "hydra.yaml").write_text("this start")  # Hydra starts job 1 again
     (sweep / "3" / ".hydra").mkdir(parents=True)
-    (sweep / "3" / ".hydra" / "hydra.yaml").write_text("this session")  # and a new job 3
+    (sweep / "3" / ".hydra" / "hydra.yaml").write_text("this start")  # and a new job 3
     assert started_since(sweep, before) == {"1", "3"}
 
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
