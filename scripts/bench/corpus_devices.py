@@ -26,7 +26,14 @@ sys.path.insert(0, str(ROOT))
 from scripts.bench.corpus import predict_run, train_model  # noqa: E402
 from scripts.bench.scale import write_corpus  # noqa: E402
 
-KMEANS_SAMPLE = 50_000  # conf/config.yaml kmeans_sample
+
+def default_kmeans_sample() -> int:
+    """The rows a run's KMeans fits on by default (conf/config.yaml ``kmeans_sample``)."""
+    from omegaconf import OmegaConf
+
+    from textcore.checkout import CONF
+
+    return int(OmegaConf.load(CONF / "config.yaml").kmeans_sample)
 
 
 def kmeans_row(backend: str, data, clusters: int, sample: int) -> dict:
@@ -51,7 +58,7 @@ def measure(out: Path, texts: int, kmeans_rows: int, clusters: int, gpu: bool) -
     if gpu:
         predict.append(predict_run(run, source, out, "gpu", 1, threads=None))
     data = np.random.default_rng(0).standard_normal((kmeans_rows, 384), dtype=np.float32)
-    sample = min(KMEANS_SAMPLE, kmeans_rows // 2)
+    sample = min(default_kmeans_sample(), kmeans_rows // 2)
     kmeans = [kmeans_row("fast", data, clusters, sample)]
     if gpu:
         from textcore.kmeans import faiss_gpus
