@@ -254,13 +254,13 @@ def _override_list(overrides) -> list[str]:
     from hydra.errors import OverrideParseException
 
     for override in out:  # Hydra's own parser: what the command line accepts, with its message
+        if not isinstance(override, str):
+            raise ConfigError(f"overrides: {override!r} is not a string such as 'trainer.max_steps=500'.")
         try:
-            OverridesParser.create().parse_overrides([override] if isinstance(override, str) else [])
+            OverridesParser.create().parse_overrides([override])
         except OverrideParseException as err:
             raise ConfigError(f"overrides: {override!r} is not a command-line setting "
                               f"(e.g. 'trainer.max_steps=500'): {err}") from None
-        if not isinstance(override, str):
-            raise ConfigError(f"overrides: {override!r} is not a string such as 'trainer.max_steps=500'.")
     return out
 
 
