@@ -19,14 +19,13 @@ Usage: python scripts/bench/bench.py --only corpus [--corpus-sizes 1000000,10000
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from scripts.bench.scale import user_command, write_corpus
+from scripts.bench.scale import process_env, user_command, write_corpus
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN_STEPS = 20
@@ -37,12 +36,8 @@ def train_model(folder: Path) -> Path:
     if not (out / "checkpoints" / "last.ckpt").is_file():
         command = [sys.executable, "run.py", "backbone=tiny", f"trainer.max_steps={RUN_STEPS}",
                    f"hydra.run.dir={out}", "print_table=false", "callbacks.report.plots=false"]
-        subprocess.run(command, cwd=ROOT, env=_env(), check=True, capture_output=True)
+        subprocess.run(command, cwd=ROOT, env=process_env(), check=True, capture_output=True)
     return out
-
-
-def _env(**extra: str) -> dict:
-    return dict(os.environ, PROJECT_ROOT=str(ROOT), TOKENIZERS_PARALLELISM="false", **extra)
 
 
 def predict_run(run: Path, source: Path, folder: Path, accelerator: str, devices: int,
@@ -52,7 +47,7 @@ def predict_run(run: Path, source: Path, folder: Path, accelerator: str, devices
     shutil.rmtree(output, ignore_errors=True)
     command = [sys.executable, "tools.py", "predict", "--run", str(run), "--input", str(source), "--output",
                str(output), "--accelerator", accelerator, "--devices", str(devices)]
-    env = _env(OMP_NUM_THREADS=str(threads)) if threads else _env()
+    env = process_env(OMP_NUM_THREADS=str(threads)) if threads else process_env()
     print(f"bench corpus: {source.name} on {devices} {accelerator} process(es) ...", file=sys.stderr, flush=True)
     start = time.perf_counter()
     log = folder / f"{output.name}.log"

@@ -53,9 +53,14 @@ def write_corpus(n: int, path: Path, seed: int = 0) -> Path:
     return path
 
 
+def process_env(**extra: str) -> dict:
+    """The environment of a benchmarked command: this checkout's configuration, tokenizers on one thread."""
+    return dict(os.environ, PROJECT_ROOT=str(ROOT), TOKENIZERS_PARALLELISM="false", **extra)
+
+
 def timed_process(command: list[str], log: Path) -> dict:
     """Wall seconds and peak resident memory (GiB) of ``command`` run from the repository root."""
-    env = dict(os.environ, PROJECT_ROOT=str(ROOT), TOKENIZERS_PARALLELISM="false")
+    env = process_env()
     start = time.perf_counter()
     with log.open("w") as out:
         process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
