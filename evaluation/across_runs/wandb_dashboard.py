@@ -20,6 +20,7 @@ import os
 from pathlib import Path
 from typing import Mapping
 
+from evaluation.clustering import catalogue
 from textcore.run_folder import is_finite_number
 
 log = logging.getLogger(__name__)
@@ -118,7 +119,7 @@ def aggregate_tables(agg: Mapping) -> dict[str, tuple[list[str], list[list]]]:
     rows = []
     for row in agg["clustering"]["rows"]:
         for dataset, cell in row["cells"].items():
-            for metric in ("acc", "nmi", "ari", "ami"):
+            for metric in catalogue.label_names():
                 if metric in cell:
                     c = cell[metric]
                     rows.append([row["label"], row["predictions"], dataset, metric, c["mean"], c["std"], c["n"]])

@@ -22,6 +22,7 @@ from evaluation.benchmarks.clustering_tasks import (
     clustering_sets,
     evaluate_clustering,
 )
+from evaluation.clustering import catalogue
 from textcore.errors import ConfigError
 
 TASKS = ("clustering", "sts", "transfer", "mteb", "few_shot")
@@ -192,7 +193,7 @@ def headline_rows(result: dict) -> dict[str, float | None]:
     rows: dict[str, float | None] = {}
     clustering = result.get("clustering")
     if clustering:
-        for metric in ("acc", "nmi"):
+        for metric in catalogue.paper_names():
             for name in BENCHMARKS:
                 if name in clustering["datasets"]:
                     rows[f"clustering {metric.upper()} {SHORT_NAMES[name]}"] = (
