@@ -22,7 +22,7 @@ LAST_CHECKPOINT = f"{CHECKPOINTS}/last.ckpt"   # what a resume and the evaluatio
 BEST_CHECKPOINT = f"{CHECKPOINTS}/best.ckpt"   # the weights an STS selection kept
 EVALUATION = "evaluation.json"        # the end-of-training evaluation (callbacks.evaluation.final_eval)
 FAILED = "failed.json"                # a multirun job that raised: type and message (launching.hydra_callbacks)
-LOCK = "run.lock"                     # the process that writes the folder now (callbacks.safety.run_lock)
+LOCK = "run.lock"                     # the process that writes the folder now (runtime.run_lock)
 HYDRA = ".hydra"                      # Hydra's own copy of the config and overrides
 MULTIRUN = "multirun.yaml"            # marks a multirun's top folder
 

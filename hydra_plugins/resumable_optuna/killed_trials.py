@@ -4,7 +4,7 @@ Optuna's own heartbeat (``RDBStorage(heartbeat_interval=...)``, ``fail_stale_tri
 ``Study.optimize``, which Hydra's ask-and-tell loop never calls; a trial without a heartbeat row is never stale, and
 its age check drops whole days. So this sweeper records, for every trial it asks:
 
-- its driver: system attribute ``driver``, the process as ``callbacks.safety.run_lock`` records a run's (pid, host,
+- its driver: system attribute ``driver``, the process as ``runtime.run_lock`` records a run's (pid, host,
   the process's start time, SLURM job and restart count);
 - a heartbeat in Optuna's ``trial_heartbeats`` table every ``heartbeat_seconds`` while the trial's job runs
   (:class:`Heartbeat`, a thread of the driver), by the database's clock.
@@ -24,7 +24,7 @@ import logging
 import threading
 from pathlib import Path
 
-from callbacks.safety import run_lock
+from runtime import run_lock
 from textcore import run_folder
 
 log = logging.getLogger(__name__)

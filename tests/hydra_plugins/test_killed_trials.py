@@ -10,7 +10,6 @@ import pytest
 optuna = pytest.importorskip("optuna")
 pytest.importorskip("hydra_plugins.hydra_optuna_sweeper", reason="the `sweep` extra (Optuna sweeper)")
 
-from callbacks.safety.run_lock import process_start  # noqa: E402
 from hydra_plugins.resumable_optuna import resumed_seed  # noqa: E402
 from hydra_plugins.resumable_optuna.killed_trials import (  # noqa: E402
     DRIVER,
@@ -20,6 +19,7 @@ from hydra_plugins.resumable_optuna.killed_trials import (  # noqa: E402
     heartbeat_ages,
     requeue_killed_trials,
 )
+from runtime.run_lock import process_start  # noqa: E402
 from tests.helpers.processes import dead_pid  # noqa: E402
 
 RUNNING, WAITING = optuna.trial.TrialState.RUNNING, optuna.trial.TrialState.WAITING

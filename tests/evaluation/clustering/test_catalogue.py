@@ -59,7 +59,7 @@ def test_an_added_metric_is_in_the_evaluation_results_the_aggregate_table_and_th
 
 
 def test_an_added_label_free_metric_is_a_sweep_objective_with_its_direction(monkeypatch):
-    from launching.objective import objective_entry
+    from runtime.objective import objective_entry
 
     spread = catalogue.Metric("spread", "spread", "min", False, percent=False)
     monkeypatch.setattr(catalogue, "METRICS", catalogue.METRICS + (spread,))

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from launching.objective import (
+from runtime.objective import (
     ObjectiveError,
     check_sources,
     lookup,
