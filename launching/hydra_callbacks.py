@@ -78,7 +78,8 @@ class OutputFolderCheck(Callback):
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         folder = str(config.hydra.run.dir)
         self._check(folder, "hydra.run.dir")
-        if launch_rank() == 0:  # refused before Hydra writes its .hydra/ over the other run's (run.py checks again)
+        # refused before Hydra writes its .hydra/ over the other run's (the run's lifecycle checks again)
+        if launch_rank() == 0:
             self._refuse_if_held(lambda: self._check_run_folder(config, folder))
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:

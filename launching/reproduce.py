@@ -49,7 +49,7 @@ from textcore.checkout import ROOT
 from textcore.command_line import seed_list
 from textcore.errors import USER_ERROR_EXIT_CODE, ConfigError, exit_on_user_error
 
-os.environ.setdefault("PROJECT_ROOT", str(ROOT))  # conf/paths/default.yaml reads it, as run.py sets it
+os.environ.setdefault("PROJECT_ROOT", str(ROOT))  # conf/paths/default.yaml reads it
 # the GPU figures name the method (ClusterNS on BERT-large has a row of its own)
 BENCH_METHOD = {("clusterns", "bert-large"): "clusterns_large"}
 PRECISION = {"16-mixed": "fp16", "bf16-mixed": "bf16", "32-true": "fp32", "32": "fp32"}

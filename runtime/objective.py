@@ -59,7 +59,8 @@ CALLBACK_SECTIONS = {
     "final_evaluation": "the end-of-training evaluation (method.callbacks.final_eval with tasks set)",
     "attention": "AECL's attention NS (method.callbacks.attention_ns)",
 }
-# the sections ``final``/``best`` are copies of clustering.final/best that run.py puts at the top
+# the sections ``final``/``best`` are copies of clustering.final/best at the top of results.json
+# (ctclust/training/results.py)
 ALIASES = {"final": "clustering", "best": "clustering"}
 
 

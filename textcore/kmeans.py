@@ -123,7 +123,7 @@ def check_kmeans_backend(backend: str | None) -> str:
     """``backend``, one of :data:`KMEANS_BACKENDS`; None (nothing chose one) is refused, not replaced."""
     if backend is None:
         raise KMeansBackendError(
-            "no KMeans backend given (kmeans_backend is null): run.py chooses it for the run's device "
+            "no KMeans backend given (kmeans_backend is null): a training run chooses it for its device "
             f"(textcore/device_settings.py); elsewhere name one of {', '.join(KMEANS_BACKENDS)}")
     backend = str(backend)
     if backend not in KMEANS_BACKENDS:

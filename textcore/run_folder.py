@@ -1,6 +1,6 @@
 """The files of a run folder that commands find by name, and how runs are found.
 
-``run.py`` writes one folder per run (``logs/train/runs/<method>_<dataset>/<time>``, a multirun's
+A training run writes one folder (``logs/train/runs/<method>_<dataset>/<time>``, a multirun's
 ``<sweep>/<n>``). Validation, the callbacks, the evaluation CLIs and the scripts all read the same few
 files from it; this module is the one place their names are spelled, low in the import graph so that
 every layer can use it. What the clustering files hold and how to read them: ``evaluation.model_io.run_files``.

@@ -1,7 +1,7 @@
 """Choose the number of clusters K without labels (docs/clusters.md, "Without labels"), given the texts'
 embeddings: the scan and the recommendation, and their files. The command that reads a corpus or a run folder and
-embeds the texts is ``python tools.py choose-k`` (:mod:`evaluation.model_io.embed_and_choose_k`); ``run.py`` calls
-:func:`choose_k` for ``dataset.num_clusters=auto``.
+embeds the texts is ``python tools.py choose-k`` (:mod:`evaluation.model_io.embed_and_choose_k`); a training run calls
+:func:`choose_k` for ``dataset.num_clusters=auto`` (``ctclust.training.auto_clusters``).
 
 For each K, KMeans is fitted with ``seeds`` seeds (one restart each); the fit with the lowest inertia is scored
 with the label-free criteria of ``evaluation.clustering.label_free`` (silhouette with cosine distance on a seeded
