@@ -41,6 +41,7 @@ FAILED = "failed.json"                # a multirun job that raised: type and mes
 LOCK = "run.lock"                     # the process that writes the folder now (callbacks.safety.run_lock)
 HYDRA = ".hydra"                      # Hydra's own copy of the config and overrides
 MULTIRUN = "multirun.yaml"            # marks a multirun's top folder
+OVERRIDES = f"{HYDRA}/overrides.yaml"  # the command line's overrides, as Hydra recorded them
 CENTRES = "kmeans_centroids.npy"      # the final KMeans centres, float32 [K, d] (evaluation.model_io.predict)
 CENTRES_META = "kmeans_centroids.json"  # K, d and the pooling of the centres
 PREDICTIONS = "predictions.csv"       # the clusters of the training texts (callbacks.evaluation.clustering_predictions)
@@ -107,7 +108,7 @@ def folder_problem(folder: str | Path) -> str | None:
 
 
 # -- reading a run folder -----------------------------------------------------------------------------------------
-TRUST_OPTION = "--trust-checkpoint"   # the commands' opt-in; the API's is trust_checkpoint=True, run.py's trust_checkpoint=true
+TRUST_OPTION = "--trust-checkpoint"  # the opt-in of the commands; the API and run.py say trust_checkpoint
 TRUST_HOW = f"{TRUST_OPTION} (Python: trust_checkpoint=True; run.py: trust_checkpoint=true)"
 
 
@@ -270,6 +271,21 @@ class RunFolder:
         except RunFileError:
             return default
         return default if cfg is None else OmegaConf.select(cfg, key, default=default)
+
+    def overrides(self) -> list[str] | None:
+        """The command line's overrides as Hydra recorded them (``.hydra/overrides.yaml``), or None."""
+        from omegaconf import ListConfig, OmegaConf
+
+        path = self.path / OVERRIDES
+        if not path.is_file():
+            return None
+        try:
+            values = OmegaConf.load(path)
+        except Exception as err:  # noqa: BLE001 - YAML and OmegaConf raise many kinds
+            raise RunFileError(f"'{path}' is not readable ({_first_line(err)}).") from None
+        if not isinstance(values, ListConfig):
+            raise RunFileError(f"'{path}' is not a list of overrides.")
+        return [str(v) for v in values]
 
     def method_target(self) -> str | None:
         """``method._target_`` of the resolved config, as text (never imported here)."""
