@@ -199,7 +199,7 @@ def _load_dense_weights(folder: Path) -> dict[str, torch.Tensor]:
 
         return load_file(str(folder / "model.safetensors"))
     if (folder / "pytorch_model.bin").is_file():
-        return torch.load(folder / "pytorch_model.bin", map_location="cpu", weights_only=True)
+        return load_checkpoint(folder / "pytorch_model.bin")  # tensors only: no code is unpickled
     raise ModelLoadError(f"Dense module folder '{folder}' has no model.safetensors or pytorch_model.bin.")
 
 
