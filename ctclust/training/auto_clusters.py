@@ -7,7 +7,6 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from textcore.checkout import CONF
 from textcore.errors import writing
 
 log = logging.getLogger(__name__)
@@ -16,8 +15,9 @@ log = logging.getLogger(__name__)
 def choose_k_settings(cfg: DictConfig) -> DictConfig:
     """The run's ``choose_k`` section over conf/config.yaml's (where its defaults are set): a configuration
     composed without the section, or with part of it, scans as the default one does."""
-    defaults = OmegaConf.load(CONF / "config.yaml").choose_k
-    return OmegaConf.merge(defaults, cfg.get("choose_k") or {})
+    from evaluation.clustering.choose_k import conf_defaults
+
+    return OmegaConf.merge(conf_defaults(), cfg.get("choose_k") or {})
 
 
 def resolve_auto_clusters(cfg: DictConfig, datamodule, output_dir: Path) -> dict | None:

@@ -31,6 +31,6 @@ def test_no_function_is_longer_than_80_lines():
 def test_the_check_sees_a_long_function_in_a_method_and_a_short_one_passes(tmp_path):
     long_body = "\n".join(f"    x{i} = {i}" for i in range(LIMIT))
     source = tmp_path / "sample.py"
-    source.write_text(f"class A:\n    def short(self):\n        return 1\n\n    def long(self):\n"
+    source.write_text("class A:\n    def short(self):\n        return 1\n\n    def long(self):\n"
                       + long_body.replace("    x", "        x") + "\n")
     assert [entry.split(" ")[1] for entry in long_functions([source])] == ["long"]
