@@ -154,6 +154,10 @@ def load_checkpoint(path: str | Path, *, trust: bool = False, key: str | None = 
 
     path = Path(path)
     named = f"{key}={path}" if key else f"'{path}'"
+    if not path.exists():
+        raise MissingFileError(f"{named} does not exist.")
+    if not path.is_file():
+        raise UnreadableCheckpointError(f"{named} is not a file (a folder or a device); give a checkpoint file.")
     errors: list[str] = []
     for mmap in (True, False):  # mmap needs the zip format (every torch.save since 1.6)
         try:
@@ -234,6 +238,8 @@ class RunFolder:
     def json(self, name: str) -> dict | None:
         """The JSON object in file ``name`` of the run (None when absent), or ``RunFileError`` naming the file."""
         path = self.path / name
+        if not path.is_file():  # absent, or not a regular file (a device such as /dev/zero never ends)
+            return None
         try:
             value = json.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:

@@ -128,6 +128,17 @@ def test_unreadable_files_name_themselves_and_pickled_arrays_are_refused(tmp_pat
         run.checkpoint()
 
 
+@pytest.mark.skipif(not Path("/dev/zero").exists(), reason="needs /dev/zero")
+def test_a_file_that_is_a_device_is_not_read_forever(tmp_path):
+    run = RunFolder(tmp_path)
+    run.results_file.symlink_to("/dev/zero")
+    run.checkpoint_path().parent.mkdir()
+    run.checkpoint_path().symlink_to("/dev/zero")
+    assert run.results() is None
+    with pytest.raises(UnreadableCheckpointError, match="not a file"):
+        load_checkpoint(run.checkpoint_path())
+
+
 @pytest.mark.parametrize("target", ["os.system", "subprocess.Popen", "collections.OrderedDict", "builtins.eval",
                                     "lightning_modules.shared.contrastive.nt_xent",
                                     "lightning_modules.shared.heads.ContrastHead", "os.system; rm", 42, None])
