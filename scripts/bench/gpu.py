@@ -1,7 +1,8 @@
 """Training-step speed at the papers' scale on a GPU (``make bench-gpu``): the GPU section of BENCHMARKS.md (between
 its markers) is replaced, and the rows that estimates read (``launching.gpu_figures``: a run's GPU hours and memory)
 are recorded as data in BENCHMARKS.json (part ``gpu``); a CPU run writes only to an explicit ``--out``. Four
-benchmarks, one module each under scripts/bench/gpu_steps/ (what they share: ``shared.py``, the papers' backbones, batches and texts, a timed step):
+benchmarks, one module each under scripts/bench/gpu_steps/ (what they share: ``shared.py``, the papers' backbones,
+batches and texts, a timed step):
 
 - ``raw_step``: every method, every precision, our step against the authors' layout, peak memory and model FLOPs
   utilisation (the main table);
