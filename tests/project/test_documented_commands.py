@@ -134,7 +134,7 @@ def check_run(args: list[str], page: Path | None = None) -> None:
     overrides = [a for a in args if a not in ("-m", "--multirun")]
     if not overrides or "..." in overrides:  # run.py named, not a command line
         return
-    for key, plugin in (("hparams_search=", "hydra_plugins.hydra_optuna_sweeper"),
+    for key, plugin in (("hparams_search=", "optuna"),
                         ("hydra/launcher=joblib", "hydra_plugins.hydra_joblib_launcher"),
                         ("hydra/launcher=s", "hydra_plugins.hydra_submitit_launcher")):
         if any(o.startswith(key) for o in overrides) and importlib.util.find_spec(plugin) is None:
