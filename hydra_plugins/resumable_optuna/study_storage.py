@@ -41,6 +41,14 @@ def journal_file(storage: Any) -> Path | None:
     return Path(text[len(JOURNAL):].removeprefix("//")) if text.startswith(JOURNAL) else None
 
 
+def dashboard_command(storage: Any) -> str | None:
+    """The optuna-dashboard command that shows the study (it takes a journal file by its path)."""
+    if not storage:
+        return None
+    path = journal_file(storage)
+    return f"optuna-dashboard {path if path is not None else storage}"
+
+
 def check_storage_value(storage: Any) -> None:
     """A storage value the sweeper can open: a database URL, ``journal:<file>`` or null; else a ConfigError."""
     text = str(storage or "")

@@ -24,6 +24,7 @@ from hydra_plugins.resumable_optuna.search_space import grid_of, search_space
 from hydra_plugins.resumable_optuna.study_storage import (
     check_sqlite_file,
     check_storage_value,
+    dashboard_command,
     database_errors,
     journal_file,
     note_errors,
@@ -184,8 +185,9 @@ class ResumableOptunaSweeper(Sweeper):
             log.info("study %s: %d of hydra.sweeper.n_trials=%d trials complete, %d to run%s", study.study_name,
                      complete, wanted, budget, f" (trials {', '.join(map(str, again))} again: their driver was "
                      "killed)" if again else "")
-        log.info("Study name: %s; storage: %s; sampler: %s; directions: %s", study.study_name, self.storage,
-                 type(study.sampler).__name__, self.directions)
+        log.info("Study name: %s; storage: %s; sampler: %s; directions: %s%s", study.study_name, self.storage,
+                 type(study.sampler).__name__, self.directions,
+                 f"; to watch it: {dashboard_command(self.storage)}" if self.storage else "")
         while budget > 0:
             self.requeue_each_batch()
             to_go = min(budget, wanted - self._complete(), self.n_jobs)
