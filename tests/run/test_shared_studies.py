@@ -87,6 +87,7 @@ def run_two_drivers(csv_path, tmp_path, storage: str, storage_obj, kill: bool) -
 def test_two_drivers_share_a_journal_file_study(toy_corpus, tmp_path, kill):
     from hydra_plugins.resumable_optuna.study_storage import open_storage
 
+    (tmp_path / "shared").mkdir()  # the shared file system's folder
     storage = f"journal:{tmp_path / 'shared' / 'sccl.journal'}"
     trials = run_two_drivers(toy_corpus, tmp_path, storage, open_storage(storage), kill)
     folders = {Path(t.user_attrs["run"]).parent.name for t in trials if t.state.name == "COMPLETE"}
