@@ -88,13 +88,24 @@ def _journal_class():
     return HeartbeatJournalStorage
 
 
+def retry_callback():
+    """Optuna's callback that queues a copy of a trial its heartbeat declared stale (renamed in Optuna 4.9)."""
+    import warnings
+
+    import optuna
+
+    retry = getattr(optuna.storages, "RetryHeartbeatStaleTrialCallback", None) or \
+        optuna.storages.RetryFailedTrialCallback
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return retry()
+
+
 class RequeueStale:
     """The storage's callback for a trial ``fail_stale_trials`` failed: Optuna's retry callback queues its copy, with
     why in ``killed`` and without the dead driver's heartbeat (the copy's own starts when a driver takes it)."""
 
     def __init__(self, grace_seconds: float):
-        from hydra_plugins.resumable_optuna.study_storage import retry_callback
-
         self.grace_seconds = grace_seconds
         self.retry = retry_callback()
 

@@ -53,8 +53,9 @@ def distribution_of(key: str, override) -> Any:
     if override.is_interval_sweep():
         low, high = float(value.start), float(value.end)
         if not low < high or (LOG in value.tags and low <= 0):
-            raise ConfigError(f"{where}: an interval needs low < high{' and low > 0 on a log scale' if LOG in value.tags else ''}"
-                              f" (got {low:g}, {high:g}); e.g. interval(0.1, 1.0)")
+            scale = " and low > 0 on a log scale" if LOG in value.tags else ""
+            raise ConfigError(f"{where}: an interval needs low < high{scale} (got {low:g}, {high:g}); "
+                              "e.g. interval(0.1, 1.0)")
         return FloatDistribution(low, high, log=LOG in value.tags)
     if override.is_range_sweep():
         start, stop, step = (_number(v) for v in (value.start, value.stop, value.step))
@@ -67,7 +68,8 @@ def distribution_of(key: str, override) -> Any:
                               "excluded); e.g. range(1, 9, 2)")
         if all(isinstance(v, int) for v in (start, stop, step)):
             if LOG in value.tags and (step != 1 or start < 1):
-                raise ConfigError(f"{where}: a log-scale range needs step 1 and start >= 1; e.g. tag(log, range(1, 65))")
+                raise ConfigError(f"{where}: a log-scale range needs step 1 and start >= 1; "
+                                  "e.g. tag(log, range(1, 65))")
             return IntDistribution(start, last, log=LOG in value.tags, step=1 if LOG in value.tags else step)
         if LOG in value.tags:
             raise ConfigError(f"{where}: a log scale on a float range is not supported; use tag(log, interval(a, b))")

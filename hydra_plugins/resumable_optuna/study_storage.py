@@ -60,19 +60,6 @@ def check_storage_value(storage: Any) -> None:
                           "(postgresql://user@host/db)")
 
 
-def retry_callback():
-    """Optuna's callback that queues a copy of a trial its heartbeat declared stale (renamed in Optuna 4.9)."""
-    import warnings
-
-    import optuna
-
-    retry = getattr(optuna.storages, "RetryHeartbeatStaleTrialCallback", None) or \
-        optuna.storages.RetryFailedTrialCallback
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        return retry()
-
-
 def open_storage(storage: Any, heartbeat_seconds: float | None = None, grace_seconds: float | None = None,
                  stale_callback=None):
     """The Optuna storage of ``hydra.sweeper.storage`` (None: in memory). With ``heartbeat_seconds``, the storage

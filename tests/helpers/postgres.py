@@ -47,8 +47,8 @@ def _run(cmd: list[str], user: str | None, **kwargs) -> subprocess.CompletedProc
 
 @contextlib.contextmanager
 def postgres_server():
-    """Yields a URL ``postgresql+psycopg://<user>@127.0.0.1:<port>/postgres`` of a new server, or raises RuntimeError with
-    the reason no server could be started (the caller skips)."""
+    """Yields a URL ``postgresql+psycopg://<user>@127.0.0.1:<port>/postgres`` of a new server, or raises
+    RuntimeError with the reason no server could be started (the caller skips)."""
     bin_dir = _binaries()
     if bin_dir is None:
         raise RuntimeError("PostgreSQL is not installed (initdb not found; Debian: apt-get install postgresql)")

@@ -7,12 +7,12 @@ import json
 import re
 import subprocess
 import sys
-import tomllib
 
 import pytest
 
 from tests.helpers.sweeps import ROOT
 
+tomllib = pytest.importorskip("tomllib", reason="Python 3.11's TOML reader")
 PINNED = ("optuna", "sqlalchemy", "alembic")
 
 
