@@ -15,6 +15,8 @@ name) ends in a long SQLAlchemy traceback before the first trial.
 from __future__ import annotations
 
 import json
+import random
+import time
 from pathlib import Path
 from typing import Any
 
@@ -87,10 +89,20 @@ def open_storage(storage: Any, heartbeat_seconds: float | None = None, grace_sec
 
     key = "heartbeat_stale_trial_callback" if "heartbeat_stale_trial_callback" in \
         inspect.signature(optuna.storages.RDBStorage).parameters else "failed_trial_callback"
-    with warnings.catch_warnings():  # heartbeats are "experimental" in Optuna's words since 2.9
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        return optuna.storages.RDBStorage(str(storage), heartbeat_interval=heartbeat_seconds,
-                                          grace_period=grace_seconds, **{key: stale_callback})
+    from sqlalchemy.exc import IntegrityError, ProgrammingError
+
+    for attempt in range(5):
+        try:
+            with warnings.catch_warnings():  # heartbeats are "experimental" in Optuna's words since 2.9
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                return optuna.storages.RDBStorage(str(storage), heartbeat_interval=heartbeat_seconds,
+                                                  grace_period=grace_seconds, **{key: stale_callback})
+        except (IntegrityError, ProgrammingError):
+            # Optuna creates its tables unguarded: drivers started at once on an empty PostgreSQL database race on
+            # CREATE TYPE/TABLE, and all but one fail; a moment later the tables are there and opening succeeds
+            if attempt == 4:
+                raise
+            time.sleep(0.5 + random.random())
 
 
 def trials_in_storage(storage: Any, study_name: str | None) -> int:
