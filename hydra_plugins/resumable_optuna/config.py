@@ -21,6 +21,14 @@ class SamplerConf:
 
 
 @dataclass
+class _NoStartupConf(SamplerConf):
+    """A sampler without startup trials. ``n_startup_trials`` is accepted, and not used, so that the conf/hparams_search
+    files (which set it for TPE) can switch to this sampler: ``hydra/sweeper/sampler=random``."""
+
+    n_startup_trials: Optional[int] = None
+
+
+@dataclass
 class TPESamplerConf(SamplerConf):
     """Multivariate TPE; ``constant_liar`` null: on when trials may run at the same time (``n_jobs`` > 1, or a
     storage that other drivers may share), so that a running trial's neighbourhood is not drawn again."""
@@ -47,12 +55,12 @@ class GPSamplerConf(SamplerConf):
 
 
 @dataclass
-class RandomSamplerConf(SamplerConf):
+class RandomSamplerConf(_NoStartupConf):
     _target_: str = "optuna.samplers.RandomSampler"
 
 
 @dataclass
-class GridSamplerConf(SamplerConf):
+class GridSamplerConf(_NoStartupConf):
     """Every combination of the search space's values (choices and ranges; no intervals); ``n_trials`` is capped at
     the grid's size."""
 
@@ -71,7 +79,7 @@ class CmaEsSamplerConf(SamplerConf):
 
 
 @dataclass
-class NSGAIISamplerConf(SamplerConf):
+class NSGAIISamplerConf(_NoStartupConf):
     _target_: str = "optuna.samplers.NSGAIISampler"
     population_size: int = 50
     mutation_prob: Optional[float] = None

@@ -9,6 +9,7 @@ were missing when it started, so trials that keep failing do not make it run for
 """
 from __future__ import annotations
 
+import inspect
 import logging
 import warnings
 import zlib
@@ -71,6 +72,8 @@ def build_sampler(cfg: dict, distributions: dict, seed: int | None, parallel: bo
                           "hydra/sweeper/sampler=tpe|gp|random|grid|cmaes|nsgaii") from None
     if seed is not None:
         settings["seed"] = seed
+    if "n_startup_trials" not in inspect.signature(cls).parameters:
+        settings.pop("n_startup_trials", None)  # config.py's _NoStartupConf: accepted for switching, not used
     if issubclass(cls, optuna.samplers.TPESampler) and settings.get("constant_liar") is None:
         settings["constant_liar"] = parallel
     with warnings.catch_warnings():  # multivariate TPE, constant_liar, GP: "experimental" in some Optuna 4 releases
