@@ -138,3 +138,24 @@ def test_a_resumed_study_seeds_its_sampler_anew_and_alike_for_the_same_study():
     assert resumed_seed(1234, 3, "/sweeps/a") == resumed_seed(1234, 3, "/sweeps/a")
     seeds = {resumed_seed(1234, n, "/sweeps/a") for n in range(1, 50)} | {resumed_seed(1234, 3, "/sweeps/b")}
     assert len(seeds) == 50 and 1234 not in seeds
+
+
+def test_optunas_copy_of_a_dead_drivers_trial_runs_in_the_original_folder_of_this_sweep(tmp_path):
+    """The copy keeps the original's ``run`` folder: in this driver's sweep folder it runs there (its job continues
+    from the last.ckpt); a folder of another driver's sweep is not taken over (the copy runs in a folder of its own)."""
+    from hydra_plugins.resumable_optuna.sweeper import ResumableOptunaSweeper
+
+    sweeper = ResumableOptunaSweeper(sampler={"_target_": "optuna.samplers.RandomSampler"})
+    sweeper.sweep_dir, sweeper.custom = tmp_path / "sweep", None
+    sweeper.study = optuna.create_study(storage=opened(storage_of(tmp_path, "journal")))
+    space = {"x": optuna.distributions.FloatDistribution(0.0, 1.0)}
+    for original, expected in ((tmp_path / "sweep" / "1", "1"), (tmp_path / "other_driver" / "1", None)):
+        sweeper.study.add_trial(optuna.create_trial(state=WAITING, params={"x": 0.5}, distributions=space,
+                                                    user_attrs={"run": str(original)},
+                                                    system_attrs={"failed_trial": 1}))
+        copy = sweeper.study.ask()
+        overrides = sweeper._configure(copy, space, {"seed": "0"})
+        subdir = expected or str(copy.number)
+        assert overrides == ("x=0.5", "seed=0", f"hydra.sweep.subdir={subdir}")
+        assert copy.user_attrs["run"] == str(tmp_path / "sweep" / subdir)
+        assert copy.user_attrs["seed"] == "0"
