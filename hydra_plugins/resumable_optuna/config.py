@@ -95,7 +95,7 @@ class ResumableOptunaSweeperConf:
     sampler: Any = MISSING
     direction: Any = "minimize"  # or maximize, or a list of them (several objectives)
     # sqlite:///<file> (one machine), journal:<file> (a journal file on a shared file system: several machines),
-    # or any database URL (postgresql://user@host/db, mysql+pymysql://...); null: in memory, lost at the end
+    # or any database URL (postgresql+psycopg://user@host/db, mysql+pymysql://...); null: in memory, lost at the end
     storage: Optional[str] = None
     study_name: Optional[str] = None
     n_trials: int = 20  # COMPLETE trials the study should have, counted across all its drivers

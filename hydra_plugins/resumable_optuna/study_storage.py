@@ -7,10 +7,10 @@ it), and the errors of the jobs it ran.
 - ``sqlite:///<file>``: an SQLite file, for drivers of one machine (the default, ``<sweep folder>/optuna.db``);
 - ``journal:<file>``: Optuna's journal file (``JournalStorage(JournalFileBackend(file))``), appended to under a
   lock that works on a shared (NFS) file system: drivers on several machines share one study without a server;
-- any other database URL SQLAlchemy knows (``postgresql://user:password@host/db``, ``mysql+pymysql://...``).
+- any other database URL SQLAlchemy knows (``postgresql+psycopg://user:password@host/db``, ``mysql+pymysql://...``).
 
-Without that check a damaged ``<sweep>/optuna.db`` (a partial copy, a file of another program under that
-name) ends in a long SQLAlchemy traceback before the first trial.
+Without the check of an SQLite file a damaged ``<sweep>/optuna.db`` (a partial copy, a file of another program
+under that name) ends in a long SQLAlchemy traceback before the first trial.
 """
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ def check_storage_value(storage: Any) -> None:
 
         raise ConfigError(f"hydra.sweeper.storage={text}: neither a database URL nor a journal file; write "
                           f"sqlite:///{text} (one machine), journal:{text} (a shared file system) or a server's URL "
-                          "(postgresql://user@host/db)")
+                          "(postgresql+psycopg://user@host/db)")
 
 
 def open_storage(storage: Any, heartbeat_seconds: float | None = None, grace_seconds: float | None = None,
