@@ -14,7 +14,6 @@ under that name) ends in a long SQLAlchemy traceback before the first trial.
 """
 from __future__ import annotations
 
-import json
 import random
 import time
 from pathlib import Path
@@ -166,11 +165,11 @@ def job_error(ret: Any, folder: Path | None) -> str | None:
     """The first line of a finished job's error: its ``failed.json`` (run.py's user errors, the sweep callback's
     record of an exception), else the exception Hydra kept; None for a job that succeeded."""
     text = None
-    if folder is not None and (folder / run_folder.FAILED).is_file():
+    if folder is not None and run_folder.RunFolder(folder).has(run_folder.FAILED):
         try:
-            text = json.loads((folder / run_folder.FAILED).read_text(encoding="utf-8")).get("error")
-        except (OSError, ValueError):
-            text = "failed (failed.json unreadable)"
+            text = run_folder.RunFolder(folder).json(run_folder.FAILED).get("error")
+        except run_folder.RunFileError:
+            text = f"failed ({run_folder.FAILED} unreadable)"
     elif isinstance(getattr(ret, "_return_value", None), BaseException):
         err = ret._return_value
         text = f"{type(err).__name__}: {err}"
