@@ -25,9 +25,9 @@ class Command(NamedTuple):
 
 # in the order a user meets them: data, then a model on benchmarks, then a run, then many runs
 COMMANDS = {
-    "download": Command("datamodules.download.__main__", "fetch the benchmark data (offline: what to fetch and where)"),
-    "prepare": Command("datamodules.prepare", "the authors' preparation: PairSupCon's NLI pairs"),
-    "augment": Command("datamodules.augment.__main__", "add augmented columns (EDA, contextual) to a text table"),
+    "download": Command("ctclust.commands.download", "fetch the benchmark data (offline: what to fetch and where)"),
+    "prepare": Command("ctclust.commands.prepare", "the authors' preparation: PairSupCon's NLI pairs"),
+    "augment": Command("ctclust.commands.augment", "add augmented columns (EDA, contextual) to a text table"),
     "evaluate": Command("evaluation.benchmarks.evaluate_model",
                         "a model on clustering, STS, transfer, few-shot, MTEB; compare result files"),
     "sts": Command("evaluation.benchmarks.sts", "a model on the STS tasks alone"),

@@ -12,10 +12,8 @@ writes them in the authors' layout).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
 
-from textcore import console
-from textcore.errors import ConfigError, MissingFileError, exit_on_user_error
+from textcore.errors import ConfigError
 
 
 def nli_pairs(path: Path, output: Path, encoding: str | None = None):
@@ -37,25 +35,3 @@ def nli_pairs(path: Path, output: Path, encoding: str | None = None):
     output.parent.mkdir(parents=True, exist_ok=True)
     pairs.to_csv(output, index=False)
     return pairs
-
-
-@exit_on_user_error
-def main(argv: Sequence[str] | None = None):
-    parser = console.tool_parser("prepare", __doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-    n = sub.add_parser("nli-pairs", help="SimCSE's NLI triplets as PairSupCon's labelled pairs",
-                       formatter_class=parser.formatter_class)
-    n.add_argument("--input", required=True, type=Path)
-    n.add_argument("--output", type=Path, default=None, help="default: <input folder>/nli_pairs.csv")
-    n.add_argument("--encoding", default=None)
-    args = parser.parse_args(argv)
-    if not args.input.is_file():
-        raise MissingFileError(f"--input '{args.input}' does not exist.")
-    output = args.output or args.input.with_name("nli_pairs.csv")
-    frame = nli_pairs(args.input, output, args.encoding)
-    print(f"wrote {output} ({len(frame)} rows)")
-    return frame
-
-
-if __name__ == "__main__":
-    console.run_cli(main)

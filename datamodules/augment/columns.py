@@ -8,7 +8,6 @@ record. The command line (``__main__``) only parses the arguments and calls :fun
 """
 from __future__ import annotations
 
-import argparse
 import datetime as _dt
 import json
 import platform
@@ -17,6 +16,7 @@ import sys
 import time
 from importlib import metadata
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Sequence
 
 from datamodules.augment.eda import PAPER_ALPHA
@@ -34,6 +34,18 @@ CONTEXTUAL_MODEL = "bert-base-uncased"
 CONTEXTUAL = {"share": 0.15, "top_k": 10, "batch_size": 32, "max_length": 128, "device": "auto"}
 EDA_ONLY = ("alpha", "alpha_sr", "alpha_ri", "alpha_rs", "alpha_rd", "operations")
 CONTEXTUAL_ONLY = ("model", "share", "top_k", "batch_size", "max_length", "device")
+# every option of `python tools.py augment` but the input and the method, with the default its parser gives
+OPTION_DEFAULTS = {"output": None, "in_place": False, "overwrite": False, "copies": 1, "seed": 0, "text_column": None,
+                   "prefix": None, "sep": None, "encoding": "utf-8", "no_progress": False,
+                   **{name: None for name in (*EDA_ONLY, *CONTEXTUAL_ONLY)}}
+
+
+def augment_options(input: Path, method: str, **given) -> SimpleNamespace:
+    """The options of :func:`augment_file` as the augment command parses them, for a caller in Python."""
+    unknown = sorted(set(given) - set(OPTION_DEFAULTS))
+    if unknown:
+        raise TypeError(f"augment has no option(s) {unknown}; its options: {sorted(OPTION_DEFAULTS)}")
+    return SimpleNamespace(input=Path(input), method=method, **{**OPTION_DEFAULTS, **given})
 
 
 class AugmentError(UserError):
@@ -116,7 +128,7 @@ def merge_settings(previous: dict | None, run: dict, final_columns: Sequence[str
     return {"tool": "datamodules.augment", "file": str(output), "runs": runs}
 
 
-def masked_lms(args: argparse.Namespace) -> list[str]:
+def masked_lms(args: SimpleNamespace) -> list[str]:
     """The ``--model`` list: each masked LM makes ``--copies`` copies of every text."""
     names = [name.strip() for name in (args.model or CONTEXTUAL_MODEL).split(",") if name.strip()]
     if not names:
@@ -124,7 +136,7 @@ def masked_lms(args: argparse.Namespace) -> list[str]:
     return names
 
 
-def check_arguments(args: argparse.Namespace) -> tuple[Path, Path]:
+def check_arguments(args: SimpleNamespace) -> tuple[Path, Path]:
     """Validate option combinations; return the resolved (input, output) paths."""
     wrong = EDA_ONLY if args.method == "contextual" else CONTEXTUAL_ONLY
     given = [name for name in wrong if getattr(args, name) is not None]
@@ -210,7 +222,7 @@ def contextual_copies(texts: list[str], models: Sequence[str], copies: int, seed
     return copies, settings
 
 
-def augment_file(args: argparse.Namespace, argv: Sequence[str]) -> dict:
+def augment_file(args: SimpleNamespace, argv: Sequence[str]) -> dict:
     """Add the columns the parsed ``args`` ask for; ``argv`` is recorded as the command. Returns the run's record."""
     source, target = check_arguments(args)
     frame = read_table(source, args.sep, args.encoding)

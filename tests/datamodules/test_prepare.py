@@ -5,7 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from datamodules.prepare import main, nli_pairs
+from ctclust.commands.prepare import main
+from datamodules.prepare import nli_pairs
 from tests.helpers.speed import LOADER
 
 

@@ -174,7 +174,7 @@ def test_decode_error_line_in_a_large_file(tmp_path):
 
 
 def test_augment_cli_names_file_and_line_and_takes_encoding(tmp_path, capsys):
-    from datamodules.augment.__main__ import main
+    from ctclust.commands.augment import main
 
     source = write_short_text_csv(tmp_path / "in.csv", header=("label", "text", "aug"))
     with_bad_byte(source, 3)

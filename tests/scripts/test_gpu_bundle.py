@@ -145,7 +145,7 @@ def test_missing_data_is_fetched_first_and_a_failed_fetch_stops_with_its_names(t
     with pytest.raises(SystemExit, match="could not fetch searchsnippets into"):
         BUNDLE.main(["--tiny", "--out", str(tmp_path / "bundle")])
     [command] = calls
-    assert command[1:] == ["-m", "datamodules.download", "searchsnippets", "--output", str(root)]
+    assert command[1:] == ["-m", "ctclust.commands.download", "searchsnippets", "--output", str(root)]
     assert not (tmp_path / "bundle").exists()
 
 

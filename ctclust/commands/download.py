@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
+from ctclust.commands.common import tool_parser
 from datamodules.download.catalogue import data_root, select
 from datamodules.download.data_folder import fetch_all, listing, log
 from textcore import console
@@ -23,7 +24,7 @@ from textcore.errors import USER_ERROR_EXIT_CODE, exit_on_user_error
 
 @exit_on_user_error
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = console.tool_parser("download", __doc__)
+    parser = tool_parser("download", __doc__)
     parser.add_argument("names", nargs="*", help="items or groups (default: all but SCCL's views); see --list")
     parser.add_argument("--output", type=Path, default=None, help="the data folder to fill (default: "
                         "${PROJECT_DATA_DIR} or the repository's data/)")
@@ -43,7 +44,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    from textcore import console
 
+if __name__ == "__main__":
     console.run_cli(main)

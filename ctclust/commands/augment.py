@@ -6,7 +6,8 @@
     python tools.py augment set.csv --output views.csv --method contextual --model roberta-base,bert-base-uncased \
         --share 0.2 --text-column text0
 
-What it does is :mod:`datamodules.augment.columns`; this module only parses the arguments and calls it.
+What it does is :mod:`datamodules.augment.columns`; this module only parses the arguments and calls it
+(its defaults: ``columns.OPTION_DEFAULTS``).
 """
 from __future__ import annotations
 
@@ -15,14 +16,15 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from datamodules.augment.columns import CONTEXTUAL, CONTEXTUAL_MODEL, augment_file
+from ctclust.commands.common import tool_parser
+from datamodules.augment.columns import CONTEXTUAL, CONTEXTUAL_MODEL, OPTION_DEFAULTS, augment_file
 from datamodules.augment.eda import PAPER_ALPHA
 from textcore import console
 from textcore.errors import exit_on_user_error
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = console.tool_parser(
+    parser = tool_parser(
         "augment", "Add EDA or masked-LM (contextual) augmentation columns to a short-text CSV/TSV.")
     parser.add_argument("input", type=Path, help="CSV or TSV file with a text column")
     parser.add_argument("--output", type=Path, help="file to write (the input is never overwritten)")
@@ -30,15 +32,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--overwrite", action="store_true",
                         help="allow replacing an existing output file or existing columns")
     parser.add_argument("--method", choices=("eda", "contextual"), required=True)
-    parser.add_argument("--copies", type=int, default=1,
+    parser.add_argument("--copies", type=int, default=OPTION_DEFAULTS["copies"],
                         help="augmented copies per text (contextual: per masked LM; default 1)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the random choices (the words replaced)")
+    parser.add_argument("--seed", type=int, default=OPTION_DEFAULTS["seed"], help="seed of the random choices (the words replaced)")
     parser.add_argument("--text-column", default=None,
                         help="column to augment (default: text0, else text)")
     parser.add_argument("--prefix", default=None,
                         help="new columns are PREFIX_1..PREFIX_COPIES (default eda / ctx)")
     parser.add_argument("--sep", default=None, help="input separator (default from extension)")
-    parser.add_argument("--encoding", default="utf-8",
+    parser.add_argument("--encoding", default=OPTION_DEFAULTS["encoding"],
                         help="input text encoding (default utf-8, e.g. latin-1, cp1252); the output is UTF-8")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     eda = parser.add_argument_group("eda")
