@@ -34,7 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--method", choices=("eda", "contextual"), required=True)
     parser.add_argument("--copies", type=int, default=OPTION_DEFAULTS["copies"],
                         help="augmented copies per text (contextual: per masked LM; default 1)")
-    parser.add_argument("--seed", type=int, default=OPTION_DEFAULTS["seed"], help="seed of the random choices (the words replaced)")
+    parser.add_argument("--seed", type=int, default=OPTION_DEFAULTS["seed"],
+                        help="seed of the random choices (the words replaced)")
     parser.add_argument("--text-column", default=None,
                         help="column to augment (default: text0, else text)")
     parser.add_argument("--prefix", default=None,

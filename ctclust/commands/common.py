@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 
 from textcore.console import TOOLS
+from textcore.run_folder import TRUST_OPTION
 
 
 class ShowDefaults(argparse.ArgumentDefaultsHelpFormatter):
@@ -40,3 +41,10 @@ def tool_parser(command: str, description: str, **kwargs) -> argparse.ArgumentPa
     (:class:`ShowDefaults`); ``kwargs`` go to ``argparse.ArgumentParser``."""
     kwargs.setdefault("formatter_class", ShowDefaults)
     return argparse.ArgumentParser(prog=f"{TOOLS} {command}", description=description.split("\n")[0], **kwargs)
+
+
+def add_trust_option(parser: argparse.ArgumentParser) -> None:
+    """The commands' opt-in for a checkpoint that needs more than ``weights_only``."""
+    parser.add_argument(TRUST_OPTION, action="store_true", dest="trust_checkpoint",
+                        help="load a checkpoint holding pickled objects, which can run code: only for a file you "
+                             "trust (default: tensors and plain values only)")

@@ -22,7 +22,7 @@ correlation; SimCSE's and ClusterNS's 'test' numbers), ``mean`` (mean of per-sub
 or ``wmean`` (that mean weighted by subset size). Correlations are returned as fractions in
 [-1, 1]; the Markdown table shows them x100.
 
-CLI: ``python tools.py sts --model minilm --output /tmp/sts``, or for a trained run
+The command (``ctclust.commands.sts``): ``python tools.py sts --model minilm --output /tmp/sts``, or for a trained run
 ``python tools.py sts --checkpoint <run>/checkpoints/best.ckpt --output <run>/sts``.
 """
 
@@ -40,8 +40,7 @@ import numpy as np
 from scipy.stats import spearmanr
 
 from datamodules.text_decoding import decoding
-from textcore import console, run_folder
-from textcore.errors import ConfigError, MissingFileError, UserError, exit_on_user_error
+from textcore.errors import ConfigError, MissingFileError, UserError
 
 STS_YEARS: dict[str, tuple[str, ...]] = {
     "STS12": ("MSRpar", "MSRvid", "SMTeuroparl", "surprise.OnWN", "surprise.SMTnews"),
@@ -338,7 +337,7 @@ def markdown_table(results: dict, label: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _default_data_dir() -> Path:
+def default_data_dir() -> Path:
     from datamodules.download.catalogue import data_root
 
     return data_root() / "senteval" / "downstream"
@@ -374,71 +373,42 @@ def encoder_encode_fn(
     return encode
 
 
-@exit_on_user_error
-def main(argv: Sequence[str] | None = None) -> dict:
-    parser = console.tool_parser("sts", __doc__)
-    source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--model", help="run folder, .ckpt, exported or Hugging Face model folder, Hub name, "
-                        "'minilm' or 'tiny' (evaluation.model_io.load)")
-    source.add_argument(
-        "--checkpoint",
-        type=Path,
-        help="a Lightning checkpoint of this project (e.g. <run>/checkpoints/best.ckpt): its encoder and eval pooling",
-    )
-    parser.add_argument(
-        "--pooling",
-        default=None,
-        choices=("mean", "cls", "cls_before_pooler"),
-        help="default: the model's own (a run's eval pooling, an exported folder's, else mean)",
-    )
-    parser.add_argument("--data-dir", type=Path, default=_default_data_dir(), help="SentEval 'downstream' folder")
-    parser.add_argument("--aggregation", default="all", choices=AGGREGATIONS,
-                        help="how STS12-16's subsets make one score: all pooled, their mean, or weighted mean")
-    parser.add_argument("--tasks", nargs="+", default=list(STS_TASKS), help="STS tasks to evaluate")
-    parser.add_argument("--batch-size", type=int, default=128, help="texts per encoder batch")
-    parser.add_argument(
-        "--max-length",
-        type=int,
-        default=None,
-        help="token limit; default: the backbone's position limit (SimCSE's evaluation does not truncate)",
-    )
-    parser.add_argument("--output", type=Path, default=None, help="folder for sts.md and sts.json")
-    run_folder.add_trust_option(parser)
-    args = parser.parse_args(argv)
-
+def evaluate_model_sts(model: str | None, checkpoint: Path | None = None, pooling: str | None = None,
+                       data_dir: str | Path | None = None, tasks: Sequence[str] = STS_TASKS, aggregation: str = "all",
+                       batch_size: int = 128, max_length: int | None = None, output: Path | None = None,
+                       trust_checkpoint: bool = False) -> dict:
+    """``python tools.py sts``: a model reference (or a project ``checkpoint``) on the STS ``tasks``; the table on
+    stdout, ``sts.md`` and ``sts.json`` in ``output`` when given. ``max_length`` defaults to :func:`token_limit`."""
     from evaluation.model_io.load import load_encoder
 
-    model_name = str(args.checkpoint if args.checkpoint is not None else args.model)
-    encoder, pooling = load_encoder(model_name, args.pooling, args.trust_checkpoint)
+    model_name = str(checkpoint if checkpoint is not None else model)
+    encoder, pooling = load_encoder(model_name, pooling, trust_checkpoint)
     encoder.pooling = pooling  # encode() then pools this way; the MLP exists if training used `cls`
-    encoder.max_length = args.max_length or token_limit(encoder)
+    encoder.max_length = max_length or token_limit(encoder)
 
     def encode(texts: list[str]):
-        return encoder.encode(texts, batch_size=args.batch_size)
+        return encoder.encode(texts, batch_size=batch_size)
 
     def log(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
 
     start = time.perf_counter()
-    results = evaluate_sts(encode, args.data_dir, args.tasks, args.aggregation, log=log)
+    results = evaluate_sts(encode, data_dir or default_data_dir(), list(tasks), aggregation, log=log)
     wall = time.perf_counter() - start
     label = f"{model_name} ({pooling})"
     table = markdown_table(results, label)
     print(table)
     print(f"wall time: {wall:.1f}s", file=sys.stderr)
-    if args.output:
-        args.output.mkdir(parents=True, exist_ok=True)
-        (args.output / "sts.md").write_text(table, encoding="utf-8")
+    if output:
+        output.mkdir(parents=True, exist_ok=True)
+        (output / "sts.md").write_text(table, encoding="utf-8")
         meta = {
             "model": model_name,
             "pooling": pooling,
             "max_length": encoder.max_length,
-            "data_dir": str(args.data_dir),
+            "data_dir": str(data_dir),
             "wall_seconds": round(wall, 1),
         }
-        (args.output / "sts.json").write_text(json.dumps({**meta, **results}, indent=2), encoding="utf-8")
+        (output / "sts.json").write_text(json.dumps({**meta, **results}, indent=2), encoding="utf-8")
     return results
 
-
-if __name__ == "__main__":
-    console.run_cli(main)

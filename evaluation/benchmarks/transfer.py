@@ -55,14 +55,10 @@ from evaluation.benchmarks.senteval.readers import (
 from evaluation.benchmarks.senteval.tasks import (
     MRPC_FEATURES,
     PROTOCOL_NAMES,
-    PROTOCOLS,
-    SETTING_NAMES,
     TransferOptionsError,
     present_tasks,
     summarise,
 )
-from textcore import console, run_folder
-from textcore.errors import exit_on_user_error
 
 # the classifiers (torch, scikit-learn) are imported where they are used: `tools.py transfer --help` needs neither
 if TYPE_CHECKING:
@@ -290,114 +286,55 @@ def to_markdown(result: dict, title: str = "SentEval transfer") -> str:
     return "\n".join(lines) + "\n"
 
 
-def build_parser():
-    """The options of ``python tools.py transfer``."""
-    parser = console.tool_parser(
-        "transfer",
-        "SentEval transfer tasks on frozen embeddings under a named protocol (default: SentEval's "
-        "PyTorch logistic regression, as the papers report).",
-    )
-    parser.add_argument("--model", required=True, help="run folder, .ckpt, exported or Hugging Face model folder, "
-                        "Hub name, minilm or tiny (evaluation.model_io.load)")
-    parser.add_argument("--pooling", default=None, choices=("mean", "cls", "cls_before_pooler"),
-                        help="default: the model's own (a run's eval pooling, an exported folder's, else mean)")
-    parser.add_argument(
-        "--data-dir", default=None, help="SentEval data/downstream folder (default: the data folder's "
-        "senteval/downstream, docs/data.md)"
-    )
-    parser.add_argument("--output", default="outputs/transfer", help="folder for transfer.md and transfer.json")
-    parser.add_argument("--tasks", nargs="+", default=list(TASKS), choices=ALL_TASKS, help="transfer tasks to run")
-    parser.add_argument(
-        "--protocol",
-        default="senteval",
-        choices=PROTOCOLS,
-        help="senteval: SentEval's PyTorch logistic regression (our code, the papers' protocol); sklearn: "
-        "scikit-learn logistic regression; senteval-toolkit: the installed SentEval package",
-    )
-    parser.add_argument(
-        "--setting",
-        default="default",
-        choices=SETTING_NAMES,
-        help="SentEval classifier setting (senteval, senteval-toolkit)",
-    )
-    parser.add_argument("--max-train", type=int, default=None, help="subsample training sets (CV pools) to this size")
-    parser.add_argument(
-        "--max-length", type=int, default=128, help="token limit when embedding (SentEval does not truncate)"
-    )
-    parser.add_argument("--batch-size", type=int, default=128, help="texts per encoder batch")
-    parser.add_argument("--seed", type=int, default=None, help="default: 1111 (senteval, toolkit), 0 (sklearn)")
-    parser.add_argument("--kfold", type=int, default=None, help="default: the setting's (senteval), 10 (sklearn)")
-    parser.add_argument(
-        "--inner-kfold", type=int, default=None, help="sklearn only; default: same as --kfold; 0 = C fixed to 1"
-    )
-    parser.add_argument("--mrpc-features", default="senteval", choices=MRPC_FEATURES,
-                        help="MRPC's pair features: senteval [|u-v|, u*v], full [u, v, |u-v|, u*v]")
-    parser.add_argument(
-        "--jobs", type=int, default=1, help="processes for the senteval protocol's folds (results do not change)"
-    )
-    parser.add_argument(
-        "--toolkit-classifier",
-        default=None,
-        choices=("pytorch", "sklearn"),
-        help="senteval-toolkit: SentEval's usepytorch (default: pytorch when CUDA is available; its PyTorch "
-        "classifier needs CUDA)",
-    )
-    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads for embedding (default: torch's)")
-    run_folder.add_trust_option(parser)
-    return parser
-
-
-@exit_on_user_error
-def main(argv: Sequence[str] | None = None) -> dict:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.toolkit_classifier and args.protocol != "senteval-toolkit":
-        parser.error("--toolkit-classifier applies to --protocol senteval-toolkit only")
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-
+def evaluate_model_transfer(model: str, pooling: str | None = None, data_dir: str | Path | None = None,
+                            output: str | Path = "outputs/transfer", tasks: Sequence[str] = TASKS,
+                            protocol: str = "senteval", setting: str = "default", max_train: int | None = None,
+                            max_length: int = 128, batch_size: int = 128, seed: int | None = None,
+                            kfold: int | None = None, inner_kfold: int | None = None, mrpc_features: str = "senteval",
+                            jobs: int = 1, toolkit_classifier: str | None = None, threads: int | None = None,
+                            trust_checkpoint: bool = False) -> dict:
+    """``python tools.py transfer``: a model reference on the transfer ``tasks`` under ``protocol``;
+    ``transfer.json`` and ``transfer.md`` in ``output``, the table on stdout. ``threads``: torch's CPU threads."""
     import torch
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    if threads:
+        torch.set_num_threads(threads)
     from evaluation.model_io.load import load_encoder
 
     options = dict(
-        tasks=args.tasks,
-        seed=args.seed,
-        max_train=args.max_train,
-        kfold=args.kfold,
-        inner_kfold=args.inner_kfold,
-        mrpc_features=args.mrpc_features,
-        protocol=args.protocol,
-        setting=args.setting,
-        jobs=args.jobs,
-        toolkit_classifier=args.toolkit_classifier,
-        batch_size=args.batch_size,
+        tasks=list(tasks),
+        seed=seed,
+        max_train=max_train,
+        kfold=kfold,
+        inner_kfold=inner_kfold,
+        mrpc_features=mrpc_features,
+        protocol=protocol,
+        setting=setting,
+        jobs=jobs,
+        toolkit_classifier=toolkit_classifier,
+        batch_size=batch_size,
     )
-    if args.protocol != "senteval-toolkit":
+    if protocol != "senteval-toolkit":
         del options["toolkit_classifier"], options["batch_size"]
     check_transfer_options(options)  # before loading the model
     start = time.perf_counter()
-    encoder, pooling = load_encoder(args.model, args.pooling, args.trust_checkpoint)
-    encoder.max_length = args.max_length
-    encode = lambda texts: encoder.encode(texts, batch_size=args.batch_size, pooling=pooling).numpy()  # noqa: E731
+    encoder, pooling = load_encoder(model, pooling, trust_checkpoint)
+    encoder.max_length = max_length
+    encode = lambda texts: encoder.encode(texts, batch_size=batch_size, pooling=pooling).numpy()  # noqa: E731
     from datamodules.download.catalogue import data_root
 
-    data_dir = args.data_dir or data_root() / "senteval" / "downstream"
+    data_dir = data_dir or data_root() / "senteval" / "downstream"
     result = evaluate_transfer(encode, data_dir, **options)
     result["settings"].update(
-        model=args.model, pooling=pooling, max_length=args.max_length, torch_threads=torch.get_num_threads()
+        model=model, pooling=pooling, max_length=max_length, torch_threads=torch.get_num_threads()
     )
     result["seconds"] = round(time.perf_counter() - start, 1)
-    out = Path(args.output)
+    out = Path(output)
     out.mkdir(parents=True, exist_ok=True)
     (out / "transfer.json").write_text(json.dumps(result, indent=2))
-    markdown = to_markdown(result, f"SentEval transfer: {args.model} ({pooling} pooling)")
+    markdown = to_markdown(result, f"SentEval transfer: {model} ({pooling} pooling)")
     markdown += f"\nTotal wall time {result['seconds']} s.\n"
     (out / "transfer.md").write_text(markdown)
     print(markdown)
     return result
 
-
-if __name__ == "__main__":
-    console.run_cli(main)

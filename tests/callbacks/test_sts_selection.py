@@ -133,7 +133,7 @@ def test_encode_fn_uses_backbone_limit_and_restores_training_truncation():
 
 
 def test_cli_evaluates_a_lightning_checkpoint_with_its_eval_pooling(tmp_path):
-    from evaluation.benchmarks.sts import main
+    from ctclust.commands.sts import main
     from lightning_modules.simcse.module import SimCSE
 
     module = SimCSE(backbone="tiny", chunk_tokens=CHUNKS)
@@ -159,7 +159,7 @@ def test_cli_evaluates_a_lightning_checkpoint_with_its_eval_pooling(tmp_path):
 
 
 def test_cli_rejects_a_checkpoint_without_hyper_parameters(tmp_path, capsys):
-    from evaluation.benchmarks.sts import main
+    from ctclust.commands.sts import main
 
     path = tmp_path / "bad.ckpt"
     torch.save({"state_dict": {}}, path)

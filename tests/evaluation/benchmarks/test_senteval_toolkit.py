@@ -9,8 +9,9 @@ import types
 import numpy as np
 import pytest
 
+from ctclust.commands.transfer import main
 from evaluation.benchmarks.senteval import toolkit
-from evaluation.benchmarks.transfer import evaluate_transfer, main, to_markdown
+from evaluation.benchmarks.transfer import evaluate_transfer, to_markdown
 from tests.evaluation.benchmarks.test_senteval_protocol import README_CLASSIFIER, README_KFOLD
 from tests.evaluation.benchmarks.test_transfer import keyword_encoder, make_senteval
 

@@ -16,13 +16,13 @@ import numpy as np
 import pytest
 from scipy.stats import spearmanr
 
+from ctclust.commands.sts import main
 from evaluation.benchmarks.sts import (
     STS_TASKS,
     STS_YEARS,
     StsDataMissingWarning,
     evaluate_sts,
     load_task,
-    main,
     stsb_dev_spearman,
 )
 

@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 import torch
 
+from ctclust.commands.transfer import main
 from evaluation.benchmarks.senteval.protocols import cv_select_and_fit, pair_features
 from evaluation.benchmarks.senteval.readers import TransferDataError, read_binary, read_mrpc, read_sst2, read_trec
-from evaluation.benchmarks.transfer import evaluate_transfer, main
+from evaluation.benchmarks.transfer import evaluate_transfer
 from tests.helpers.speed import CHUNKS
 
 FAST = {"protocol": "sklearn", "kfold": 2, "inner_kfold": 2}  # SentEval uses 10; 2 keeps unit tests fast

@@ -305,7 +305,7 @@ def test_clusterns_end_to_end_writes_sts_outputs(wiki_setup, tmp_path):
     last = torch.load(out / "checkpoints" / "last.ckpt", weights_only=True)["state_dict"]
     assert bool(last["clustering_started"]) and int(last["clustering_start_step"]) == 0
     # the command-line evaluation of best.ckpt reproduces the end-of-training table
-    from evaluation.benchmarks.sts import main
+    from ctclust.commands.sts import main
 
     cli = main(["--checkpoint", str(out / "checkpoints" / "best.ckpt"), "--data-dir", str(sts), "--tasks", "STSB"])
     assert cli["avg"] == pytest.approx(saved["sts"]["avg"], abs=1e-9)

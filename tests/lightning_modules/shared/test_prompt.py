@@ -186,7 +186,7 @@ def test_prompt_rows_run_a_few_steps_on_the_tiny_backbone(tmp_path, row):
     saved = json.loads((out / "results.json").read_text())
     assert saved["sts"]["pooling"] == "prompt_text"
     # the checkpoint carries its templates: the command-line evaluation embeds as the run did
-    from evaluation.benchmarks.sts import main
+    from ctclust.commands.sts import main
 
     cli = main(["--checkpoint", str(out / "checkpoints" / "best.ckpt"), "--data-dir", str(tmp_path / "sts"),
                 "--tasks", "STSB"])
