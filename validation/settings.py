@@ -36,6 +36,7 @@ def validate(cfg: DictConfig) -> None:
     check_encoding(cfg)
     check_matmul_precision(cfg)
     check_renamed_keys(cfg)
+    check_cluster_space(cfg)
 
 
 def check_pairing(cfg: DictConfig) -> None:
@@ -271,3 +272,10 @@ def check_renamed_keys(cfg: DictConfig) -> None:
         value = select(cfg, old)
         if value is not None and value is not ABSENT:
             raise ConfigError(f"{old}={value} is now {new} (the same setting under its new name): set {new}={value}.")
+
+
+def check_cluster_space(cfg: DictConfig) -> None:
+    """``cluster_space`` and its ``umap`` settings (textcore.cluster_space): a bad value names its key."""
+    from textcore.cluster_space import settings_of
+
+    settings_of(cfg)

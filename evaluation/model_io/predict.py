@@ -36,6 +36,7 @@ command run again after a crash encodes only the shards without a part, on any n
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import warnings
@@ -105,6 +106,14 @@ class ClusterModel:
     centroids: np.ndarray | None = None
     batch_size: int | None = None  # the run's training batch size (AECL context)
     run_dir: Path | None = None
+
+    @functools.cached_property
+    def space(self):
+        """The run's UMAP (``textcore.cluster_space.SpaceMap``) when its centroids are in one (cluster_space=umap),
+        else None; read from arrays, no code runs."""
+        from textcore.cluster_space import SpaceMap
+
+        return SpaceMap.load(self.folder)
 
     @property
     def has_head(self) -> bool:
@@ -292,7 +301,8 @@ def _uses_head(model: ClusterModel, reference, assign: str) -> bool:
         raise PredictInputError(
             f"--assign head: '{reference}' has no cluster head (SCCL or AECL); use --assign kmeans."
         )
-    use_head = has_head and assign != "kmeans"
+    # auto: the head, unless the run clustered in a UMAP (its clusters are then the KMeans of that space)
+    use_head = has_head and (assign == "head" or (assign != "kmeans" and model.space is None))
     if not use_head and model.centroids is None:
         raise PredictInputError(
             f"'{reference}' has no cluster head and no {run_files.CENTROIDS}: it was trained without the "
@@ -321,6 +331,8 @@ def _assign(model: ClusterModel, embeddings: torch.Tensor, context, use_head: bo
         with torch.no_grad():
             p = model.module.cluster_probabilities(embeddings.to(device), context)  # [N, K]
         return probabilities_to_assignment(p)
+    if model.space is not None:  # centroids in the run's UMAP: the texts go through it first
+        embeddings = torch.from_numpy(model.space.transform(embeddings.float().cpu().numpy()))
     return nearest_centroid(embeddings, model.centroids, device)
 
 
