@@ -33,7 +33,7 @@ SPACES = ("embeddings", "umap")
 METRICS = ("cosine", "euclidean")
 FOLDER = "cluster_space"  # in a run folder: anchors.npy, coords.npy, space.json
 EXACT = 1e-4  # a distance below this to a sample text is that text (re-embedding differs by float rounding)
-BLOCK_ROWS = 4096  # texts placed per block: a block's distances to 20,000 sample texts are 330 MB of float32
+BLOCK_ROWS = 1024  # texts placed per block: distances and neighbour indices to 20,000 sample texts, about 250 MB
 
 
 @dataclass(frozen=True)

@@ -371,7 +371,8 @@ def main(argv: Sequence[str] | None = None) -> dict | None:
                         help="a .csv or .parquet file (assembled in row order at the end), or a folder: one "
                              "part-<shard>.parquet per shard")
     parser.add_argument("--assign", default="auto", choices=ASSIGNERS,
-                        help="head (SCCL/AECL), kmeans (saved centroids), auto: the head when there is one")
+                        help="head (SCCL/AECL), kmeans (saved centroids), auto: the head when there is one, "
+                             "unless the run clustered in a UMAP (cluster_space=umap): then kmeans")
     parser.add_argument("--encoding", default=None, help="encoding of --input (default utf-8)")
     parser.add_argument("--batch-size", type=int, default=128, help="texts per encoder batch (default 128)")
     parser.add_argument("--context-size", type=int, default=None,
