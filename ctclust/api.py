@@ -126,26 +126,30 @@ class TextClusterer:
 
     # -- a trained run ----------------------------------------------------------------------------------------
     @classmethod
-    def load(cls, model: str | os.PathLike) -> TextClusterer:
+    def load(cls, model: str | os.PathLike, *, trust_checkpoint: bool = False) -> TextClusterer:
         """A trained run folder (everything: ``labels_``, ``clusters_``, ``predict``, ``transform``), or any model
         the tools load (a ``.ckpt``, a sentence-transformers export, a Hub name, ``minilm``: ``transform``, and
-        ``predict`` when the export has its run's centroids)."""
+        ``predict`` when the export has its run's centroids). A checkpoint is loaded as tensors and plain values
+        only; ``trust_checkpoint=True`` loads one that holds more (pickled objects can run code: only for a file
+        you trust; docs/reliability.md)."""
+        from textcore.run_folder import RunFolder
+
         clusterer = cls()
+        clusterer.trust_checkpoint = trust_checkpoint
         path = Path(model)
-        if path.is_dir() and (path / "results.json").is_file():
+        if path.is_dir() and RunFolder(path).results_file.is_file():
             clusterer._read_run(path)
         else:
             clusterer.model_ = str(model)
         return clusterer
 
     def _read_run(self, run_dir: Path) -> None:
-        import json
-
         from evaluation.model_io import run_files
+        from textcore.run_folder import RunFolder
 
         self.run_dir_ = run_dir
         self.model_ = str(run_dir)
-        self.results_ = json.loads((run_dir / "results.json").read_text())
+        self.results_ = RunFolder(run_dir).results()
         predictions = run_files.load_predictions(run_dir)
         self.labels_ = predictions.partitions[predictions.primary].astype(np.int64)
         self.num_clusters_ = run_files.num_clusters(run_dir, predictions)
@@ -164,7 +168,8 @@ class TextClusterer:
         model = self._model()
         with tempfile.TemporaryDirectory() as folder:
             path, column = self._texts_file(texts, Path(folder))
-            rows = predict(model, path, text_column=column, batch_size=batch_size, top_n=0)
+            rows = predict(model, path, text_column=column, batch_size=batch_size, top_n=0,
+                           trust_checkpoint=getattr(self, "trust_checkpoint", False))
         clusters = pd.Series([row["cluster"] for row in rows]).replace("", -1)
         return clusters.to_numpy(dtype=np.int64)
 
@@ -175,7 +180,7 @@ class TextClusterer:
 
         from evaluation.model_io.load import load_encoder
 
-        encoder, pooling = load_encoder(self._model())
+        encoder, pooling = load_encoder(self._model(), trust_checkpoint=getattr(self, "trust_checkpoint", False))
         device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         values = _text_list(texts) if not isinstance(texts, (str, os.PathLike)) else self._file_texts(texts)
         return encoder.to(device).encode(values, batch_size=batch_size, pooling=pooling).numpy()
