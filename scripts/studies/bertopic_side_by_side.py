@@ -265,8 +265,9 @@ def mean_std(values: list[float], scale: float = 100.0, digits: int = 1) -> str:
     if not values:
         return "n/m"
     mean = statistics.fmean(values) * scale
-    std = statistics.stdev(values) * scale if len(values) > 1 else 0.0
-    return f"{mean:.{digits}f} ± {std:.{digits}f}"
+    if len(values) == 1:
+        return f"{mean:.{digits}f}"
+    return f"{mean:.{digits}f} ± {statistics.stdev(values) * scale:.{digits}f}"
 
 
 def table(out: Path) -> str:
