@@ -256,7 +256,7 @@ class ClusteringEvaluator(PeriodicEvaluation):
             self.predictions = predictions
             # for the end-of-run report (callbacks.evaluation.run_report): the embeddings and KMeans behind them
             self.outputs, self.kmeans_centers = outputs, kmeans.cluster_centers_
-            self.space_map = kmeans.space
+            self.space_map = getattr(kmeans, "space", None)  # a KMeansResult of textcore.kmeans has none
         else:
             self.before_predictions = predictions
         if trainer.is_global_zero and metrics:

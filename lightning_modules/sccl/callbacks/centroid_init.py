@@ -51,6 +51,6 @@ class KMeansCentroidInit(Callback):
         outputs = cached_eval_outputs(trainer, pl_module, rows)  # the pass (and KMeans) of the "before" evaluation
         fitted = outputs_kmeans(outputs, pl_module.num_clusters, self.seed, self.n_init, self.kmeans_backend,
                                 self.kmeans_sample, self.space)
-        centres = torch.as_tensor(fitted.embedding_centers_, dtype=torch.float32)
+        centres = torch.as_tensor(getattr(fitted, "embedding_centers_", fitted.cluster_centers_), dtype=torch.float32)
         centres = trainer.strategy.broadcast(centres, src=0)
         pl_module.set_centroids(centres)
