@@ -15,6 +15,9 @@ Rows, each for the seeds of ``--seeds`` (seeded: the UMAP's random_state, KMeans
   and are counted in ``outliers``; ``clusters`` does not count them;
 - ``bertopic_kmeans``: BERTopic with ``hdbscan_model=KMeans(K)`` (its documented fixed-K recipe, scikit-learn's
   KMeans with its defaults) after the same UMAP;
+- ``project_space``: the project's KMeans in its default clustering space (``textcore.cluster_space.space_kmeans``
+  with ``cluster_space=umap``'s defaults: UMAP 5 x 15, cosine, min_dist 0; KMeans with 10 restarts) on the same cached
+  embeddings: what a run's evaluation before training assigns, on this encoder;
 - ``project``: ``ctclust.TextClusterer(num_clusters=K).fit(texts, labels)`` with nothing else set, in its own
   process; its results.json gives the row before training (``project_untrained``: the project's KMeans before
   training, in the run's clustering space), after training (``project``: the run's own assignment ``labels_``: the
@@ -49,11 +52,12 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 
 SETS = ["agnews", "biomedical", "googlenews_s", "googlenews_t", "searchsnippets", "stackoverflow", "tweet"]
-ROWS = ["kmeans", "bertopic", "bertopic_kmeans", "project", "project_auto"]
+ROWS = ["kmeans", "bertopic", "bertopic_kmeans", "project_space", "project", "project_auto"]
 TABLE_ROWS = [  # (results key, label in the table)
     ("kmeans", "KMeans(K) on the embeddings"),
     ("bertopic", "BERTopic default (UMAP 5d + HDBSCAN)"),
     ("bertopic_kmeans", "BERTopic + KMeans(K) after its UMAP"),
+    ("project_space", "project's clustering space, untrained: `cluster_space=umap` defaults, KMeans 10 restarts"),
     ("project_untrained", "project, untrained (`before` row)"),
     ("project", "project default, `TextClusterer(num_clusters=K).fit` (its `labels_`)"),
     ("project_head", "project default, SCCL's cluster head after training"),
@@ -232,6 +236,12 @@ def run(args) -> None:
 
                     start = time.perf_counter()
                     found = kmeans_fit(emb, k, seed=seed, n_init=10, backend="fast").labels_
+                    record[row] = {**scores(labels, found), "seconds": time.perf_counter() - start + embed_seconds}
+                elif row == "project_space":
+                    from textcore.cluster_space import SpaceSettings, space_kmeans
+
+                    start = time.perf_counter()
+                    found = space_kmeans(emb, k, seed, 10, "fast", 50000, SpaceSettings(space="umap")).labels_
                     record[row] = {**scores(labels, found), "seconds": time.perf_counter() - start + embed_seconds}
                 elif row in ("bertopic", "bertopic_kmeans"):
                     shared = umap_model is not None and row == "bertopic_kmeans"
