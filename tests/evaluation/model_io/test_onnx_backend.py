@@ -117,3 +117,22 @@ def test_the_api_backend_gives_the_clusters_and_embeddings_of_torch(run):
     onnx = TextClusterer.load(run.run_dir_, backend="onnx", verbose=False)
     assert onnx.predict(new).tolist() == run.predict(new).tolist()
     assert np.abs(onnx.transform(new) - run.transform(new)).max() < 1e-4
+
+
+def test_evaluate_embeds_through_the_backend_under_its_own_cache_key(tiny, tmp_path):
+    """``tools.py evaluate --backend onnx``: its embedding cache calls the export, keyed apart from torch's, and
+    follows the token limit evaluation sets per task."""
+    from evaluation.benchmarks.encoder_evaluation import max_length
+    from evaluation.model_io.embedding_cache import EmbeddingCache
+
+    encoder, pooling = tiny
+    corpus = texts(40)
+    onnx = embedder(encoder, pooling, "onnx", tmp_path / "export")
+    plain = EmbeddingCache(encoder, tmp_path / "cache")
+    through = EmbeddingCache(encoder, tmp_path / "cache", embedder=onnx)
+    assert through.fingerprint == plain.fingerprint + "-onnx"
+    with max_length(encoder, 8):  # evaluation's per-task limit reaches the export's tokenizer
+        short = through.encode(corpus, pooling)
+        assert np.abs(short - plain.encode(corpus, pooling)).max() < 1e-4
+    assert through.encoded_texts == len(set(corpus))
+    assert np.abs(through.encode(corpus, pooling) - short).max() > 1e-3  # 32 tokens again: other embeddings
