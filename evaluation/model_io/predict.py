@@ -231,7 +231,8 @@ def cluster_words(folder: Path, partition: str, top_n: int) -> dict[int, str]:
 def predict(reference, input_path, text_column: str = "text", output=None, assign: str = "auto",
             encoding: str | None = None, batch_size: int = 128, context_size: int | None = None, seed: int = 0,
             top_n: int = 5, *, accelerator: str = "auto", devices=1, num_nodes: int = 1,
-            embeddings: bool = False, shard_rows: int | None = None, backend: str = "torch") -> list[dict] | dict | None:
+            embeddings: bool = False, shard_rows: int | None = None,
+            backend: str = "torch") -> list[dict] | dict | None:
     """Assign the texts of ``input_path`` to the clusters of ``reference``.
 
     ``accelerator``, ``devices``, ``num_nodes``: Lightning's. One process by default here (several start their
@@ -298,8 +299,8 @@ def predict(reference, input_path, text_column: str = "text", output=None, assig
     if use_head and model.module.cluster_context:
         def make_context():
             return _context_embeddings(model, context_size, seed, batch_size)
-    options = dict(assign=assign_texts, make_context=make_context, use_head=use_head, words=words, batch_size=batch_size,
-                   embeddings=embeddings, accelerator=accelerator, devices=devices, num_nodes=num_nodes,
+    options = dict(assign=assign_texts, make_context=make_context, use_head=use_head, words=words,
+                   batch_size=batch_size, embeddings=embeddings, accelerator=accelerator, devices=devices, num_nodes=num_nodes,
                    finish=finish)
     if output is None:  # rows in memory: the parts live in a temporary folder
         with tempfile.TemporaryDirectory(prefix="predict-") as scratch:
@@ -400,7 +401,8 @@ def add_backend_argument(parser) -> None:
 
     parser.add_argument("--backend", default="torch", choices=BACKENDS,
                         help="what embeds the texts: torch, or ONNX Runtime on the CPU (onnx: float32, the same "
-                             "embeddings; onnx-int8: quantised, faster, close); the export is cached in the run folder")
+                             "embeddings; onnx-int8: quantised, faster, close); the export is cached beside the "
+                             "model and reused")
 
 
 def _devices(value: str):
