@@ -300,8 +300,8 @@ def predict(reference, input_path, text_column: str = "text", output=None, assig
         def make_context():
             return _context_embeddings(model, context_size, seed, batch_size)
     options = dict(assign=assign_texts, make_context=make_context, use_head=use_head, words=words,
-                   batch_size=batch_size, embeddings=embeddings, accelerator=accelerator, devices=devices, num_nodes=num_nodes,
-                   finish=finish)
+                   batch_size=batch_size, embeddings=embeddings, accelerator=accelerator, devices=devices,
+                   num_nodes=num_nodes, finish=finish)
     if output is None:  # rows in memory: the parts live in a temporary folder
         with tempfile.TemporaryDirectory(prefix="predict-") as scratch:
             folder = Path(scratch)
