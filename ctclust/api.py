@@ -65,6 +65,8 @@ class TextClusterer(ClusterMixin, TransformerMixin, BaseEstimator):
             result table; False: print nothing.
         backend: what embeds texts in ``predict`` / ``transform``: ``torch``, ``onnx`` or ``onnx-int8`` (ONNX
             Runtime on the CPU, the export cached in the run folder; ``textcore.encoding.onnx_runtime``).
+        trust_checkpoint: load a checkpoint that holds more than tensors and plain values (pickled objects can run
+            code: only for a file you trust; docs/reliability.md).
 
     The settings are stored as given and checked by ``fit`` (scikit-learn's contract). Fitted attributes:
     ``labels_`` (the cluster of every training text, the method's head when it has one, else KMeans),
@@ -75,7 +77,7 @@ class TextClusterer(ClusterMixin, TransformerMixin, BaseEstimator):
     def __init__(self, method: str = "sccl", backbone: str = "minilm", num_clusters: int | str | None = "auto",
                  overrides: Sequence[str] | Mapping[str, object] | None = None, *, seed: int = 42,
                  run_dir: str | os.PathLike | None = None, text_column: str | None = None, verbose: bool = True,
-                 backend: str = "torch"):
+                 backend: str = "torch", trust_checkpoint: bool = False):
         self.method = method
         self.backbone = backbone
         self.num_clusters = num_clusters
@@ -85,6 +87,7 @@ class TextClusterer(ClusterMixin, TransformerMixin, BaseEstimator):
         self.text_column = text_column
         self.verbose = verbose
         self.backend = backend
+        self.trust_checkpoint = trust_checkpoint
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -164,23 +167,26 @@ class TextClusterer(ClusterMixin, TransformerMixin, BaseEstimator):
         """A trained run folder (everything: ``labels_``, ``clusters_``, ``predict``, ``transform``), or any model
         the tools load (a ``.ckpt``, a sentence-transformers export, a Hub name, ``minilm``: ``transform``, and
         ``predict`` when the export has its run's centroids). ``params``: constructor settings (``verbose``,
-        ``backend``, ...)."""
+        ``backend``, ``trust_checkpoint``, ...). A checkpoint is loaded as tensors and plain values only;
+        ``trust_checkpoint=True`` loads one that holds more (pickled objects can run code: only for a file you
+        trust; docs/reliability.md)."""
+        from textcore.run_folder import RunFolder
+
         clusterer = cls(**params)
         path = Path(model)
-        if path.is_dir() and (path / "results.json").is_file():
+        if path.is_dir() and RunFolder(path).results_file.is_file():
             clusterer._read_run(path)
         else:
             clusterer.model_ = str(model)
         return clusterer
 
     def _read_run(self, run_dir: Path) -> None:
-        import json
-
         from evaluation.model_io import run_files
+        from textcore.run_folder import RunFolder
 
         self.run_dir_ = run_dir
         self.model_ = str(run_dir)
-        self.results_ = json.loads((run_dir / "results.json").read_text())
+        self.results_ = RunFolder(run_dir).results()
         predictions = run_files.load_predictions(run_dir)
         self.labels_ = predictions.partitions[predictions.primary].astype(np.int64)
         self.num_clusters_ = run_files.num_clusters(run_dir, predictions)
@@ -219,10 +225,10 @@ class TextClusterer(ClusterMixin, TransformerMixin, BaseEstimator):
 
     def _loaded_model(self) -> _Loaded:
         """The model of ``model_`` on ``backend``, loaded at the first use and kept (``_loaded``)."""
-        key = (self.model_, self.backend)
+        key = (self.model_, self.backend, self.trust_checkpoint)
         loaded = getattr(self, "_loaded", None)
         if loaded is None or loaded.key != key:
-            loaded = _load(self.model_, self.backend)
+            loaded = _load(self.model_, self.backend, self.trust_checkpoint)
             self._loaded = loaded
         return loaded
 
@@ -253,14 +259,15 @@ class _Loaded:
         self.context = _NOT_MADE
 
 
-def _load(reference: str, backend: str) -> _Loaded:
+def _load(reference: str, backend: str, trust_checkpoint: bool) -> _Loaded:
     from evaluation.model_io import predict as assigning
+    from textcore.run_folder import RunFolder
 
     path = Path(reference)
-    is_run = path.is_dir() and ((path / "results.json").is_file() or (path / "modules.json").is_file()) \
+    is_run = path.is_dir() and (RunFolder(path).results_file.is_file() or (path / "modules.json").is_file()) \
         or path.suffix == ".ckpt"
     if is_run:
-        model = assigning.load_cluster_model(path)
+        model = assigning.load_cluster_model(path, trust_checkpoint)
         if backend != "torch":
             assigning.use_backend(model, backend)
         # the head when the method has one, else the KMeans centres; neither: transform only (predict raises the
@@ -270,7 +277,7 @@ def _load(reference: str, backend: str) -> _Loaded:
         from evaluation.model_io.load import load_encoder
         from textcore.encoding.onnx_runtime import embedder
 
-        encoder, pooling = load_encoder(reference)
+        encoder, pooling = load_encoder(reference, trust_checkpoint=trust_checkpoint)
         model = assigning.ClusterModel(encoder, pooling, path)
         if backend != "torch":
             model.embedder = embedder(encoder, pooling, backend)
@@ -288,7 +295,7 @@ def _load(reference: str, backend: str) -> _Loaded:
             return assigning._context_embeddings(model, None, 0, batch_size)
         return None
 
-    return _Loaded((reference, backend), model, bool(use_head), make_context)
+    return _Loaded((reference, backend, trust_checkpoint), model, bool(use_head), make_context)
 
 
 def load_demo():
@@ -326,9 +333,12 @@ def _default_run_dir(method: str) -> Path:
 def _fresh_run_dir(run_dir: Path) -> Path:
     """``run_dir``, or ``<run_dir>-2``, ``-3``, ... when it already holds a run: a new fit never resumes or
     overwrites another (a run folder with a checkpoint would be resumed by ``train``)."""
+    from textcore.run_folder import RunFolder
+
     def used(folder: Path) -> bool:
-        return folder.is_dir() and any((folder / name).exists() for name in ("results.json", "checkpoints",
-                                                                             "config_resolved.yaml"))
+        run = RunFolder(folder)
+        return folder.is_dir() and (run.results_file.exists() or run.config_file.exists()
+                                    or run.checkpoint_path().parent.exists())
 
     candidate, n = run_dir, 1
     while used(candidate):

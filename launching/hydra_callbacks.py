@@ -160,10 +160,11 @@ def finished_job(cfg: DictConfig) -> dict | None:
     objective goes to the sweeper. None otherwise."""
     if not is_multirun():
         return None
-    path = Path(str(cfg.paths.output_dir)) / run_folder.RESULTS
+    run = run_folder.RunFolder(str(cfg.paths.output_dir))
+    path = run.results_file
     try:
-        results = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        results = run.results()
+    except run_folder.RunFileError:
         return None
     overrides = command_overrides()
     if not isinstance(results, dict) or results.get("status") != "finished" or overrides is None or \

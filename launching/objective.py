@@ -30,7 +30,7 @@ import logging
 from typing import Iterable, Mapping
 
 from textcore.errors import UserError
-from textcore.run_folder import is_finite_number
+from textcore.run_folder import RESULTS, is_finite_number
 
 log = logging.getLogger(__name__)
 
@@ -141,7 +141,7 @@ def objective_entry(setting: str | None, default: str | None, results: Mapping, 
         value = lookup(results, name)
     except KeyError as missing:
         entry["error"] = (
-            f"objective '{name}': this run has no '{missing.args[0]}' in results.json. "
+            f"objective '{name}': this run has no '{missing.args[0]}' in {RESULTS}. "
             f"Numbers it has: {format_keys(results)}. Set objective=<one of them> (or objective=auto)."
         )
         return entry

@@ -133,15 +133,15 @@ def data_files(cfg: DictConfig) -> list[tuple[Path, str | None]]:
 
 def run_state(folder: Path) -> tuple[str, Path | None, bool]:
     """("done" | "resume" | "fresh", the checkpoint to resume from, whether training had finished)."""
-    results, checkpoint = folder / run_folder.RESULTS, folder / run_folder.LAST_CHECKPOINT
-    info: dict = {}
-    if results.is_file():
-        try:
-            info = json.loads(results.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            info = {}
-        if info.get("status", "finished") == "finished" and "method" in info:
-            return "done", None, False
+    run = run_folder.RunFolder(folder)
+    checkpoint = run.checkpoint_path()
+    try:
+        info = run.results()
+    except run_folder.RunFileError:
+        info = {}
+    info = info or {}
+    if info and info.get("status", "finished") == "finished" and "method" in info:
+        return "done", None, False
     if checkpoint.is_file():
         return "resume", checkpoint, bool(info.get("training_finished"))
     return "fresh", None, False
@@ -469,8 +469,8 @@ def main(argv: Sequence[str] | None = None) -> str:
     print(result)
     print(f"table: {relative_to_repo(out / 'paper_table.md')}")
     if failed:
-        print(f"error: runs of {', '.join(dict.fromkeys(failed))} failed (their folders hold failed.json / "
-              "results.json); run the same command again to retry them", file=sys.stderr)
+        print(f"error: runs of {', '.join(dict.fromkeys(failed))} failed (their folders hold {run_folder.FAILED} / "
+              f"{run_folder.RESULTS}); run the same command again to retry them", file=sys.stderr)
         sys.exit(1)
     return result
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from lightning_modules.shared.base import ENCODER_SETTINGS
 from lightning_modules.shared.registry import same_class
 from textcore import run_folder
 from textcore.errors import MissingFileError, UserError
+from textcore.run_folder import RunFileError, RunFolder, UnreadableCheckpointError, load_checkpoint
 from validation.lookup import (
     chosen_name,
     class_of,
@@ -23,21 +24,14 @@ class CheckpointError(UserError, ValueError):
     """``ckpt_path`` cannot be resumed from; the message says why and what to do."""
 
 
-def read_checkpoint(path: str | Path, key: str = "ckpt_path") -> dict:
-    """``torch.load`` of a checkpoint (memory-mapped when possible), or ``CheckpointError`` naming ``key``."""
-    import torch
-
-    errors = []
-    for mmap in (True, False):  # mmap needs the zip format (every torch.save since 1.6)
-        try:
-            return torch.load(path, map_location="cpu", weights_only=False, mmap=mmap)
-        except Exception as err:  # noqa: BLE001 - any failure to read is the user's file, reported below
-            errors.append(f"{type(err).__name__}: {str(err).strip().splitlines()[0][:160] if str(err).strip() else ''}")
-    raise CheckpointError(
-        f"{key}={path} is not a readable checkpoint ({errors[-1]}); it is probably truncated or corrupted, "
-        "e.g. by an interrupted save or a full disk. Use another checkpoint of the run"
-        + (", or drop ckpt_path to start from scratch." if key == "ckpt_path" else ".")
-    )
+def read_checkpoint(path: str | Path, key: str = "ckpt_path", trust: bool = False) -> dict:
+    """A checkpoint read by ``textcore.run_folder.load_checkpoint`` (tensors and plain values only unless ``trust``,
+    the user's opt-in), or ``CheckpointError`` naming ``key`` (``UntrustedCheckpointError`` as it is)."""
+    try:
+        return load_checkpoint(path, trust=trust, key=key)
+    except UnreadableCheckpointError as err:
+        then = ", or drop ckpt_path to start from scratch." if key == "ckpt_path" else "."
+        raise CheckpointError(str(err).rstrip(".") + then) from None
 
 
 def checkpoint_class(ckpt: dict, path: Path) -> str | None:
@@ -45,15 +39,13 @@ def checkpoint_class(ckpt: dict, path: Path) -> str | None:
     config_resolved.yaml next to ``checkpoints/``, or inferred from its hyper-parameter names."""
     if isinstance(ckpt.get("module_class"), str):
         return ckpt["module_class"]
-    for folder in (path.parent.parent, path.parent):
-        config = folder / run_folder.CONFIG
-        if config.is_file():
-            try:
-                target = OmegaConf.select(OmegaConf.load(config), "method._target_")
-            except Exception:  # noqa: BLE001 - an unreadable neighbour proves nothing
-                target = None
-            if target:
-                return str(target)
+    run = RunFolder.of_checkpoint(path)
+    try:
+        target = run.method_target() if run is not None else None
+    except RunFileError:  # an unreadable neighbour proves nothing
+        target = None
+    if target:
+        return target
     return infer_class(set((ckpt.get("hyper_parameters") or {}).keys()))
 
 
@@ -76,7 +68,9 @@ def infer_class(hparam_names: set[str]) -> str | None:
 
 
 def check_checkpoint(cfg: DictConfig) -> dict | None:
-    """``ckpt_path`` (when set) can be resumed by this run; returns its hyper-parameters."""
+    """``ckpt_path`` (when set) can be resumed by this run; returns the checkpoint as read (once, by
+    ``textcore.run_folder.load_checkpoint``; ``trust_checkpoint=true`` is the user's opt-in for a file holding more
+    than tensors and plain values), or None without one."""
     path = select(cfg, "ckpt_path")
     if not path:
         return None
@@ -84,15 +78,15 @@ def check_checkpoint(cfg: DictConfig) -> dict | None:
     if not path.exists():
         raise MissingFileError(
             f"ckpt_path={path} does not exist. Give the path of a checkpoint to resume, e.g. "
-            "<run folder>/checkpoints/last.ckpt, or drop ckpt_path to start from scratch."
+            f"<run folder>/{run_folder.LAST_CHECKPOINT}, or drop ckpt_path to start from scratch."
         )
     if path.is_dir():
-        hint = path / run_folder.LAST_CHECKPOINT
+        hint = RunFolder(path).checkpoint_path()
         raise CheckpointError(
             f"ckpt_path={path} is a folder; give the checkpoint file itself"
-            + (f", e.g. ckpt_path={hint}." if hint.is_file() else ", e.g. <run folder>/checkpoints/last.ckpt.")
+            + (f", e.g. ckpt_path={hint}." if hint.is_file() else f", e.g. <run folder>/{run_folder.LAST_CHECKPOINT}.")
         )
-    ckpt = read_checkpoint(path)
+    ckpt = read_checkpoint(path, trust=bool(select(cfg, "trust_checkpoint")))
     if not isinstance(ckpt, dict) or "state_dict" not in ckpt:
         raise CheckpointError(
             f"ckpt_path={path} is a torch file but not a Lightning checkpoint (no 'state_dict'); give a checkpoint "
@@ -117,8 +111,9 @@ def check_checkpoint(cfg: DictConfig) -> dict | None:
         )
     if "optimizer_states" not in ckpt:
         raise CheckpointError(
-            f"ckpt_path={path} holds the weights only (no optimizer state; e.g. the STS selection's best.ckpt), so "
-            "a run cannot continue from it. Resume from <run folder>/checkpoints/last.ckpt; to evaluate these "
+            f"ckpt_path={path} holds the weights only (no optimizer state; e.g. the STS selection's "
+            f"{Path(run_folder.BEST_CHECKPOINT).name}), so a run cannot continue from it. Resume from "
+            f"<run folder>/{run_folder.LAST_CHECKPOINT}; to evaluate these "
             f"weights: `python tools.py evaluate --model {path}`."
         )
-    return hparams
+    return ckpt

@@ -6,7 +6,10 @@
   ``textcore.errors.OutputWriteError`` of every failed write (``textcore.errors.writing``), naming the file and the
   cause.
 - :class:`AtomicCheckpointIO` makes ``trainer.save_checkpoint`` use it (``last.ckpt``,
-  ``best.ckpt``, Lightning's SLURM ``hpc_ckpt_*.ckpt``).
+  ``best.ckpt``, Lightning's SLURM ``hpc_ckpt_*.ckpt``), and makes every checkpoint Lightning loads (a resume, an
+  eval-only run, a requeued job's ``hpc_ckpt``) go through ``textcore.run_folder.load_checkpoint``: tensors and plain
+  values only unless the run has the opt-in ``trust_checkpoint=true``, and a checkpoint the run's checks already read
+  is not read again.
 - :class:`LastCheckpoint` writes ``last.ckpt`` every ``every_n_steps`` optimizer steps and/or
   every ``every_n_minutes``, at the last training step (before the final evaluation, so a failing
   evaluation keeps the trained weights), and when a stop was requested by a signal
@@ -29,7 +32,7 @@ from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 from lightning.pytorch.callbacks import Checkpoint
 
 from callbacks.safety import interrupt
-from textcore import atomic_files
+from textcore import atomic_files, run_folder
 from textcore.errors import ConfigError, UserError, writing
 
 log = logging.getLogger(__name__)
@@ -57,7 +60,23 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> None:
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
-    """Lightning checkpoint I/O that writes local files with :func:`atomic_save` (remote URLs: Lightning's)."""
+    """Lightning checkpoint I/O that writes local files with :func:`atomic_save` (remote URLs: Lightning's) and reads
+    them with ``textcore.run_folder.load_checkpoint``. ``trust``: the user's opt-in for a checkpoint that holds more
+    than tensors and plain values; ``loaded``: {path: checkpoint} already read by the run (validation), given to
+    Lightning instead of a second read."""
+
+    def __init__(self, trust: bool = False, loaded: dict | None = None):
+        super().__init__()
+        self.trust = bool(trust)
+        self.loaded = {str(Path(p).resolve()): c for p, c in (loaded or {}).items()}
+
+    def load_checkpoint(self, path, map_location=None, weights_only: bool | None = None) -> dict:
+        from textcore.run_folder import load_checkpoint
+
+        if "://" in str(path):  # a remote file: Lightning's reader, never unpickling code without the opt-in
+            return super().load_checkpoint(path, weights_only=not self.trust)
+        loaded = self.loaded.pop(str(Path(path).resolve()), None)
+        return loaded if loaded is not None else load_checkpoint(path, trust=self.trust, key="ckpt_path")
 
     def save_checkpoint(self, checkpoint: dict, path, storage_options: Any | None = None) -> None:
         if "://" in str(path):
@@ -67,13 +86,14 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         atomic_save(checkpoint, path)
 
 
-def with_atomic_checkpoint_io(plugins: list | None) -> list:
-    """``plugins`` plus :class:`AtomicCheckpointIO`, unless a checkpoint I/O plugin is already there."""
+def with_atomic_checkpoint_io(plugins: list | None, trust: bool = False, loaded: dict | None = None) -> list:
+    """``plugins`` plus :class:`AtomicCheckpointIO` (``trust``, ``loaded``: its own), unless a checkpoint I/O plugin is
+    already there (the trainer is then told ``weights_only``: ``RunLifecycle.fit``)."""
     from lightning.fabric.plugins import CheckpointIO
 
     plugins = list(plugins or [])
     if not any(isinstance(p, CheckpointIO) for p in plugins):
-        plugins.append(AtomicCheckpointIO())
+        plugins.append(AtomicCheckpointIO(trust, loaded))
     return plugins
 
 
@@ -172,7 +192,7 @@ class LastCheckpoint(Checkpoint):
     is told about each save (SLURM requeue bookkeeping).
     """
 
-    def __init__(self, dirpath: str, filename: str = "last.ckpt", every_n_steps: int = 500,
+    def __init__(self, dirpath: str, filename: str = Path(run_folder.LAST_CHECKPOINT).name, every_n_steps: int = 500,
                  every_n_minutes: float = 15.0, save_final: bool = True):
         if every_n_steps is None or every_n_steps < 0:
             raise ConfigError(f"callbacks.checkpoint.every_n_steps must be >= 0 (0: off), got {every_n_steps}")

@@ -24,7 +24,7 @@ from callbacks.safety.interrupt import slurm_job_id
 
 RESUME_FILE = "resume.json"
 # overrides that do not change what a run computes, so they do not change its fingerprint
-_IGNORED_KEYS = ("ckpt_path", "eval_only", "print_table")
+_IGNORED_KEYS = ("ckpt_path", "eval_only", "trust_checkpoint", "print_table")
 
 
 def command_overrides() -> list[str] | None:

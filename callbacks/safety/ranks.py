@@ -91,10 +91,10 @@ def checkpoint_step(path: str | os.PathLike | None) -> int | None:
     """The step a checkpoint file holds (memory-mapped: its tensors are not read), or None if it cannot be read."""
     if path is None:
         return None
-    import torch
+    from textcore.run_folder import load_checkpoint
 
     try:
-        return int(torch.load(path, map_location="cpu", mmap=True, weights_only=False)["global_step"])
+        return int(load_checkpoint(path)["global_step"])
     except Exception:  # noqa: BLE001 - the step is a detail of the message; its absence is said by the caller
         return None
 

@@ -176,9 +176,9 @@ class FolderLock:
         if state == "live":
             raise FolderInUseError(
                 f"the {self.what} folder '{self.folder}' is in use by another {self.what}: {who}. Two "
-                f"{self.what}s in one folder would overwrite each other's checkpoints and results.json. Wait for it "
-                f"to end (then continue it with ckpt_path=<its checkpoints/last.ckpt>), stop it, or write elsewhere "
-                f"with `{self.key}=<folder>`.")
+                f"{self.what}s in one folder would overwrite each other's checkpoints and {run_folder.RESULTS}. Wait "
+                f"for it to end (then continue it with ckpt_path=<its {run_folder.LAST_CHECKPOINT}>), stop it, or "
+                f"write elsewhere with `{self.key}=<folder>`.")
         if state == "unknown":
             raise FolderInUseError(
                 f"the {self.what} folder '{self.folder}' is held by {who}, another host, where this "
@@ -243,13 +243,11 @@ def gone_holder(holder: dict | None, me: dict | None = None) -> str | None:
 def results_status(folder: str | os.PathLike) -> str | None:
     """The ``status`` of the results.json in ``folder`` (``finished`` for files written before it had one), or None
     without one."""
-    results = Path(folder) / run_folder.RESULTS
-    if not results.is_file():
-        return None
     try:
-        return str(json.loads(results.read_text(encoding="utf-8")).get("status", "finished"))
-    except (OSError, ValueError, AttributeError):
+        results = run_folder.RunFolder(folder).results()
+    except run_folder.RunFileError:
         return "unreadable"
+    return None if results is None else str(results.get("status", "finished"))
 
 
 def earlier_run(folder: str | os.PathLike) -> str | None:
@@ -260,15 +258,15 @@ def earlier_run(folder: str | os.PathLike) -> str | None:
     status = results_status(folder)
     if status is not None:
         found.append(f"{run_folder.RESULTS} (status {status})")
-    if (folder / run_folder.LAST_CHECKPOINT).is_file():
+    if run_folder.RunFolder(folder).has(run_folder.LAST_CHECKPOINT):
         found.append(run_folder.LAST_CHECKPOINT)
     return " and ".join(found) or None
 
 
 def refuse_earlier_run(folder: str | os.PathLike, found: str, key: str = "hydra.run.dir") -> FolderInUseError:
     folder = Path(folder)
-    resume = f"ckpt_path={folder / run_folder.LAST_CHECKPOINT} (with that run's overrides)" \
-        if (folder / run_folder.LAST_CHECKPOINT).is_file() else "ckpt_path=<its checkpoint>"
+    last = run_folder.RunFolder(folder).checkpoint_path()
+    resume = f"ckpt_path={last} (with that run's overrides)" if last.is_file() else "ckpt_path=<its checkpoint>"
     return FolderInUseError(
         f"the run folder '{folder}' holds an earlier run ({found}); a new run there would replace its checkpoint and "
         f"results. To continue that run: {resume}; to start a new one, write elsewhere with `{key}=<folder>` (or "

@@ -40,6 +40,7 @@ from ctclust.training.fit_callbacks import EvaluateOnly, PhaseClock
 from ctclust.training.results import FINISHED, write_results
 from ctclust.training.start_point import StartPoint, earlier_attempt, given_or_requeued, rank_zero_choice
 from launching.hydra_callbacks import is_multirun
+from textcore import run_folder
 from textcore.errors import ConfigError, UserError, find_user_error
 
 log = logging.getLogger(__name__)
@@ -98,6 +99,8 @@ class RunLifecycle:
             preemption.get("state_dir") or Path(cfg.paths.log_dir) / "requeue",
             run_fingerprint(command_overrides(), fallback))
         self.start = given_or_requeued(cfg, None)  # the given one; entering looks for an earlier attempt's
+        self.trust_checkpoint = bool(cfg.get("trust_checkpoint"))  # the user's opt-in (docs/reliability.md)
+        self.start_checkpoint: dict | None = None  # the start point's checkpoint as the run's checks read it
         self.lock: run_lock.FolderLock | None = None
         self.checkpoint_callback: LastCheckpoint | None = None
         self.clock = PhaseClock()
@@ -110,7 +113,7 @@ class RunLifecycle:
         start = given_or_requeued(self.cfg, self.requeue_state)
         if start.eval_only and not start.ckpt_path:
             raise ConfigError(
-                "eval_only=true evaluates a trained checkpoint: add ckpt_path=<run>/checkpoints/last.ckpt "
+                f"eval_only=true evaluates a trained checkpoint: add ckpt_path=<run>/{run_folder.LAST_CHECKPOINT} "
                 "(the checkpoint of the run to evaluate)."
             )
         if run_lock.launch_rank() == 0:
@@ -167,7 +170,10 @@ class RunLifecycle:
         plugins = hydra.utils.instantiate(plugins) if plugins is not None else None
         if plugins is not None and not isinstance(plugins, (list, tuple)):
             plugins = [plugins]
-        kwargs = {"plugins": with_atomic_checkpoint_io(plugins)}
+        loaded = {self.start.ckpt_path: self.start_checkpoint} \
+            if self.start.ckpt_path and self.start_checkpoint is not None else None
+        kwargs = {"plugins": with_atomic_checkpoint_io(plugins, self.trust_checkpoint, loaded)}
+        self.start_checkpoint = None  # the plugin holds it until Lightning takes it
         strategy = trainer_cfg.get("strategy")
         if isinstance(strategy, str) and strategy in ranks.DDP_STRATEGIES:  # with ddp.timeout_minutes
             kwargs["strategy"] = ranks.ddp_strategy(strategy, self.ddp_timeout_minutes)
@@ -188,7 +194,8 @@ class RunLifecycle:
         began = time.perf_counter()
         with interrupt.catching_signals(requeue_signal), self.watch.observing_children():
             try:
-                trainer.fit(model, datamodule=datamodule, ckpt_path=self.start.ckpt_path)
+                trainer.fit(model, datamodule=datamodule, ckpt_path=self.start.ckpt_path,
+                            weights_only=not self.trust_checkpoint)
             except interrupt.RunInterrupted as err:
                 raise self._interrupted(trainer, err) from None
             except SystemExit as err:  # Lightning's SIGTERMException (exit status 0) at an epoch end

@@ -52,7 +52,7 @@ def write_results(cfg: DictConfig, output_dir: Path, trainer, ending: dict, know
         except UserError as err:
             if finished:
                 raise
-            log.warning("could not write the partial results.json: %s", err)
+            log.warning("could not write the partial %s: %s", run_folder.RESULTS, err)
     return results
 
 

@@ -11,7 +11,6 @@ from scratch.
 """
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +20,7 @@ from omegaconf import DictConfig
 from callbacks.safety import run_lock
 from callbacks.safety.preemption import RequeueState, restart_count
 from callbacks.safety.ranks import checkpoint_step
-from textcore import run_folder
+from textcore.run_folder import RunFileError, RunFolder
 
 log = logging.getLogger(__name__)
 
@@ -60,14 +59,14 @@ def earlier_attempt(folder: Path, overrides: list[str] | None, taken_over: dict 
     """The ``last.ckpt`` of an earlier attempt of this multirun job (``overrides``) in its ``folder`` that was killed
     (``taken_over``: the lock it left, recording the same overrides) or stopped by a signal; None otherwise (a
     finished job is skipped before, a failed one runs again from scratch)."""
-    last = folder / run_folder.LAST_CHECKPOINT
+    run = RunFolder(folder)
+    last = run.checkpoint_path()
     if overrides is None or not last.is_file():
         return None
     try:
-        results = json.loads((folder / run_folder.RESULTS).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        results = None
-    results = results if isinstance(results, dict) else {}
+        results = run.results() or {}
+    except RunFileError:
+        results = {}
     step = checkpoint_step(last)
     if taken_over and _same(taken_over.get("job_overrides"), overrides) and results.get("status") != "finished":
         why = f"killed: its process ({run_lock.gone_holder(taken_over) or run_lock.describe_holder(taken_over)})"
@@ -80,7 +79,7 @@ def earlier_attempt(folder: Path, overrides: list[str] | None, taken_over: dict 
     what = "evaluating its trained model" if finished else "continuing its training"
     log.warning("job folder %s: the earlier attempt of this job was %s; %s from %s (step %s)", folder, why, what,
                 last, step)
-    return StartPoint(str(last), finished, f"{why}; continued from its last.ckpt (step {step})")
+    return StartPoint(str(last), finished, f"{why}; continued from its {last.name} (step {step})")
 
 
 def rank_zero_choice(folder: Path) -> StartPoint | None:

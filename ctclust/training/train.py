@@ -42,7 +42,9 @@ def train(cfg: DictConfig) -> dict:
     sample = validation.check_corpus(cfg)
     output_dir = validation.check_output_dir(cfg) or Path(cfg.paths.output_dir)
     with RunLifecycle(cfg, output_dir) as run:  # the folder's lock; where training starts (sets cfg.ckpt_path)
-        checkpoint_hparams = validation.check_checkpoint(cfg)
+        run.start_checkpoint = validation.check_checkpoint(cfg)  # read once: the trainer resumes from this dict
+        checkpoint_hparams = dict(run.start_checkpoint.get("hyper_parameters") or {}) \
+            if run.start_checkpoint is not None else None
         configure_process(cfg)
         with writing(output_dir / run_folder.CONFIG, atomic=True):
             atomic_write_text(output_dir / run_folder.CONFIG, OmegaConf.to_yaml(cfg, resolve=True))

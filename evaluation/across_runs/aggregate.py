@@ -49,7 +49,8 @@ CLUSTER_METRICS = ("acc", "nmi", "ari", "ami")
 STD_NOTE = "mean ± sample standard deviation (ddof=1) over seeds"
 OUTPUT_NAMES = ("aggregate.md", "aggregate.csv", "aggregate.json")
 # configuration keys that never distinguish runs (where they write, how they print, seeds)
-IGNORED_TOP = {"paths", "logger", "hydra", "print_table", "threads_per_job", "objective", "task_name", "ckpt_path"}
+IGNORED_TOP = {"paths", "logger", "hydra", "print_table", "threads_per_job", "objective", "task_name", "ckpt_path",
+               "trust_checkpoint"}
 IGNORED_LAST = {"output_dir", "save_dir", "dirpath", "checkpoint", "print_table", "enable_progress_bar",
                 "enable_model_summary", "log_every_n_steps", "submitit_folder", "path", "file"}
 IGNORED_PREFIXES = ("callbacks.progress",)
@@ -96,36 +97,32 @@ def flatten(node, prefix: str = "") -> dict:
     return flat
 
 
-def _read_yaml(path: Path) -> dict:
+def load_run(path: Path) -> Run:
     from omegaconf import OmegaConf
 
-    return OmegaConf.to_container(OmegaConf.load(path), resolve=False) or {}
-
-
-def load_run(path: Path) -> Run:
     run = Run(path=Path(path))
+    folder = run_folder.RunFolder(run.path)
     for name in (run_folder.CONFIG, f"{run_folder.HYDRA}/config.yaml"):
-        if (run.path / name).is_file():
-            run.config = flatten(_read_yaml(run.path / name))
+        cfg = folder.config(name)
+        if cfg is not None:
+            run.config = flatten(OmegaConf.to_container(cfg, resolve=False) or {})
             break
-    results_path = run.path / run_folder.RESULTS
-    if results_path.is_file():
-        try:
-            run.results = json.loads(results_path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as err:
-            run.failure = f"results.json unreadable ({err})"
-    failed = run.path / run_folder.FAILED
-    if failed.is_file():
-        try:
-            run.failure = json.loads(failed.read_text(encoding="utf-8")).get("error") or "failed"
-        except json.JSONDecodeError:
-            run.failure = "failed (failed.json unreadable)"
-    elif isinstance(run.results, dict) and run.results.get("status", "finished") != "finished":
-        run.failure = stopped_reason(run.results)  # the partial results.json of a run that stopped early
+    try:
+        run.results = folder.results()
+    except run_folder.RunFileError as err:
+        run.failure = f"{run_folder.RESULTS} unreadable ({err})"
+    try:
+        failed = folder.json(run_folder.FAILED)
+    except run_folder.RunFileError:
+        run.failure = f"failed ({run_folder.FAILED} unreadable)"
+    else:
+        if failed is not None:
+            run.failure = failed.get("error") or "failed"
+        elif isinstance(run.results, dict) and run.results.get("status", "finished") != "finished":
+            run.failure = stopped_reason(run.results)  # the partial results of a run that stopped early
     if run.results is None and run.failure is None:
-        run.failure = "no results.json (still running, killed, or crashed before the end; see its log)"
-    if (run.path / run_folder.EVALUATION).is_file():
-        run.evaluation = json.loads((run.path / run_folder.EVALUATION).read_text(encoding="utf-8"))
+        run.failure = f"no {run_folder.RESULTS} (still running, killed, or crashed before the end; see its log)"
+    run.evaluation = folder.json(run_folder.EVALUATION)
     return run
 
 
@@ -283,7 +280,7 @@ def aggregate(runs: Sequence[Run]) -> dict:
                 row.setdefault(key, []).append(values.get(key))
             produced = True
         if not produced and not run.failure:
-            without.append({**info, "reason": "results.json has no clustering scores (no labels?) and no STS"})
+            without.append({**info, "reason": f"{run_folder.RESULTS} has no clustering scores (no labels?) and no STS"})
 
     datasets = _dataset_order(d for row in clustering.values() for d in row)
     clustering_rows = []
@@ -463,7 +460,8 @@ def aggregate_folders(paths: Sequence[str | Path]) -> tuple[dict, list[Run]]:
     run_dirs = run_folder.find_runs(paths)
     if not run_dirs:
         where = ", ".join(map(str, paths))
-        raise UserError(f"no run folders (with results.json, config_resolved.yaml or .hydra/) under {where}")
+        raise UserError(f"no run folders (with {run_folder.RESULTS}, {run_folder.CONFIG} or {run_folder.HYDRA}/) "
+                        f"under {where}")
     runs = [load_run(p) for p in run_dirs]
     return aggregate(runs), runs
 

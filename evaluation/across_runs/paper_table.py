@@ -73,12 +73,18 @@ def find_results(folder: Path) -> tuple[list[dict], list[dict]]:
     them, and any other JSON file that holds an ``evaluate_model`` result."""
     runs = []
     for run in run_folder.find_runs([folder]) if folder.is_dir() else []:  # no folder yet: nothing found
-        data = _json(run / run_folder.RESULTS)
+        try:
+            data = run_folder.RunFolder(run).results()
+        except run_folder.RunFileError:
+            data = None
         if not isinstance(data, dict) or "method" not in data or "dataset" not in data:
             continue
         if data.get("sample") or data.get("status", "finished") != "finished":
             continue  # a sample (run.py's dataset.sample) or a run that did not finish is no reproduction
-        final = _json(run / run_folder.EVALUATION) if (run / run_folder.EVALUATION).is_file() else None
+        try:
+            final = run_folder.RunFolder(run).json(run_folder.EVALUATION)
+        except run_folder.RunFileError:
+            final = None
         runs.append({"path": run / run_folder.RESULTS, **data, "final_evaluation_file": final})
     evaluations = []
     for path in sorted(folder.rglob("*.json")):
@@ -170,7 +176,8 @@ def markdown(table: dict, result: dict) -> str:
 def main(argv: Sequence[str] | None = None) -> str:
     parser = console.tool_parser("paper-table", __doc__)
     parser.add_argument("table", nargs="?", help=f"one of: {', '.join(available())} (or a .yaml file)")
-    parser.add_argument("--runs", type=Path, help="folder searched for results.json and evaluate_model JSON files")
+    parser.add_argument("--runs", type=Path,
+                        help=f"folder searched for {run_folder.RESULTS} and evaluate_model JSON files")
     parser.add_argument("--output", type=Path, default=None, help="also write the Markdown here")
     parser.add_argument("--list", action="store_true", help="list the paper tables")
     args = parser.parse_args(argv)

@@ -173,6 +173,7 @@ def main(argv: Sequence[str] | None = None) -> dict | str:
     parser.add_argument("--mteb-sts-range", default="0:5", help="lo:hi of the scores of local STS tables")
     parser.add_argument("--few-shot-k", type=int, default=16, help="--tasks few_shot: examples per class (16)")
     parser.add_argument("--few-shot-sets", type=int, default=5, help="--tasks few_shot: sampled training sets (5)")
+    run_folder.add_trust_option(parser)
     args = parser.parse_args(argv)
 
     if args.compare:
@@ -222,7 +223,7 @@ def main(argv: Sequence[str] | None = None) -> dict | str:
         if args.clustering_max_length < 1:
             raise ConfigError(f"--clustering-max-length must be >= 1, got {args.clustering_max_length}")
         clustering_max_length = args.clustering_max_length
-    encoder, pooling = load_encoder(args.model, args.pooling)
+    encoder, pooling = load_encoder(args.model, args.pooling, args.trust_checkpoint)
     if mteb_options is not None and mteb_options["max_length"] is None and not is_run_reference(args.model):
         mteb_options["max_length"] = min(int(encoder.tokenizer.model_max_length),
                                          int(encoder.backbone.config.max_position_embeddings))

@@ -40,7 +40,7 @@ import numpy as np
 from scipy.stats import spearmanr
 
 from datamodules.text_decoding import decoding
-from textcore import console
+from textcore import console, run_folder
 from textcore.errors import ConfigError, MissingFileError, UserError, exit_on_user_error
 
 STS_YEARS: dict[str, tuple[str, ...]] = {
@@ -403,12 +403,13 @@ def main(argv: Sequence[str] | None = None) -> dict:
         help="token limit; default: the backbone's position limit (SimCSE's evaluation does not truncate)",
     )
     parser.add_argument("--output", type=Path, default=None, help="folder for sts.md and sts.json")
+    run_folder.add_trust_option(parser)
     args = parser.parse_args(argv)
 
     from evaluation.model_io.load import load_encoder
 
     model_name = str(args.checkpoint if args.checkpoint is not None else args.model)
-    encoder, pooling = load_encoder(model_name, args.pooling)
+    encoder, pooling = load_encoder(model_name, args.pooling, args.trust_checkpoint)
     encoder.pooling = pooling  # encode() then pools this way; the MLP exists if training used `cls`
     encoder.max_length = args.max_length or token_limit(encoder)
 

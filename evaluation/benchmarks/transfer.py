@@ -61,7 +61,7 @@ from evaluation.benchmarks.senteval.tasks import (
     present_tasks,
     summarise,
 )
-from textcore import console
+from textcore import console, run_folder
 from textcore.errors import exit_on_user_error
 
 # the classifiers (torch, scikit-learn) are imported where they are used: `tools.py transfer --help` needs neither
@@ -343,6 +343,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
         "classifier needs CUDA)",
     )
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads for embedding (default: torch's)")
+    run_folder.add_trust_option(parser)
     args = parser.parse_args(argv)
     if args.toolkit_classifier and args.protocol != "senteval-toolkit":
         parser.error("--toolkit-classifier applies to --protocol senteval-toolkit only")
@@ -371,7 +372,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
         del options["toolkit_classifier"], options["batch_size"]
     check_transfer_options(options)  # before loading the model
     start = time.perf_counter()
-    encoder, pooling = load_encoder(args.model, args.pooling)
+    encoder, pooling = load_encoder(args.model, args.pooling, args.trust_checkpoint)
     encoder.max_length = args.max_length
     encode = lambda texts: encoder.encode(texts, batch_size=args.batch_size, pooling=pooling).numpy()  # noqa: E731
     from datamodules.download.catalogue import data_root

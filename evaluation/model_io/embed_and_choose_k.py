@@ -19,7 +19,7 @@ import numpy as np
 
 from evaluation.clustering.choose_k import DEFAULT_K, RULES, choose_k, parse_k, scan_rows, write_outputs
 from evaluation.model_io import run_files
-from textcore import console
+from textcore import console, run_folder
 from textcore.device_settings import OUTSIDE_TRAINING
 from textcore.errors import ConfigError, MissingFileError, exit_on_user_error
 from textcore.kmeans import KMEANS_BACKENDS
@@ -49,11 +49,11 @@ def saved_embeddings(run_dir: Path) -> np.ndarray:
 
 
 def embed_texts(texts: list[str], model: str, pooling: str | None, max_length: int | None, batch_size: int,
-                cache_dir: Path | None) -> np.ndarray:
+                cache_dir: Path | None, trust_checkpoint: bool = False) -> np.ndarray:
     from evaluation.model_io.embedding_cache import EmbeddingCache
     from evaluation.model_io.load import load_encoder
 
-    encoder, pool = load_encoder(model, pooling)
+    encoder, pool = load_encoder(model, pooling, trust_checkpoint)
     if max_length is not None:
         limit = min(int(encoder.tokenizer.model_max_length), int(encoder.backbone.config.max_position_embeddings))
         if not 1 <= max_length <= limit:  # beyond the position embeddings the first long text stops the scan
@@ -93,6 +93,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
                         help="folder keeping the embeddings of --input for later scans")
     parser.add_argument("--output", type=Path, default=None, help="folder for choose_k.json/.md/.png "
                         "(default: <run>/choose_k or outputs/choose_k/<file stem>)")
+    run_folder.add_trust_option(parser)
     args = parser.parse_args(argv)
 
     def log(message: str) -> None:
@@ -113,7 +114,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
             texts = [texts[i] for i in keep]
         log(f"choose_k: embedding {len(texts)} texts of {args.input} with {args.model}")
         embeddings = embed_texts(texts, args.model, args.pooling, args.max_length, args.batch_size,
-                                 args.embedding_cache)
+                                 args.embedding_cache, args.trust_checkpoint)
         title = f"{args.input.name} ({args.model})"
         out = args.output or Path("outputs") / "choose_k" / args.input.stem
     else:

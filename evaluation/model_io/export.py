@@ -41,11 +41,10 @@ def write_cards(run_ref: str | Path, info: dict, repo_id: str | None) -> list[st
     """The model card of a run folder (or of a checkpoint inside one) in both exported folders."""
     from evaluation.model_io.model_card import build_card
 
-    ref = Path(run_ref)
-    run_dir = ref.parent.parent if ref.suffix == ".ckpt" else ref
-    if not (run_dir / run_folder.RESULTS).is_file() or not (run_dir / run_folder.CONFIG).is_file():
+    run = _run_of(run_ref)
+    if run is None or not run.results_file.is_file() or not run.config_file.is_file():
         return []
-    card = build_card(run_dir, repo_id)
+    card = build_card(run.path, repo_id)
     written = []
     for folder in (info["sentence_transformers"], info["hf"]):
         (Path(folder) / "README.md").write_text(card)
@@ -133,13 +132,21 @@ def export_encoder(
     return info
 
 
+def _run_of(model_ref: str | Path) -> run_folder.RunFolder | None:
+    """The run folder ``model_ref`` is or whose checkpoint it is, or None."""
+    ref = Path(model_ref)
+    return run_folder.RunFolder.of_checkpoint(ref) if ref.suffix == ".ckpt" else run_folder.RunFolder(ref)
+
+
 def export(
-    model_ref: str | Path, out_dir: str | Path, pooling: str | None = None, max_seq_length: int | None = None
+    model_ref: str | Path, out_dir: str | Path, pooling: str | None = None, max_seq_length: int | None = None,
+    trust_checkpoint: bool = False,
 ) -> dict:
-    """Load ``model_ref`` with ``evaluation.model_io.load.load_encoder`` and export it."""
+    """Load ``model_ref`` with ``evaluation.model_io.load.load_encoder`` and export it. ``trust_checkpoint``: the
+    user's opt-in for a checkpoint holding more than tensors and plain values."""
     from evaluation.model_io.load import load_encoder
 
-    encoder, eval_pooling = load_encoder(model_ref, pooling)
+    encoder, eval_pooling = load_encoder(model_ref, pooling, trust_checkpoint)
     info = export_encoder(encoder, eval_pooling, out_dir, max_seq_length, source=str(model_ref))
     if pooling is None:  # the centroids live in the space of the run's own evaluation pooling
         copied = copy_cluster_files(model_ref, Path(info["sentence_transformers"]))
@@ -156,11 +163,13 @@ def copy_cluster_files(model_ref: str | Path, st_dir: Path) -> list[str]:
 
     from evaluation.model_io import run_files
 
-    ref = Path(model_ref)
-    run_dir = ref.parent.parent if ref.suffix == ".ckpt" else ref
+    run = _run_of(model_ref)
+    if run is None:
+        return []
+    run_dir = run.path
     names = [run_files.CENTROIDS, run_files.CENTROIDS_META, run_files.CLUSTERS_JSON]
     copied = []
-    for name in names if (run_dir / run_files.CENTROIDS).is_file() else []:
+    for name in names if run.has(run_folder.CENTRES) else []:
         if (run_dir / name).is_file():
             shutil.copyfile(run_dir / name, st_dir / name)
             copied.append(str(st_dir / name))
@@ -177,8 +186,9 @@ def main(argv: Sequence[str] | None = None) -> dict:
     parser.add_argument("--push-to-hub", metavar="REPO_ID", default=None,
                         help="upload the sentence-transformers folder (with its model card) to this Hub repository")
     parser.add_argument("--dry-run", action="store_true", help="write the folders and the card, upload nothing")
+    run_folder.add_trust_option(parser)
     args = parser.parse_args(argv)
-    info = export(args.run, args.output, args.pooling, args.max_seq_length)
+    info = export(args.run, args.output, args.pooling, args.max_seq_length, args.trust_checkpoint)
     cards = write_cards(args.run, info, args.push_to_hub)
     if cards:
         info["model_card"] = cards

@@ -13,6 +13,10 @@ max_length, ...) but not its class. When the run's ``config_resolved.yaml`` is b
 its own ``eval_pooling`` is used. Without it (a checkpoint copied elsewhere), the encoder is
 rebuilt from the hyper-parameters and the ``encoder.*`` weights of the state dict, with
 ``hyper_parameters["eval_pooling"]`` or else the training pooling for evaluation.
+
+A checkpoint is read once, by ``textcore.run_folder.load_checkpoint`` (tensors and plain values only, unless the
+user passed the opt-in ``trust_checkpoint``), and the module is built from that dict
+(``lightning_modules.shared.restore``); the class its run's config names is used only when it is a method class.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from textcore.encoding.backbone import BackboneUnavailableError
 from textcore.encoding.encoder import EncoderSettings, TextEncoder
 from textcore.encoding.pooling import POOLINGS
 from textcore.errors import UserError
+from textcore.run_folder import RunFolder, load_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -43,40 +48,13 @@ def _check_pooling(pooling: str | None) -> None:
 
 
 def run_checkpoint(run_dir: Path) -> Path:
-    ckpt = run_dir / run_folder.LAST_CHECKPOINT
+    ckpt = RunFolder(run_dir).checkpoint_path()
     if not ckpt.is_file():
         raise ModelLoadError(
             f"Run directory '{run_dir}' has no {run_folder.LAST_CHECKPOINT}: the run did not finish its first "
             "step or checkpointing was disabled (callbacks.checkpoint). Pass a .ckpt file instead."
         )
     return ckpt
-
-
-def checkpoint_run_dir(ckpt: Path) -> Path | None:
-    """The run folder a checkpoint belongs to: the one holding its resolved config, ``<run>/checkpoints/x.ckpt``
-    or beside it."""
-    for folder in (ckpt.parent.parent, ckpt.parent):
-        if (folder / run_folder.CONFIG).is_file():
-            return folder
-    return None
-
-
-def run_config(ckpt: Path):
-    """The run's resolved config when the checkpoint sits in its run folder, else None."""
-    from omegaconf import OmegaConf
-
-    run_dir = checkpoint_run_dir(ckpt)
-    return OmegaConf.load(run_dir / run_folder.CONFIG) if run_dir is not None else None
-
-
-def module_class(target: str) -> type:
-    """The method class a run's config names (``registry.import_class``)."""
-    from lightning_modules.shared.registry import ClassPathError, import_class
-
-    try:
-        return import_class(target)
-    except ClassPathError as err:
-        raise ModelLoadError(f"method._target_ '{target}' of the run's config cannot be imported: {err}") from err
 
 
 def encoder_weights(state_dict: dict) -> dict:
@@ -87,41 +65,56 @@ def encoder_weights(state_dict: dict) -> dict:
 
 def checkpoint_encoder_weights(ckpt: str | Path) -> dict:
     """``encoder_weights`` of a checkpoint file this project wrote (tensors only: no code is unpickled)."""
-    return encoder_weights(torch.load(ckpt, map_location="cpu", weights_only=True)["state_dict"])
+    return encoder_weights(load_checkpoint(ckpt)["state_dict"])
 
 
-def load_run_module(ckpt: Path, key: str = "checkpoint"):
-    """(the whole LightningModule in eval mode, the run's config, the run folder) of a checkpoint inside its run
-    folder; (None, None, None) when the checkpoint has no run config naming its class. ``key``: the option
-    the user gave the file with, for the message about an unreadable one."""
-    from validation import read_checkpoint
-
+def read_run_checkpoint(ckpt: Path, key: str = "checkpoint", trust: bool = False) -> dict:
+    """The checkpoint ``ckpt`` read once (``textcore.run_folder.load_checkpoint``: tensors and plain values only
+    unless ``trust``), checked to be a Lightning checkpoint. ``key``: the option the user gave the file with."""
     if not ckpt.is_file():
         raise ModelLoadError(f"Checkpoint '{ckpt}' does not exist.")
-    read_checkpoint(ckpt, key=key)  # a truncated or foreign file: one message, not torch's traceback
-    cfg = run_config(ckpt)
-    target = cfg.method.get("_target_") if cfg is not None and "method" in cfg else None
+    checkpoint = load_checkpoint(ckpt, trust=trust, key=key)
+    if not isinstance(checkpoint, dict) or not isinstance(checkpoint.get("state_dict"), dict):
+        raise ModelLoadError(f"{key}={ckpt} is a torch file but not a Lightning checkpoint (no 'state_dict'); give a "
+                             "checkpoint run.py wrote (<run folder>/checkpoints/*.ckpt).")
+    return checkpoint
+
+
+def run_module(checkpoint: dict, ckpt: Path):
+    """(the whole LightningModule in eval mode, the run's config, the run folder) of a loaded checkpoint inside its
+    run folder; (None, None, None) when no run config beside it names its class. The class is used only when it is
+    a method class (``registry.method_class``)."""
+    from lightning_modules.shared.restore import module_from_checkpoint
+
+    run = RunFolder.of_checkpoint(ckpt)
+    cfg = run.config() if run is not None else None
+    target = run.method_target() if run is not None else None
     if not target:
         return None, None, None
-    module = module_class(target).load_from_checkpoint(str(ckpt), map_location="cpu")
-    module.eval()
+    module = module_from_checkpoint(checkpoint, target, key=f"method._target_ of '{run.config_file}'")
     log.info("loaded %s from %s (class from the run's %s)", target, ckpt, run_folder.CONFIG)
-    return module, cfg, checkpoint_run_dir(ckpt)
+    return module, cfg, run.path
 
 
-def load_checkpoint_encoder(ckpt: str | Path, pooling: str | None = None) -> tuple[TextEncoder, str]:
-    """Encoder of a Lightning checkpoint written by ``run.py`` (see module docstring)."""
+def load_run_module(ckpt: Path, key: str = "checkpoint", trust: bool = False):
+    """``run_module`` of the checkpoint file ``ckpt`` (read once by ``read_run_checkpoint``)."""
+    return run_module(read_run_checkpoint(ckpt, key, trust), ckpt)
+
+
+def load_checkpoint_encoder(ckpt: str | Path, pooling: str | None = None,
+                            trust: bool = False) -> tuple[TextEncoder, str]:
+    """Encoder of a Lightning checkpoint written by ``run.py`` (see module docstring); the file is read once."""
     ckpt = Path(ckpt)
-    module, _, _ = load_run_module(ckpt)
+    state = read_run_checkpoint(ckpt, trust=trust)
+    module, _, _ = run_module(state, ckpt)
     if module is not None:
         encoder, eval_pooling = module.encoder, module.eval_pooling
     else:
-        state = torch.load(ckpt, map_location="cpu", weights_only=False)
         hp = state.get("hyper_parameters") or {}
-        if "backbone" not in hp or "state_dict" not in state:
+        if "backbone" not in hp:
             raise ModelLoadError(
-                f"Checkpoint '{ckpt}' has no 'backbone' hyper-parameter or no state_dict, and no {run_folder.CONFIG} "
-                "beside its run directory; cannot tell which encoder it holds (give a checkpoint run.py wrote)."
+                f"Checkpoint '{ckpt}' has no 'backbone' hyper-parameter and no {run_folder.CONFIG} beside its run "
+                "directory; cannot tell which encoder it holds (give a checkpoint run.py wrote)."
             )
         encoder = TextEncoder.from_name(hp["backbone"], EncoderSettings.outside_training(
             hp.get("pooling", "mean"), hp.get("max_length", 32), hp.get("prompt_templates")))
@@ -206,7 +199,7 @@ def _load_dense_weights(folder: Path) -> dict[str, torch.Tensor]:
 
         return load_file(str(folder / "model.safetensors"))
     if (folder / "pytorch_model.bin").is_file():
-        return torch.load(folder / "pytorch_model.bin", map_location="cpu", weights_only=True)
+        return load_checkpoint(folder / "pytorch_model.bin")  # tensors only: no code is unpickled
     raise ModelLoadError(f"Dense module folder '{folder}' has no model.safetensors or pytorch_model.bin.")
 
 
@@ -234,24 +227,26 @@ def trained_pooler_or_cls_state(encoder: TextEncoder, ref: str) -> str:
     return "cls_before_pooler"
 
 
-def load_encoder(model_ref: str | Path, pooling: str | None = None) -> tuple[TextEncoder, str]:
+def load_encoder(model_ref: str | Path, pooling: str | None = None,
+                 trust_checkpoint: bool = False) -> tuple[TextEncoder, str]:
     """(encoder in eval mode on CPU, pooling to evaluate with) for any model reference.
 
     ``pooling`` overrides the pooling the reference implies (a run's ``eval_pooling``, a
     sentence-transformers folder's Pooling module, ``mean`` for plain Hugging Face models).
+    ``trust_checkpoint``: the user's opt-in for a checkpoint holding more than tensors and plain values.
     """
     _check_pooling(pooling)
     ref = str(model_ref)
     path = Path(ref)
     if path.suffix == ".ckpt":
-        return load_checkpoint_encoder(path, pooling)
-    if path.is_dir() and ((path / run_folder.CONFIG).is_file() or (path / run_folder.CHECKPOINTS).is_dir()):
-        return load_checkpoint_encoder(run_checkpoint(path), pooling)
+        return load_checkpoint_encoder(path, pooling, trust_checkpoint)
+    if path.is_dir() and (RunFolder(path).config_file.is_file() or (path / run_folder.CHECKPOINTS).is_dir()):
+        return load_checkpoint_encoder(run_checkpoint(path), pooling, trust_checkpoint)
     if path.is_dir() and (path / "modules.json").is_file():
         return load_sentence_transformers_folder(path, pooling)
     if path.is_dir() and not (path / "config.json").is_file():
         raise ModelLoadError(
-            f"'{ref}' is a folder but neither a run directory (config_resolved.yaml, checkpoints/), a "
+            f"'{ref}' is a folder but neither a run directory ({run_folder.CONFIG}, {run_folder.CHECKPOINTS}/), a "
             "sentence-transformers folder (modules.json) nor a Hugging Face model folder (config.json)."
         )
     if not path.exists() and looks_like_path(ref):

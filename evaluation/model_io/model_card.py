@@ -4,7 +4,6 @@ that produced the run, and the citation. Everything comes from the run folder (`
 ``config_resolved.yaml``, ``.hydra/overrides.yaml``) and from what the method class declares."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from omegaconf import OmegaConf
@@ -76,21 +75,20 @@ def mteb_table(results: dict) -> list[str]:
 
 
 def command_of(run_dir: Path) -> str:
-    overrides = run_dir / ".hydra" / "overrides.yaml"
-    parts = [str(o) for o in OmegaConf.load(overrides)] if overrides.is_file() else []
+    parts = run_folder.RunFolder(run_dir).overrides() or []
     parts = [p for p in parts if not p.startswith(("hydra.run.dir", "paths.output_dir"))]
     return ("python run.py " + " ".join(parts)).rstrip()
 
 
 def build_card(run_dir: str | Path, repo_id: str | None = None) -> str:
     """The model card of the run in ``run_dir`` (Markdown with the Hub's YAML header)."""
-    from lightning_modules.shared.registry import import_class
+    from lightning_modules.shared.registry import method_class
 
-    run_dir = Path(run_dir)
-    results = json.loads((run_dir / run_folder.RESULTS).read_text())
-    cfg = OmegaConf.to_container(OmegaConf.load(run_dir / run_folder.CONFIG), resolve=False)
+    run = run_folder.RunFolder(run_dir)
+    results = run.results() or {}
+    cfg = OmegaConf.to_container(run.config(), resolve=False)
     method, dataset = cfg.get("method", {}), cfg.get("dataset", {})
-    cls = import_class(method["_target_"])
+    cls = method_class(method.get("_target_"), key=f"method._target_ of '{run.config_file}'")
     name = method.get("name", cls.__name__)
     recipe = {k: v for k, v in method.items() if k not in NOT_RECIPE}
     if recipe.get("num_clusters") is None and "num_clusters" in recipe:
@@ -105,14 +103,15 @@ def build_card(run_dir: str | Path, repo_id: str | None = None) -> str:
              "plain Hugging Face model.", "", "## Training", "",
              f"- backbone: `{cfg.get('backbone', {}).get('name', '?')}`",
              f"- data: `{dataset.get('name', '?')}`" + (f" ({data})" if data != dataset.get("name") else ""),
-             f"- command: `{command_of(run_dir)}`", "", "Resolved recipe (the method's settings as the run used them):",
+             f"- command: `{command_of(run.path)}`", "",
+             "Resolved recipe (the method's settings as the run used them):",
              "", "| setting | value |", "|---|---|"]
     lines += [f"| `{k}` | `{v}` |" for k, v in recipe.items()]
     lines += ["", "## Results", ""]
     tables = clustering_table(results.get("clustering") or {}) + sts_table(results.get("sts") or {})
     tables += transfer_table(((results.get("final_evaluation") or {}).get("transfer")) or {})
     tables += mteb_table(results)
-    lines += tables or ["No evaluation results in this run's results.json.", ""]
+    lines += tables or [f"No evaluation results in this run's {run_folder.RESULTS}.", ""]
     lines += ["## Citation", "", "```bibtex", cls.citation.strip() or f"% {cls.__name__}: no citation declared", "```",
               ""]
     return "\n".join(lines)

@@ -48,6 +48,7 @@ import numpy as np
 from evaluation.model_io import run_files
 from textcore import console, run_folder
 from textcore.errors import MissingFileError, UserError, exit_on_user_error
+from textcore.run_folder import RunFolder
 
 if TYPE_CHECKING:  # torch is imported where a model runs: `tools.py predict --help` needs none of it
     import torch
@@ -118,9 +119,9 @@ class ClusterModel:
         return self.module is not None and self.module.has_cluster_head()
 
 
-def load_cluster_model(reference: str | Path) -> ClusterModel:
-    """A run folder, one of its checkpoints, or a sentence-transformers folder written by
-    ``evaluation.model_io.export``."""
+def load_cluster_model(reference: str | Path, trust_checkpoint: bool = False) -> ClusterModel:
+    """A run folder, one of its checkpoints (read once, tensors and plain values only unless ``trust_checkpoint``),
+    or a sentence-transformers folder written by ``evaluation.model_io.export``."""
     from evaluation.model_io.load import (
         ModelLoadError,
         load_run_module,
@@ -133,7 +134,7 @@ def load_cluster_model(reference: str | Path) -> ClusterModel:
         raise MissingFileError(f"--run '{path}' does not exist.")
     if path.is_dir() and (path / "modules.json").is_file():
         encoder, pooling = load_sentence_transformers_folder(path)
-        folder = path if (path / run_files.CENTROIDS).is_file() else path.parent
+        folder = path if RunFolder(path).has(run_folder.CENTRES) else path.parent
         return ClusterModel(encoder, pooling, folder, centroids=_centroids(folder, path))
     if path.suffix == ".ckpt":
         ckpt = path
@@ -143,13 +144,13 @@ def load_cluster_model(reference: str | Path) -> ClusterModel:
         raise PredictInputError(
             f"--run '{path}' is neither a run folder, a .ckpt nor a sentence-transformers folder (modules.json)."
         )
-    module, cfg, run_dir = load_run_module(ckpt, key="--run")
+    module, cfg, run_dir = load_run_module(ckpt, key="--run", trust=trust_checkpoint)
     if module is None:
         raise ModelLoadError(
             f"'{ckpt}' is not inside its run folder (no {run_folder.CONFIG} beside {run_folder.CHECKPOINTS}/), so its "
             "clusters are unknown: pass the run folder it was written to."
         )
-    centroids = _centroids(run_dir) if (run_dir / run_files.CENTROIDS).is_file() else None
+    centroids = RunFolder(run_dir).centres()
     return ClusterModel(module.encoder, module.eval_pooling, run_dir, module, centroids,
                         int(cfg.get("batch_size") or 64), run_dir)
 
@@ -164,13 +165,13 @@ def use_backend(model: ClusterModel, backend: str) -> ClusterModel:
 
 
 def _centroids(folder: Path, reference: Path | None = None) -> np.ndarray:
-    path = folder / run_files.CENTROIDS
-    if not path.is_file():
+    centres = RunFolder(folder).centres()
+    if centres is None:
         raise PredictInputError(
-            f"No {run_files.CENTROIDS} in '{reference or folder}' or beside it: export the model from a run that "
+            f"No {run_folder.CENTRES} in '{reference or folder}' or beside it: export the model from a run that "
             "has them (`python tools.py export --run <run folder>` copies them), or pass the run folder."
         )
-    return np.load(path).astype(np.float32)
+    return centres
 
 
 # -- reading and writing ----------------------------------------------------------------------------------------
@@ -232,8 +233,11 @@ def predict(reference, input_path, text_column: str = "text", output=None, assig
             encoding: str | None = None, batch_size: int = 128, context_size: int | None = None, seed: int = 0,
             top_n: int = 5, *, accelerator: str = "auto", devices=1, num_nodes: int = 1,
             embeddings: bool = False, shard_rows: int | None = None,
-            backend: str = "torch") -> list[dict] | dict | None:
+            backend: str = "torch", trust_checkpoint: bool = False) -> list[dict] | dict | None:
     """Assign the texts of ``input_path`` to the clusters of ``reference``.
+
+    ``trust_checkpoint``: the user's opt-in for a checkpoint holding more than tensors and plain values
+    (``--trust-checkpoint``; docs/reliability.md).
 
     ``accelerator``, ``devices``, ``num_nodes``: Lightning's. One process by default here (several start their
     other ranks by running the command line again: the command's ``--devices auto`` is for ``tools.py``).
@@ -268,7 +272,7 @@ def predict(reference, input_path, text_column: str = "text", output=None, assig
     accelerator = _backend_accelerator(backend, accelerator)
     input_path = Path(input_path)
     next(text_chunks(input_path, text_column, encoding))  # the file's problems before the model is loaded
-    model = load_cluster_model(reference)
+    model = load_cluster_model(reference, trust_checkpoint)
     if backend != "torch":
         use_backend(model, backend)
     use_head = _uses_head(model, reference, assign)
@@ -449,11 +453,12 @@ def main(argv: Sequence[str] | None = None) -> dict | None:
     add_backend_argument(parser)
     parser.add_argument("--shard-rows", type=int, default=CHUNK_ROWS,
                         help=f"rows per shard, the unit of work and of resuming (default {CHUNK_ROWS:,})")
+    run_folder.add_trust_option(parser)
     args = parser.parse_args(argv)
     summary = predict(args.run, args.input, args.text_column, args.output, args.assign, args.encoding,
                       args.batch_size, args.context_size, args.seed, args.top_words, accelerator=args.accelerator,
                       devices=args.devices, num_nodes=args.num_nodes, embeddings=args.embeddings,
-                      shard_rows=args.shard_rows, backend=args.backend)
+                      shard_rows=args.shard_rows, backend=args.backend, trust_checkpoint=args.trust_checkpoint)
     if summary is not None:  # rank 0
         peaks = ", ".join(f"{gib:.2f}" for gib in summary["peak_memory_gib"])
         print(f"wrote {args.output}: {summary['assigned']:,} texts assigned by {summary['assigned_by']} on "

@@ -30,12 +30,12 @@ EMBEDDINGS_BEFORE = "embeddings/before.npy"
 EMBEDDINGS_AFTER = "embeddings/after.npy"
 EMBEDDINGS_BEFORE_ROWS = "embeddings/before_rows.npy"  # the rows of before.npy when it holds a sample
 BEFORE_KMEANS = "embeddings/before_kmeans.npy"
-CENTROIDS = "kmeans_centroids.npy"
-CENTROIDS_META = "kmeans_centroids.json"
+CENTROIDS = run_folder.CENTRES
+CENTROIDS_META = run_folder.CENTRES_META
 CLUSTERS_MD = "clusters.md"
 CLUSTERS_JSON = "clusters.json"
 PLOTS_DIR = "plots"
-PREDICTIONS = "predictions.csv"
+PREDICTIONS = run_folder.PREDICTIONS
 METRICS_CSV = "csv/metrics.csv"
 REPORT_HTML = "report.html"
 RESULTS_JSON = run_folder.RESULTS
@@ -116,8 +116,6 @@ def run_embeddings(run_dir: Path, texts) -> np.ndarray:
 
 def load_predictions(run_dir: str | Path) -> RunPredictions:
     """Read ``<run>/predictions.csv`` (written after the clustering evaluator's final evaluation)."""
-    import pandas as pd
-
     run_dir = Path(run_dir)
     path = run_dir / PREDICTIONS
     if not run_dir.is_dir():
@@ -127,7 +125,7 @@ def load_predictions(run_dir: str | Path) -> RunPredictions:
             f"'{run_dir}' has no {PREDICTIONS}: pass the folder of a finished clustering run "
             "(logs/train/runs/<method>_<dataset>/<time>); STS runs (wiki, nli) have no clusters."
         )
-    frame = pd.read_csv(path, dtype={"text": str, "label": str}, keep_default_na=False)
+    frame = run_folder.RunFolder(run_dir).predictions()
     partitions = {name: frame[f"{name}_cluster"].to_numpy(dtype=np.int64)
                   for name in ("head", "kmeans") if f"{name}_cluster" in frame.columns}
     labels = frame["label"].to_numpy(dtype=object) if "label" in frame.columns else None
@@ -135,11 +133,8 @@ def load_predictions(run_dir: str | Path) -> RunPredictions:
 
 
 def load_config(run_dir: str | Path):
-    """The run's ``config_resolved.yaml`` (an OmegaConf object), or None."""
-    from omegaconf import OmegaConf
-
-    path = Path(run_dir) / run_folder.CONFIG
-    return OmegaConf.load(path) if path.is_file() else None
+    """The run's resolved config (an OmegaConf object), or None."""
+    return run_folder.RunFolder(run_dir).config()
 
 
 def num_clusters(run_dir: str | Path, predictions: RunPredictions) -> int:

@@ -61,7 +61,7 @@ def test_parameters_are_stored_as_given_and_round_trip():
     params = clusterer.get_params()
     assert params["num_clusters"] == 1 and params["overrides"] is overrides and params["backend"] == "no such backend"
     assert set(params) == {"method", "backbone", "num_clusters", "overrides", "seed", "run_dir", "text_column",
-                           "verbose", "backend"}
+                           "verbose", "backend", "trust_checkpoint"}
     assert clusterer.set_params(num_clusters=6, seed=7) is clusterer
     assert clusterer.get_params()["num_clusters"] == 6 and clusterer.seed == 7
     twin = clone(clusterer)

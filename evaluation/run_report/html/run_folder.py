@@ -12,6 +12,7 @@ from evaluation.run_report.html.data import page_data, summary_table
 from evaluation.run_report.html.page import render_page
 from evaluation.run_report.plots import map_rows
 from textcore.errors import writing
+from textcore.run_folder import RunFolder
 
 
 def write_run_page(run_dir: str | Path, report: dict | None = None, embeddings: np.ndarray | None = None,
@@ -27,8 +28,8 @@ def write_run_page(run_dir: str | Path, report: dict | None = None, embeddings: 
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise run_files.RunFolderError(f"Run folder '{run_dir}' does not exist.")
-    if results is None and (run_dir / run_files.RESULTS_JSON).is_file():
-        results = json.loads((run_dir / run_files.RESULTS_JSON).read_text())
+    if results is None:
+        results = RunFolder(run_dir).results()
     title = run_files.run_title(run_dir)
     if (run_dir / run_files.PREDICTIONS).is_file():
         if predictions is None:  # the end of a run passes what it wrote: predictions.csv is not read back
