@@ -112,7 +112,7 @@ def test_predict_loads_the_model_once_builds_no_trainer_and_equals_the_command(f
 
     loads = []
     original = command.load_cluster_model
-    monkeypatch.setattr(command, "load_cluster_model", lambda ref: loads.append(ref) or original(ref))
+    monkeypatch.setattr(command, "load_cluster_model", lambda *args: loads.append(args) or original(*args))
     clusterer._forget_model()
 
     def no_trainer(*args, **kwargs):
