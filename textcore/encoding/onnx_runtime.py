@@ -150,12 +150,23 @@ def _quantise(fp32: Path, target: Path) -> None:
     try:
         # per-channel scales: with one scale per tensor MiniLM's embeddings fell to a cosine of 0.91 with torch's on
         # short texts (0.98 per channel); reduce_range: 7-bit weights, which CPUs without VNNI multiply without
-        # saturating; the MatMuls only (the embedding table and the attention stay float)
+        # saturating; the MatMuls only (the embedding table stays float), except each layer's feed-forward output
+        # (its input, after GELU, has the widest range): 99.5 % of MiniLM's KMeans assignments as torch's, not 99.2
         quantize_dynamic(str(fp32), str(partial), weight_type=QuantType.QInt8, per_channel=True, reduce_range=True,
-                         op_types_to_quantize=["MatMul"])
+                         op_types_to_quantize=["MatMul"], nodes_to_exclude=_feed_forward_outputs(fp32))
     finally:
         root.setLevel(level)
     partial.replace(target)
+
+
+def _feed_forward_outputs(path: Path) -> list[str]:
+    """The MatMul nodes of each transformer layer's feed-forward output projection (BERT's ``layer.N.output.dense``,
+    named after the module by the exporter); none for a model named otherwise."""
+    import onnx
+
+    graph = onnx.load(str(path), load_external_data=False).graph
+    return [n.name for n in graph.node if n.op_type == "MatMul" and "/output/dense/" in n.name
+            and "/attention/" not in n.name]
 
 
 class OnnxEncoder:
