@@ -16,6 +16,9 @@ $(STAMP): requirements.txt pyproject.toml
 	$(BIN)/pip install --upgrade pip
 	# the CPU build of torch first: an unpinned torch would pull several GB of CUDA packages
 	$(BIN)/pip install torch==2.13.0
+	# an environment built before the project had its own Optuna sweeper holds Hydra's plugin (it needs optuna<3, and
+	# its samplers would take the names of hydra/sweeper/sampler): removed
+	$(BIN)/pip uninstall -y hydra-optuna-sweeper 2>/dev/null || true
 	$(BIN)/pip install -r requirements.txt
 	# the package itself, editable (docs/python.md): importable from any folder, ctclust-train and ctclust-tools
 	$(BIN)/pip install --no-deps -e .

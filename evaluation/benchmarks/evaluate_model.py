@@ -57,7 +57,7 @@ from textcore.kmeans import KMEANS_BACKENDS
 def is_run_reference(model_ref: str) -> bool:
     """A checkpoint or a run folder of this project (its encoder carries the run's max_length)."""
     path = Path(model_ref)
-    return path.suffix == ".ckpt" or (path.is_dir() and (path / run_folder.CONFIG).is_file())
+    return path.suffix == ".ckpt" or (path.is_dir() and run_folder.RunFolder(path).config_file.is_file())
 
 
 def backend_cache(model_ref: str) -> Path | None:

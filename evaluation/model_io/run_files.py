@@ -94,8 +94,9 @@ def rows_float32(array, rows=None) -> np.ndarray:
     return np.asarray(array if rows is None else array[rows], dtype=np.float32)
 
 
-def run_embeddings(run_dir: Path, texts) -> np.ndarray:
-    """The run's final evaluation embeddings: ``embeddings/after.npy``, or the run's encoder embeds ``texts``."""
+def run_embeddings(run_dir: Path, texts, trust_checkpoint: bool = False) -> np.ndarray:
+    """The run's final evaluation embeddings: ``embeddings/after.npy``, or the run's encoder embeds ``texts``
+    (``trust_checkpoint``: the user's opt-in for a checkpoint holding more than tensors and plain values)."""
     import logging
 
     saved = load_array(run_dir, EMBEDDINGS_AFTER)
@@ -110,7 +111,7 @@ def run_embeddings(run_dir: Path, texts) -> np.ndarray:
 
     logging.getLogger(__name__).info("%s has no %s: embedding %d texts with the run's encoder", run_dir,
                                      EMBEDDINGS_AFTER, len(texts))
-    encoder, pooling = load_encoder(run_dir)
+    encoder, pooling = load_encoder(run_dir, trust_checkpoint=trust_checkpoint)
     return encoder.encode(list(texts), pooling=pooling).numpy()
 
 

@@ -32,7 +32,7 @@ import numpy as np
 from evaluation.model_io import run_files
 from evaluation.run_report.ctfidf import top_words
 from evaluation.run_report.plots import PROJECTIONS
-from textcore import console
+from textcore import console, run_folder
 from textcore.errors import exit_on_user_error, writing
 
 log = logging.getLogger(__name__)
@@ -214,14 +214,16 @@ def main(argv: Sequence[str] | None = None) -> dict:
                         help="--html: the map's projection (default: the run's callbacks.report.projection, else tsne)")
     parser.add_argument("--max-points", type=int, default=None,
                         help="--html: texts on the map, a seeded sample (default: the run's own, else 3000; 0: all)")
+    run_folder.add_trust_option(parser)  # a run without embeddings/after.npy: its encoder embeds the texts
     args = parser.parse_args(argv)
     if not args.html and (args.projection or args.max_points is not None):
         parser.error("--projection and --max-points choose the map of report.html: add --html")
     if args.max_points is not None and args.max_points < 0:
         parser.error(f"--max-points must be >= 0 (0: every text), got {args.max_points}")
     embeddings = None
-    if args.html:  # read once, for the descriptions and the map
-        embeddings = run_files.run_embeddings(args.run, run_files.load_predictions(args.run).texts)
+    if args.html or args.trust_checkpoint:  # read once, for the descriptions and the map
+        embeddings = run_files.run_embeddings(args.run, run_files.load_predictions(args.run).texts,
+                                              args.trust_checkpoint)
     report = describe_run(args.run, args.top_words, args.representatives, embeddings=embeddings,
                           tokenizer=args.tokenizer)
     print(f"wrote {args.run / run_files.CLUSTERS_MD} and {args.run / run_files.CLUSTERS_JSON}")

@@ -37,7 +37,7 @@ import numpy as np
 from evaluation.clustering.confusion import matched_confusion
 from evaluation.figures import new_figure, save_figure
 from evaluation.model_io import run_files
-from textcore import console
+from textcore import console, run_folder
 from textcore.errors import exit_on_user_error
 
 log = logging.getLogger(__name__)
@@ -420,8 +420,12 @@ def main(argv: Sequence[str] | None = None) -> list[Path]:
     parser.add_argument("--seed", type=int, default=0, help="subsample and projection seed (default 0)")
     parser.add_argument("--partition", choices=("head", "kmeans"), default=None,
                         help="clusters to show (default: the head when the method has one)")
+    run_folder.add_trust_option(parser)  # a run without embeddings/after.npy: its encoder embeds the texts
     args = parser.parse_args(argv)
-    paths = make_plots(args.run, args.projection, args.max_points, args.seed, args.partition)
+    embeddings = None
+    if args.trust_checkpoint and (args.run / run_files.PREDICTIONS).is_file():
+        embeddings = run_files.run_embeddings(args.run, run_files.load_predictions(args.run).texts, True)
+    paths = make_plots(args.run, args.projection, args.max_points, args.seed, args.partition, embeddings)
     for path in paths:
         print(f"wrote {path}")
     return paths

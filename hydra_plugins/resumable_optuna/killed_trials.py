@@ -1,27 +1,34 @@
-"""Trials that a sweep driver left RUNNING when it was killed: found when a sweep starts, and run again.
+"""Trials that a sweep driver left RUNNING when it died: found when a driver starts and before each batch it asks,
+and run again.
 
-Optuna's own heartbeat (``RDBStorage(heartbeat_interval=...)``, ``fail_stale_trials``) only works inside
-``Study.optimize``, which Hydra's ask-and-tell loop never calls; a trial without a heartbeat row is never stale, and
-its age check drops whole days. So this sweeper records, for every trial it asks:
+Optuna's own machinery does most of it:
 
-- its driver: system attribute ``driver``, the process as ``callbacks.safety.run_lock`` records a run's (pid, host,
-  the process's start time, SLURM job and restart count);
-- a heartbeat in Optuna's ``trial_heartbeats`` table every ``heartbeat_seconds`` while the trial's job runs
-  (:class:`Heartbeat`, a thread of the driver), by the database's clock.
+- while a trial's job runs, its driver records Optuna's heartbeat of the trial (``RDBStorage(heartbeat_interval,
+  grace_period)``, the thread of ``Study.optimize``; :func:`beating`);
+- ``optuna.storages.fail_stale_trials`` fails every RUNNING trial whose heartbeat is older than the grace period, and
+  the storage's ``RetryHeartbeatStaleTrialCallback`` (``RetryFailedTrialCallback`` before Optuna 4.9) queues a copy
+  of it with its parameters (:class:`RequeueStale` notes why in the copy's user attribute ``killed``); the sweeper
+  runs that copy in the original trial's job folder, where its job continues from its last.ckpt.
 
-A RUNNING trial's driver is gone when, on this host, its pid no longer runs (or now belongs to another program), when
-it was an earlier attempt of this SLURM job, or, on another host (where a pid cannot be checked) and for a trial
-without a driver record, when its last heartbeat is older than ``grace_seconds``. Such a trial goes back to
-``WAITING`` with its number, parameters and run folder, and the reason in its user attribute ``killed`` (a list: one
-entry per killed attempt): the next ``ask`` of any driver of the study runs it again, in the same job folder when it
-is this sweep's, where the job continues from its last.ckpt (``ctclust.training.start_point``). A trial whose driver
-may be alive, or whose job still holds its run folder's lock (a submitit job outlives its driver), is left alone,
-and the log says why.
+What stays ours, because Optuna does not cover the case:
+
+- Optuna's ``JournalStorage`` has no heartbeat (only ``RDBStorage`` implements ``BaseHeartbeat``, Optuna 5.0):
+  :class:`HeartbeatJournalStorage` records it as a trial system attribute, so that the same heartbeat thread and
+  ``fail_stale_trials`` work for a journal file on a shared file system;
+- a driver of this host whose process is gone is known dead at once (Optuna waits for the grace period): its trial
+  goes back to ``WAITING`` with its number, parameters and job folder (:func:`requeue_trials_of_gone_drivers`), so a
+  restarted or requeued driver runs it again first;
+- a trial whose job still holds its run folder's lock (a submitit job outlives its driver) is alive although its
+  driver is not: its heartbeat is recorded for it (:func:`keep_trials_of_running_jobs`), so it is not run twice.
+
+Each trial records its driver (system attribute ``driver``: pid, host, the process's start time, SLURM job), and
+every attempt that ended without a result is noted in the user attribute ``killed`` (a list).
 """
 from __future__ import annotations
 
+import contextlib
 import logging
-import threading
+import time
 from pathlib import Path
 
 from callbacks.safety import run_lock
@@ -31,6 +38,7 @@ log = logging.getLogger(__name__)
 
 DRIVER = "driver"  # system attribute: the process that asked the trial
 KILLED = "killed"  # user attribute: why each earlier attempt of the trial ended without a result
+HEARTBEAT = "heartbeat"  # system attribute of a journal storage's trial: the driver's clock at its last heartbeat
 
 
 def driver_record() -> dict:
@@ -39,93 +47,101 @@ def driver_record() -> dict:
     return {key: me[key] for key in ("pid", "host", "started", "process_start", "slurm_job", "slurm_restart")}
 
 
-class Heartbeat:
-    """While the block runs, a thread records a heartbeat of every trial in ``trial_ids`` every ``seconds`` (an RDB
-    storage ``url``; other storages have no heartbeat table, and nothing is recorded)."""
-
-    def __init__(self, url: str | None, trial_ids: list[int], seconds: float):
-        self.url = url if url and "://" in str(url) else None
-        self.trial_ids = list(trial_ids)
-        self.seconds = float(seconds)
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def _beat(self, storage) -> None:
-        while True:
-            for trial_id in self.trial_ids:
-                try:
-                    storage.record_heartbeat(trial_id)
-                except Exception as err:  # noqa: BLE001 - a missed beat must not stop the sweep; the next one retries
-                    log.debug("heartbeat of trial %s not recorded: %s", trial_id, err)
-            if self._stop.wait(self.seconds):
-                return
-
-    def __enter__(self) -> Heartbeat:
-        if self.url is not None and self.trial_ids:
-            import optuna
-
-            storage = optuna.storages.RDBStorage(self.url)
-            storage.record_heartbeat(self.trial_ids[0])  # before the jobs start: a first beat that cannot be missed
-            self._storage = storage
-            self._thread = threading.Thread(target=self._beat, args=(storage,), name="trial-heartbeat", daemon=True)
-            self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-            self._storage.engine.dispose()
+def heartbeat_journal_storage(backend, heartbeat_seconds: float, grace_seconds: float, stale_callback=None):
+    """A ``JournalStorage`` of ``backend`` with Optuna's heartbeat interface (:class:`HeartbeatJournalStorage`)."""
+    return _journal_class()(backend, heartbeat_seconds, grace_seconds, stale_callback)
 
 
-def heartbeat_ages(url: str | None, study_id: int) -> dict[int, float]:
-    """Trial id -> seconds since its last heartbeat, by the database's clock (every trial of the study that has one);
-    empty for storages without a heartbeat table."""
-    if not url or "://" not in str(url):
-        return {}
+def _journal_class():
     import optuna
-    from optuna.storages._rdb import models
-    from sqlalchemy import func
+    from optuna.storages._heartbeat import BaseHeartbeat
 
-    storage = optuna.storages.RDBStorage(str(url))
-    session = storage.scoped_session()
+    class HeartbeatJournalStorage(optuna.storages.JournalStorage, BaseHeartbeat):
+        """Optuna's journal storage with a heartbeat: the system attribute ``heartbeat`` (the driver's wall clock;
+        the drivers' clocks must agree to well within ``grace_seconds``, as NTP keeps a cluster's)."""
+
+        def __init__(self, backend, heartbeat_seconds: float, grace_seconds: float, stale_callback=None):
+            super().__init__(backend)
+            self._heartbeat_seconds = heartbeat_seconds
+            self._grace_seconds = grace_seconds
+            self._stale_callback = stale_callback
+
+        def record_heartbeat(self, trial_id: int) -> None:
+            with contextlib.suppress(optuna.exceptions.UpdateFinishedTrialError):  # it ended meanwhile
+                self.set_trial_system_attr(trial_id, HEARTBEAT, time.time())
+
+        def _get_stale_trial_ids(self, study_id: int) -> list[int]:
+            now = time.time()
+            running = self.get_all_trials(study_id, deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
+            return [t._trial_id for t in running  # as Optuna's RDBStorage: a trial without a heartbeat is not stale
+                    if HEARTBEAT in t.system_attrs and now - float(t.system_attrs[HEARTBEAT]) > self._grace_seconds]
+
+        def get_heartbeat_interval(self):
+            return self._heartbeat_seconds
+
+        def get_heartbeat_stale_trial_callback(self):
+            return self._stale_callback
+
+        def get_failed_trial_callback(self):  # the name before Optuna 4.9
+            return self._stale_callback
+
+    return HeartbeatJournalStorage
+
+
+def retry_callback():
+    """Optuna's callback that queues a copy of a trial its heartbeat declared stale (renamed in Optuna 4.9)."""
+    import warnings
+
+    import optuna
+
+    retry = getattr(optuna.storages, "RetryHeartbeatStaleTrialCallback", None) or \
+        optuna.storages.RetryFailedTrialCallback
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return retry()
+
+
+class RequeueStale:
+    """The storage's callback for a trial ``fail_stale_trials`` failed: Optuna's retry callback queues its copy, with
+    why in ``killed`` and without the dead driver's heartbeat (the copy's own starts when a driver takes it)."""
+
+    def __init__(self, grace_seconds: float):
+        self.grace_seconds = grace_seconds
+        self.retry = retry_callback()
+
+    def __call__(self, study, trial) -> None:  # ``trial`` is a deep copy (fail_stale_trials)
+        reason = (f"killed: no heartbeat from its sweep driver for over {self.grace_seconds:g} s "
+                  f"(grace_seconds={self.grace_seconds:g}); trial {trial.number} runs again as a new trial")
+        trial.user_attrs[KILLED] = [*trial.user_attrs.get(KILLED, []), reason]
+        trial.system_attrs.pop(HEARTBEAT, None)
+        trial.system_attrs.pop(DRIVER, None)
+        self.retry(study, trial)
+        log.warning("trial %d of study %s was %s", trial.number, study.study_name, reason)
+
+
+@contextlib.contextmanager
+def beating(storage, trial_ids: list[int]):
+    """Optuna's heartbeat thread for each trial while the block runs (nothing for a storage without heartbeats)."""
+    from optuna.storages._heartbeat import get_heartbeat_thread
+
+    threads = [get_heartbeat_thread(trial_id, storage) for trial_id in trial_ids]
+    for thread in threads:
+        thread.start()
     try:
-        now = session.execute(func.now()).scalar()
-        rows = (session.query(models.TrialHeartbeatModel).join(models.TrialModel)
-                .filter(models.TrialModel.study_id == study_id).all())
-        return {row.trial_id: (_naive(now) - _naive(row.heartbeat)).total_seconds() for row in rows}
+        yield
     finally:
-        session.close()
-        storage.engine.dispose()
+        for thread in threads:
+            thread.join()
 
 
-def _naive(moment):
-    from datetime import datetime
-
-    if isinstance(moment, str):  # SQLite without SQLAlchemy's conversion
-        moment = datetime.fromisoformat(moment)
-    return moment.replace(tzinfo=None)
-
-
-def gone_driver(trial, ages: dict[int, float], grace_seconds: float) -> tuple[str | None, str]:
-    """(why the trial's driver is gone, None when it may be alive; what was found, for the log)."""
+def gone_driver(trial) -> str | None:
+    """Why the trial's driver, a process of this host, is gone; None when it may run (or runs on another host, or
+    the trial has no driver record): Optuna's heartbeat decides those."""
     driver = trial.system_attrs.get(DRIVER)
-    if isinstance(driver, dict) and isinstance(driver.get("pid"), int):
-        gone = run_lock.gone_holder(driver)
-        if gone is not None:
-            return f"its sweep driver ({gone})", "gone"
-        state = run_lock.holder_state(driver, run_lock.this_process())
-        if state != "unknown":
-            return None, f"its driver, pid {driver['pid']} on this host, still runs"
-        found = f"its driver runs on host {driver.get('host')}"
-    else:
-        found = "it has no driver record (asked by an older version of this sweeper)"
-    age = ages.get(trial._trial_id)
-    if age is None:
-        return None, f"{found}, and no heartbeat was recorded"
-    if age > grace_seconds:
-        return f"no heartbeat from its sweep driver for {age:.0f} s (grace_seconds={grace_seconds:g})", "stale"
-    return None, f"{found}, whose last heartbeat is {age:.0f} s old (grace_seconds={grace_seconds:g})"
+    if not isinstance(driver, dict) or not isinstance(driver.get("pid"), int):
+        return None
+    gone = run_lock.gone_holder(driver)
+    return f"its sweep driver ({gone})" if gone is not None else None
 
 
 def job_still_runs(trial) -> str | None:
@@ -141,33 +157,66 @@ def job_still_runs(trial) -> str | None:
     return None
 
 
-def requeue_killed_trials(study, url: str | None, grace_seconds: float) -> list[int]:
-    """Every RUNNING trial of ``study`` whose driver is gone back to WAITING (module docstring); returns their
-    numbers."""
+def _backend(study):
+    """The study's storage past Optuna's cache of this process (RDB storages are wrapped in one)."""
+    from optuna.storages._cached_storage import _CachedStorage
+
+    storage = study._storage
+    return storage._backend if isinstance(storage, _CachedStorage) else storage
+
+
+def requeue_trials_of_gone_drivers(study) -> list[int]:
+    """Every RUNNING trial whose driver on this host is gone, back to WAITING with its number (module docstring);
+    returns their numbers."""
     import optuna
 
-    running = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
-    if not running:
-        return []
-    ages = heartbeat_ages(url, study._study_id)
     requeued = []
-    for trial in running:
-        why, found = gone_driver(trial, ages, grace_seconds)
+    for trial in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+        why = gone_driver(trial)
         if why is None:
-            log.warning("trial %d of study %s is RUNNING and left alone: %s", trial.number, study.study_name, found)
             continue
         job = job_still_runs(trial)
         if job is not None:
-            log.warning("trial %d of study %s: %s, but its job still runs (%s, holds %s): left alone; start the "
-                        "sweep again once it ended", trial.number, study.study_name, why, job,
-                        Path(trial.user_attrs["run"]) / run_folder.LOCK)
+            log.warning("trial %d of study %s: %s, but its job still runs (%s, holds %s): left alone", trial.number,
+                        study.study_name, why, job, Path(trial.user_attrs["run"]) / run_folder.LOCK)
             continue
-        storage = getattr(study._storage, "_backend", study._storage)  # past Optuna's cache of this process
+        storage = _backend(study)
         reason = f"killed: {why}"
-        storage.set_trial_user_attr(trial._trial_id, KILLED, [*trial.user_attrs.get(KILLED, []), reason])
-        if not storage.set_trial_state(trial._trial_id, optuna.trial.TrialState.WAITING):
-            continue  # another driver took it first
+        try:
+            storage.set_trial_user_attr(trial._trial_id, KILLED, [*trial.user_attrs.get(KILLED, []), reason])
+            if not storage.set_trial_state_values(trial._trial_id, optuna.trial.TrialState.WAITING):
+                continue
+        except optuna.exceptions.UpdateFinishedTrialError:
+            continue  # another driver failed it (its heartbeat was stale) and queued a copy
         log.warning("trial %d of study %s was %s; it runs again with the same parameters%s", trial.number,
                     study.study_name, reason, f" in {trial.user_attrs['run']}" if trial.user_attrs.get("run") else "")
         requeued.append(trial.number)
+    return requeued
+
+
+def keep_trials_of_running_jobs(study) -> None:
+    """A heartbeat for each RUNNING trial whose job still holds its run folder, whatever became of its driver."""
+    import optuna
+    from optuna.storages._heartbeat import is_heartbeat_enabled
+
+    storage = study._storage
+    if not is_heartbeat_enabled(storage):
+        return
+    for trial in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+        if job_still_runs(trial) is not None:
+            storage.record_heartbeat(trial._trial_id)
+
+
+def requeue_killed_trials(study) -> list[int]:
+    """The trials of drivers that are gone, run again: ours on this host at once (same number), the others' once
+    their heartbeat is stale (Optuna's ``fail_stale_trials``: a copy). Returns the numbers requeued at once."""
+    import warnings
+
+    import optuna
+
+    requeued = requeue_trials_of_gone_drivers(study)
+    keep_trials_of_running_jobs(study)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        optuna.storages.fail_stale_trials(study)
     return requeued

@@ -112,7 +112,8 @@ def check_tool(args: list[str], whole_line: bool) -> None:
 
 def compositions(overrides: list[str]) -> tuple[list[list[str]], list[str]]:
     """The override lists a multirun makes, enough to try every value of each sweep once (the others at their
-    first value), and the keys its ``hydra.sweeper.params`` search (the sweeper reads those, not Hydra's compose)."""
+    first value), and the keys its ``hydra.sweeper.params`` or command-line intervals search (the sweeper reads those,
+    not Hydra's compose)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     base, sweeps, searched = [], [], []
@@ -120,6 +121,8 @@ def compositions(overrides: list[str]) -> tuple[list[list[str]], list[str]]:
         key = override.get_key_element()
         if key.startswith("hydra.sweeper.params."):
             searched.append(key[len("hydra.sweeper.params."):])
+        elif override.is_interval_sweep():  # a search space on the command line, for the Optuna sweeper
+            searched.append(key)
         elif override.is_sweep_override():
             first, *others = override.sweep_string_iterator()
             sweeps.append((len(base), key, others))
@@ -134,7 +137,7 @@ def check_run(args: list[str], page: Path | None = None) -> None:
     overrides = [a for a in args if a not in ("-m", "--multirun")]
     if not overrides or "..." in overrides:  # run.py named, not a command line
         return
-    for key, plugin in (("hparams_search=", "hydra_plugins.hydra_optuna_sweeper"),
+    for key, plugin in (("hparams_search=", "optuna"),
                         ("hydra/launcher=joblib", "hydra_plugins.hydra_joblib_launcher"),
                         ("hydra/launcher=s", "hydra_plugins.hydra_submitit_launcher")):
         if any(o.startswith(key) for o in overrides) and importlib.util.find_spec(plugin) is None:
@@ -199,3 +202,5 @@ def test_a_removed_config_key_fails():
         check_run(["-m", "method=sccl,no_such_method"])  # not only a sweep's first value
     with pytest.raises(AssertionError, match="method.no_such_key"):
         check_run(["hparams_search=sccl_optuna", "hydra.sweeper.params.method.no_such_key=tag(log, interval(1, 2))"])
+    with pytest.raises(AssertionError, match="method.no_such_key"):
+        check_run(["-m", "hparams_search=sccl_optuna", "method.no_such_key=tag(log, interval(1, 2))"])

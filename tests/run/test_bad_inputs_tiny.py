@@ -80,7 +80,7 @@ def test_criteria_are_null_with_a_reason_where_undefined():
 
 @pytest.mark.slow
 def test_a_study_file_that_is_not_a_database_stops_the_sweep_with_one_line(toy_corpus, tmp_path):
-    pytest.importorskip("hydra_plugins.hydra_optuna_sweeper", reason="the `sweep` extra (Optuna sweeper)")
+    pytest.importorskip("optuna", reason="the `sweep` extra (Optuna)")
     from tests.helpers.sweeps import run_cli
     from tests.run.test_sweeps import toy_cli
 

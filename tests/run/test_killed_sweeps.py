@@ -55,7 +55,7 @@ def slow_cli(csv_path, tmp_path) -> list[str]:
 
 
 def test_a_killed_optuna_sweep_started_again_finishes_its_trials(toy_corpus, tmp_path):
-    pytest.importorskip("hydra_plugins.hydra_optuna_sweeper", reason="the `sweep` extra (Optuna sweeper)")
+    pytest.importorskip("optuna", reason="the `sweep` extra (Optuna)")
     import optuna
 
     sweep = tmp_path / "sweep"

@@ -36,7 +36,7 @@ def read_trials(sweep) -> list[dict]:
 
 @pytest.mark.slow
 def test_optuna_study_of_three_sccl_trials(toy_corpus, tmp_path):
-    pytest.importorskip("hydra_plugins.hydra_optuna_sweeper", reason="the `sweep` extra (Optuna sweeper)")
+    pytest.importorskip("optuna", reason="the `sweep` extra (Optuna)")
     sweep = tmp_path / "sweep"
     proc = run_cli(["hparams_search=sccl_optuna", *toy_cli(toy_corpus), "hydra.sweeper.n_trials=3",
                     "hydra.sweeper.sampler.n_startup_trials=3", f"hydra.sweep.dir={sweep}"])
@@ -75,7 +75,7 @@ def write_tiny_senteval(folder):
 @pytest.mark.slow
 def test_optuna_study_of_an_sts_method(tmp_path):
     """ClusterNS: its objective is the STS-B dev score that its checkpoint selection used."""
-    pytest.importorskip("hydra_plugins.hydra_optuna_sweeper", reason="the `sweep` extra (Optuna sweeper)")
+    pytest.importorskip("optuna", reason="the `sweep` extra (Optuna)")
     wiki = tmp_path / "wiki.txt"
     wiki.write_text("\n".join(f"sentence {i} about topic {i % 7} and word {i % 13}" for i in range(200)) + "\n")
     sweep = tmp_path / "sweep"
@@ -205,7 +205,7 @@ def test_threads_per_job_must_be_positive():
 def test_optuna_study_resumes_in_its_database(toy_corpus, tmp_path):
     """Three trials, the sweep ends; the same command with the same sweep folder and n_trials raised to five
     continues the study: five trials in one study in <sweep>/optuna.db, five job folders, none overwritten."""
-    pytest.importorskip("hydra_plugins.hydra_optuna_sweeper", reason="the `sweep` extra (Optuna sweeper)")
+    pytest.importorskip("optuna", reason="the `sweep` extra (Optuna)")
     import optuna
 
     from hydra_plugins.resumable_optuna.study_storage import sqlite_file, trials_in_storage
@@ -272,7 +272,7 @@ def test_an_optuna_study_records_failed_trials_goes_on_and_resumes_without_rerun
     (the plugin's default stops the sweep at the first exception). The sweep resumed with n_trials=2 (COMPLETE
     trials) adds one trial and runs none of the three again; it exits 0, the trial it ran having completed, and
     notes the earlier start's failed jobs."""
-    pytest.importorskip("hydra_plugins.hydra_optuna_sweeper", reason="the `sweep` extra (Optuna sweeper)")
+    pytest.importorskip("optuna", reason="the `sweep` extra (Optuna)")
     import optuna
 
     sweep = tmp_path / "sweep"

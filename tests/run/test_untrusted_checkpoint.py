@@ -116,6 +116,21 @@ def test_export_refuses_the_run_and_its_checkpoint_then_exports_with_the_opt_in(
     assert marker.exists() and Path(info["sentence_transformers"]).is_dir()
 
 
+def test_describe_and_plots_of_a_run_without_saved_embeddings_refuse_it_then_use_the_opt_in(planted, capsys):
+    """Their run's encoder embeds the texts when embeddings/after.npy is gone (a run of an earlier version)."""
+    from evaluation.model_io import run_files
+    from evaluation.run_report import describe, plots
+
+    run, marker = planted
+    (run / run_files.EMBEDDINGS_AFTER).unlink()
+    for main in (describe.main, plots.main):
+        line = refused_line(capsys, main, ["--run", str(run)])
+        assert_names_the_file_and_the_opt_in(line, run)
+    assert not marker.exists()
+    describe.main(["--run", str(run), run_folder.TRUST_OPTION])
+    assert marker.exists() and (run / run_files.CLUSTERS_JSON).is_file()
+
+
 # -- the Python API -----------------------------------------------------------------------------------------------
 def test_the_api_raises_one_line_for_predict_and_transform_then_loads_with_the_opt_in(planted):
     from ctclust import TextClusterer
