@@ -216,6 +216,9 @@ class TextClusterer(ClusterMixin, TransformerMixin, BaseEstimator):
         from ctclust.api_output import api_output
 
         check_is_fitted(self, "model_")
+        if device not in (None, "cpu") and self.backend != "torch":
+            raise ConfigError(f"transform(device='{device}'): backend '{self.backend}' runs on the CPU; drop device or "
+                              "use backend='torch'.")
         texts = self._texts(X)
         with api_output(self.verbose):
             embedder = self._loaded_model().model.embedding_model

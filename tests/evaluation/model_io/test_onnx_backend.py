@@ -12,6 +12,7 @@ from ctclust import TextClusterer, load_demo
 from evaluation.model_io.load import load_encoder
 from textcore.encoding import onnx_runtime
 from textcore.encoding.onnx_runtime import BackendError, embedder
+from textcore.errors import ConfigError
 
 pytest.importorskip("onnxruntime")
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -74,8 +75,6 @@ def test_an_export_that_disagrees_with_torch_is_refused_in_one_line(tiny, tmp_pa
 
 
 def test_a_prompt_pooling_and_an_unknown_backend_are_refused(tiny, tmp_path):
-    from textcore.errors import ConfigError
-
     encoder, _ = tiny
     with pytest.raises(BackendError, match="pooling 'prompt_text'"):
         embedder(encoder, "prompt_text", "onnx", tmp_path)
@@ -117,6 +116,8 @@ def test_the_api_backend_gives_the_clusters_and_embeddings_of_torch(run):
     onnx = TextClusterer.load(run.run_dir_, backend="onnx", verbose=False)
     assert onnx.predict(new).tolist() == run.predict(new).tolist()
     assert np.abs(onnx.transform(new) - run.transform(new)).max() < 1e-4
+    with pytest.raises(ConfigError, match="runs on the CPU"):
+        onnx.transform(new, device="cuda")
 
 
 def test_evaluate_embeds_through_the_backend_under_its_own_cache_key(tiny, tmp_path):
