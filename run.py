@@ -12,7 +12,7 @@ from omegaconf import DictConfig
 
 from ctclust.training.lifecycle import RunStopped
 from ctclust.training.train import run_job
-from launching.hydra_callbacks import record_sweep_failure
+from runtime.multirun import record_sweep_failure
 from textcore import console
 from textcore.errors import USER_ERROR_EXIT_CODE, report_user_error_or_raise
 

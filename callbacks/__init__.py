@@ -1,3 +1,4 @@
-"""Lightning and Hydra callbacks shared by the methods, grouped by concern: evaluation, safety (checkpoints,
-signals, resume), display (progress) and sweeps (Hydra multirun). A method's own callbacks (SCCL's centroid
-initialisation, AECL's stages) live in its folder, lightning_modules/<method>/callbacks/."""
+"""Lightning callbacks shared by the methods, grouped by concern: evaluation, safety (checkpoints, non-finite
+losses, RNG state, ranks) and display (progress). A method's own callbacks (SCCL's centroid initialisation, AECL's
+stages) live in its folder, lightning_modules/<method>/callbacks/; the run protocol they take part in (signals,
+the folder's lock, requeue) is runtime/."""

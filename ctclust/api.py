@@ -317,7 +317,7 @@ def compose(overrides: Sequence[str], run_dir: Path):
     from hydra.core.global_hydra import GlobalHydra
     from hydra.errors import HydraException
 
-    os.environ.setdefault("PROJECT_ROOT", str(ROOT))  # conf/paths reads it, as run.py sets it
+    os.environ.setdefault("PROJECT_ROOT", str(ROOT))  # conf/paths reads it (ctclust.training sets it too)
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(config_dir=str(CONF), version_base="1.3", job_name="run"):

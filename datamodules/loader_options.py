@@ -1,6 +1,6 @@
-"""A training DataLoader's worker and memory settings (conf/config.yaml ``loader``; run.py chooses those left null
-for the run's device: textcore/device_settings.py). A datamodule takes them from its dataset config (``loader:
-${loader}``); one built outside run.py is given all four."""
+"""A training DataLoader's worker and memory settings (conf/config.yaml ``loader``; a training run chooses those left
+null for its device: textcore/device_settings.py). A datamodule takes them from its dataset config (``loader:
+${loader}``); one built outside a training run is given all four."""
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
@@ -32,8 +32,8 @@ class LoaderSettings:
         if unknown or unset:
             raise ConfigError(
                 f"dataset loader settings: unknown {unknown}, not set {unset}. The keys are loader."
-                f"{', loader.'.join(names)} (conf/config.yaml); run.py chooses those left null for the run's device "
-                "(textcore/device_settings.py), so a datamodule built outside run.py is given all of them, e.g. "
+                f"{', loader.'.join(names)} (conf/config.yaml); a training run chooses those left null for its device "
+                "(textcore/device_settings.py), so a datamodule built outside one is given all of them, e.g. "
                 "num_workers=0, pin_memory=false, persistent_workers=false, prefetch_factor=null")
         prefetch = loader.get("prefetch_factor")
         return cls(int(loader["num_workers"]), bool(loader["pin_memory"]), bool(loader["persistent_workers"]),

@@ -92,15 +92,7 @@ def load_corpus(
     columns = list(frame.columns)
     if text_column is None:
         text_column = text_column_of(frame, path, label_column)
-    for key, column in [("dataset.text_column", text_column)] + [
-        (f"dataset.aug_columns[{i}]", c) for i, c in enumerate(aug_columns)
-    ]:
-        if column not in frame.columns:
-            raise DataConfigError(
-                f"Column '{column}' ({key}) is not in '{path}'; the file has columns {columns}. "
-                f"Set `{key.split('[')[0]}=...` to one of them"
-                + (", or use `dataset.augmentation=virtual` with `dataset.aug_columns=[]`." if "aug" in key else ".")
-            )
+    _check_columns(path, columns, text_column, aug_columns)
     file_lines = np.asarray(table_reader.file_lines(path, encoding, len(frame)))
 
     def blank(values: pd.Series) -> pd.Series:
@@ -151,7 +143,26 @@ def load_corpus(
             "augmentation, an empty augmentation by the original text.",
             stacklevel=2,
         )
-    labels = None
+    labels = _labels(frame, path, label_column, file_lines, columns)
+    return ShortTextCorpus(path, texts, augmentations, labels, lines=[int(n) for n in file_lines])
+
+
+def _check_columns(path: Path, columns: list, text_column: str, aug_columns: Sequence[str]) -> None:
+    """Each column the dataset config names is one of the file's; the error names the key to change."""
+    for key, column in [("dataset.text_column", text_column)] + [
+        (f"dataset.aug_columns[{i}]", c) for i, c in enumerate(aug_columns)
+    ]:
+        if column not in columns:
+            raise DataConfigError(
+                f"Column '{column}' ({key}) is not in '{path}'; the file has columns {columns}. "
+                f"Set `{key.split('[')[0]}=...` to one of them"
+                + (", or use `dataset.augmentation=virtual` with `dataset.aug_columns=[]`." if "aug" in key else ".")
+            )
+
+
+def _labels(frame: pd.DataFrame, path: Path, label_column: str | None, file_lines: np.ndarray,
+            columns: list) -> np.ndarray | None:
+    """The label of every row (None without a label column: a warning when the config names one)."""
     if label_column and label_column in frame.columns:
         if frame[label_column].isna().any():
             rows = file_lines[frame[label_column].isna().to_numpy()].tolist()
@@ -159,11 +170,11 @@ def load_corpus(
                 f"'{path}' has rows without a label in column '{label_column}' (file lines {_line_list(rows, 5)}). "
                 "Fill them in, or set `dataset.label_column=null` to train without labels."
             )
-        labels = frame[label_column].to_numpy()
-    elif label_column:
+        return frame[label_column].to_numpy()
+    if label_column:
         warnings.warn(
             f"{path}: no label column '{label_column}' (columns {columns}); training without labels, "
             "predictions are written but no accuracy is reported.",
-            stacklevel=2,
+            stacklevel=3,  # the caller of load_corpus
         )
-    return ShortTextCorpus(path, texts, augmentations, labels, lines=[int(n) for n in file_lines])
+    return None

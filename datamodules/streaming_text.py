@@ -233,7 +233,7 @@ class StreamingTextDataModule(LazyTokenizer, ResumableData, L.LightningDataModul
 
     def setup(self, stage: str | None = None) -> None:
         # Built here, not in __init__: under DDP the process group exists only by now. A dataset
-        # built earlier (run.py calls setup before the Trainer starts DDP) saw rank 0 of 1 and is
+        # built earlier (ctclust.training calls setup before the Trainer starts DDP) saw rank 0 of 1 and is
         # rebuilt once the process group tells a different rank or world size.
         if self.dataset is None or (self.dataset.rank, self.dataset.world_size) != distributed_rank_world(
             self.rank, self.world_size

@@ -69,10 +69,9 @@ class GpuSlots(Callback):
             if self.run_memory_gib is not None:
                 run_gib, source = float(self.run_memory_gib), "hydra.callbacks.gpu_slots.run_memory_gib"
             else:
-                from launching.reproduce import BENCHMARKS, gpu_rows
+                from launching.gpu_figures import gpu_figures
 
-                bench = gpu_rows(BENCHMARKS.read_text(encoding="utf-8")) if BENCHMARKS.is_file() else []
-                run_gib, source = packing.estimate_run_gib(config, bench, on_gpu=gpu_count() > 0)
+                run_gib, source = packing.estimate_run_gib(config, gpu_figures(), on_gpu=gpu_count() > 0)
                 if run_gib is None:
                     raise ConfigError(f"hydra/launcher=packed: no memory figure for a run ({source}); give "
                                       "hydra.callbacks.gpu_slots.run_memory_gib=<GiB> measured for one run")

@@ -2,7 +2,7 @@
 
 ``OutputFolderCheck`` (every run and multirun): the run or sweep folder can be created, checked just before
 Hydra creates it (Hydra's own failure there is a traceback), and no other live run or sweep writes it
-(``callbacks.safety.run_lock``: a sweep holds its folder's lock while it runs); otherwise one line and exit 2.
+(``runtime.run_lock``: a sweep holds its folder's lock while it runs); otherwise one line and exit 2.
 
 ``SweepCallback`` does the bookkeeping of a multirun (``python run.py -m ...``) whatever the
 launcher (basic, joblib, submitit_local, submitit_slurm) or sweeper (basic grid, Optuna):
@@ -11,9 +11,9 @@ launcher (basic, joblib, submitit_local, submitit_slurm) or sweeper (basic grid,
   run side by side do not each start one thread per core (``threads_per_job``; with
   ``hydra/launcher=joblib`` and ``threads_per_job: null``: usable cores // ``n_jobs``);
 - **a resumed sweep** (the same command and ``hydra.sweep.dir`` again): a job whose folder holds its
-  finished results.json, with the same overrides, is not trained again (``finished_job``, called by run.py);
-  its objective goes to the sweeper. A killed or interrupted job continues from its last.ckpt
-  (``ctclust.training.start_point``), a failed one runs again;
+  finished results.json, with the same overrides, is not trained again (the run asks
+  ``runtime.multirun.finished_job``); its objective goes to the sweeper. A killed or interrupted job continues
+  from its last.ckpt (``ctclust.training.start_point``), a failed one runs again;
 - **job end**: the job's W&B run is finished (the next job of the process gets its own); a job
   that raised writes ``failed.json`` (type and message) into its folder (run.py does the same
   for a user error, and lets the other jobs go on);
@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import json
 import logging
 import sys
 from pathlib import Path
@@ -40,8 +39,8 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from callbacks.safety.preemption import command_overrides
-from callbacks.safety.run_lock import (
+from runtime.multirun import hydra_config, is_multirun, write_failure
+from runtime.run_lock import (
     FolderInUseError,
     FolderLock,
     earlier_run,
@@ -51,7 +50,6 @@ from callbacks.safety.run_lock import (
     restart_count,
 )
 from textcore import run_folder
-from textcore.atomic_files import atomic_write_text
 from textcore.device_settings import usable_cores
 from textcore.errors import USER_ERROR_EXIT_CODE, ConfigError, report_user_error
 from textcore.run_folder import folder_problem
@@ -80,7 +78,8 @@ class OutputFolderCheck(Callback):
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         folder = str(config.hydra.run.dir)
         self._check(folder, "hydra.run.dir")
-        if launch_rank() == 0:  # refused before Hydra writes its .hydra/ over the other run's (run.py checks again)
+        # refused before Hydra writes its .hydra/ over the other run's (the run's lifecycle checks again)
+        if launch_rank() == 0:
             self._refuse_if_held(lambda: self._check_run_folder(config, folder))
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
@@ -126,53 +125,6 @@ def threads_for_job(setting, launcher: DictConfig | dict | None, cores: int) -> 
     if n_jobs < 0:
         n_jobs = max(1, cores + 1 + n_jobs)
     return max(1, cores // n_jobs)
-
-
-def _hydra_cfg():
-    from hydra.core.hydra_config import HydraConfig
-
-    return HydraConfig.get() if HydraConfig.initialized() else None
-
-
-def is_multirun() -> bool:
-    hydra_cfg = _hydra_cfg()
-    return hydra_cfg is not None and str(hydra_cfg.mode).endswith("MULTIRUN")
-
-
-def write_failure(output_dir: str | Path, err: BaseException) -> Path:
-    path = Path(output_dir) / run_folder.FAILED
-    atomic_write_text(path, json.dumps({"error": f"{type(err).__name__}: {err}", "type": type(err).__name__}, indent=2))
-    return path
-
-
-def record_sweep_failure(cfg: DictConfig, err: BaseException) -> bool:
-    """In a multirun: write the job's ``failed.json`` and return True (the caller returns instead
-    of exiting, so the other jobs run). In a single run: False (the caller exits with status 2)."""
-    if not is_multirun():
-        return False
-    write_failure(cfg.paths.output_dir, err)
-    return True
-
-
-def finished_job(cfg: DictConfig) -> dict | None:
-    """In a multirun, the results.json this job's folder holds when the job finished there before with the same
-    overrides (the sweep was started again with the same ``hydra.sweep.dir``): it is not trained again, and its
-    objective goes to the sweeper. None otherwise."""
-    if not is_multirun():
-        return None
-    run = run_folder.RunFolder(str(cfg.paths.output_dir))
-    path = run.results_file
-    try:
-        results = run.results()
-    except run_folder.RunFileError:
-        return None
-    overrides = command_overrides()
-    if not isinstance(results, dict) or results.get("status") != "finished" or overrides is None or \
-            sorted(results.get("job_overrides") or []) != sorted(overrides):
-        return None
-    log.info("job %s finished before (%s): not run again; to run it again, move that file away or use another "
-             "hydra.sweep.dir", path.parent.name, path)
-    return results
 
 
 def job_starts(sweep_dir: Path) -> dict[str, int]:
@@ -243,7 +195,7 @@ class SweepCallback(Callback):
 
     # -- every job ----------------------------------------------------------------------------------------
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
-        hydra_cfg = _hydra_cfg()
+        hydra_cfg = hydra_config()
         if hydra_cfg is not None and hydra_cfg.runtime.output_dir:  # a requeued job's earlier failure is stale
             (Path(hydra_cfg.runtime.output_dir) / run_folder.FAILED).unlink(missing_ok=True)
         launcher = config.hydra.launcher if is_multirun() else None
@@ -258,7 +210,7 @@ class SweepCallback(Callback):
         from hydra.core.utils import JobStatus
 
         failed = job_return.status == JobStatus.FAILED
-        output_dir = Path(_hydra_cfg().runtime.output_dir)
+        output_dir = Path(hydra_config().runtime.output_dir)
         finish_wandb_run(failed or (output_dir / run_folder.FAILED).exists())  # run.py's user errors return
         if not failed or not is_multirun():
             return

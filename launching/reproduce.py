@@ -14,7 +14,8 @@ resumed from it. At the end ``evaluation.across_runs.paper_table`` compares the 
 
 Before anything runs, the data each experiment reads is checked; a missing file stops the command with one
 line per file naming its download. ``--dry-run`` lists the runs, their commands, their data files (present
-or missing) and the GPU hours that BENCHMARKS.md's GPU section implies ("unknown" where it has no figure).
+or missing) and the GPU hours that the benchmarks' GPU figures imply (``launching.gpu_figures``; "unknown" where
+there is no figure).
 Paper rows train on their corpora: ``dataset.sample=true`` is refused here.
 
 ``--runs-per-gpu N`` runs N runs side by side on every GPU (the host's CPUs when there is none), each run its own
@@ -42,15 +43,14 @@ from typing import Sequence
 from omegaconf import DictConfig, OmegaConf
 
 from evaluation.across_runs import paper_table
+from launching.gpu_figures import gpu_figures
 from textcore import console, run_folder
 from textcore.checkout import ROOT
 from textcore.command_line import seed_list
 from textcore.errors import USER_ERROR_EXIT_CODE, ConfigError, exit_on_user_error
 
-os.environ.setdefault("PROJECT_ROOT", str(ROOT))  # conf/paths/default.yaml reads it, as run.py sets it
-BENCHMARKS = ROOT / "BENCHMARKS.md"
-GPU_START, GPU_END = "<!-- bench-gpu:start -->", "<!-- bench-gpu:end -->"  # scripts/bench/gpu.py's markers
-# BENCHMARKS.md's GPU rows name the method (ClusterNS on BERT-large has a row of its own)
+os.environ.setdefault("PROJECT_ROOT", str(ROOT))  # conf/paths/default.yaml reads it
+# the GPU figures name the method (ClusterNS on BERT-large has a row of its own)
 BENCH_METHOD = {("clusterns", "bert-large"): "clusterns_large"}
 PRECISION = {"16-mixed": "fp16", "bf16-mixed": "bf16", "32-true": "fp32", "32": "fp32"}
 # --precision: the run.py overrides of each (trainer.precision keeps the run's trainer group: gpu_fp32, cpu, ...)
@@ -231,7 +231,7 @@ def packing_plan(runs: list[Run], args, overrides: Sequence[str]) -> list:
     use_gpu = not any(o.split("=", 1)[0].lstrip("+") == "trainer" and o.endswith("=cpu") for o in overrides)
     found = packing.devices(use_gpu)
     on_gpu = found[0].index is not None
-    bench = gpu_rows(BENCHMARKS.read_text(encoding="utf-8")) if BENCHMARKS.is_file() else []
+    bench = gpu_figures()
     for run in [r for r in runs if r.fresh or r.resume]:  # finished rows need no room
         if args.run_memory_gib is not None:
             run_gib, source = args.run_memory_gib, "--run-memory-gib"
@@ -246,47 +246,7 @@ def packing_plan(runs: list[Run], args, overrides: Sequence[str]) -> list:
     return packing.slots(found, args.runs_per_gpu)
 
 
-# -- GPU hours from BENCHMARKS.md ---------------------------------------------------------------------
-def gpu_rows(text: str) -> list[dict]:
-    """The rows of BENCHMARKS.md's GPU section (scripts/bench/gpu.py's tables, read by their headers): the
-    end-to-end table (``Trainer.fit``, loader included) and the step table's rows of the project's layout."""
-    if GPU_START not in text or GPU_END not in text:
-        return []
-    header: list[str] = []
-    rows = []
-    for line in text.split(GPU_START, 1)[1].split(GPU_END, 1)[0].splitlines():
-        if not line.startswith("|"):
-            header = [] if not line.strip() else header
-            continue
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if cells[0] == "method":
-            header = cells
-            continue
-        if not header or set(cells[0]) <= {"-"} or len(cells) != len(header):
-            continue
-        row = dict(zip(header, cells))
-        end_to_end = "end-to-end steps/s" in row
-        if not end_to_end and row.get("layout") != "ours":
-            continue
-        arch, _, batch = row.get("backbone, batch", "").partition(",")
-        try:
-            rows.append({"method": row["method"], "arch": arch.strip(), "batch": int(batch),
-                         "precision": row.get("precision"), "chunk": row.get("chunk tokens", "-"),
-                         "cached": row.get("cached", "-"), "end_to_end": end_to_end,
-                         "steps_per_s": float(row["end-to-end steps/s" if end_to_end else "steps/s"]),
-                         "peak_gib": _number(row.get("peak GiB"))})
-        except (KeyError, ValueError):
-            continue
-    return rows
-
-
-def _number(cell: str | None) -> float | None:
-    try:
-        return float(cell) if cell is not None else None
-    except ValueError:
-        return None  # "-": not measured
-
-
+# -- GPU hours from the benchmarks' GPU figures -----------------------------------------------------------
 def training_steps(cfg: DictConfig) -> int | None:
     from datamodules.download import catalogue
     from validation import corpus_path
@@ -305,7 +265,7 @@ def training_steps(cfg: DictConfig) -> int | None:
 
 
 def gpu_hours(cfg: DictConfig, rows: list[dict]) -> tuple[float | None, str]:
-    """Training hours per run on the card BENCHMARKS.md measured (evaluation not counted), and why if unknown."""
+    """Training hours per run on the card of the GPU figures (evaluation not counted), and why if unknown."""
     backbone = str(cfg.backbone.name).split("/")[-1]
     arch = next((a for a in ("distilbert-base", "bert-large", "bert-base") if backbone.startswith(a)), None)
     method = BENCH_METHOD.get((str(cfg.method.name), arch), str(cfg.method.name))
@@ -370,7 +330,7 @@ def plan(table_name: str, seeds: list[int], only: list[str] | None, out: Path,
 
 def describe(table_name: str, table: dict, runs: list[Run], baselines: list[str], seeds: list[int], out: Path,
              launcher: str, overrides: Sequence[str], packed_threads: int | None = None) -> str:
-    bench = gpu_rows(BENCHMARKS.read_text(encoding="utf-8")) if BENCHMARKS.is_file() else []
+    bench = gpu_figures()
     total = len(runs) * len(seeds)
     lines = [f"{table_name}: {table['paper']}, {table['table']}: {len(runs)} rows x {len(seeds)} seeds = {total} runs "
              f"into {relative_to_repo(out)}", ""]

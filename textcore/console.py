@@ -11,11 +11,12 @@ logging (``conf/hydra/default.yaml``: console handler on stderr plus ``<run>/run
 - transformers draws a "Loading weights" progress bar for every backbone it loads;
 - faiss logs at INFO, on import, each CPU extension it could not load;
 - Lightning suggests ``torch.set_float32_matmul_precision`` on every GPU run with tensor cores, which
-  ``run.py`` has already set from ``float32_matmul_precision`` (:func:`hide_matmul_precision_hint`);
+  the run has already set from ``float32_matmul_precision`` (``ctclust.training.builders``,
+  :func:`hide_matmul_precision_hint`);
 - Lightning 2.6 with torch >= 2.10 emits torch's FutureWarning about ``LeafSpec`` from its own
   batch-flattening code, once per run, which nothing in this project can act on.
 
-The result table is printed on stdout by ``run.py``; logs, progress bars, warnings and errors go
+The result table is printed on stdout (``ctclust.training.results``); logs, progress bars, warnings and errors go
 to stderr, so ``python run.py ... > table.txt`` captures only the table.
 """
 from __future__ import annotations
@@ -59,7 +60,7 @@ def _filter_lightning_loggers(kind: type[logging.Filter]) -> None:
 
 
 def hide_matmul_precision_hint() -> None:
-    """Call once the run has chosen the float32 matmul precision itself (``run.py``)."""
+    """Call once the run has chosen the float32 matmul precision itself (``ctclust.training.builders``)."""
     _filter_lightning_loggers(DropMatmulPrecisionHint)
 
 

@@ -2,7 +2,8 @@
 their defaults (docs/configuration.md, "Where each default lives").
 
 conf/config.yaml leaves them null: ``encoder_chunk_tokens``, ``loader.num_workers``, ``loader.pin_memory``,
-``loader.persistent_workers``, ``loader.prefetch_factor``, ``kmeans_backend``. run.py fills each one left null
+``loader.persistent_workers``, ``loader.prefetch_factor``, ``kmeans_backend``. A training run
+(``ctclust.training.builders``) fills each one left null
 from the trainer's accelerator and, on a GPU, the card's memory (:func:`resolve_settings`), before anything is
 built (so ``config_resolved.yaml`` records the chosen values), and states each, with where it came from, in one
 log line. A value given in the configuration or on the command line is kept. The code below the configuration
@@ -17,8 +18,9 @@ log line. A value given in the configuration or on the command line is kept. The
   with chunks of 1024 (~12 calls a step) was the slowest measured. Tokenisation in worker processes, batches in
   pinned memory (the copy overlaps the step), workers kept between epochs, four batches prefetched per worker;
   KMeans (centroid initialisation, pseudo-labels, evaluation) on the GPU (``torch``).
-- Outside training (:data:`OUTSIDE_TRAINING`: the evaluation commands, and the K scan run.py makes before
-  training with the untrained encoder on the CPU): one padded encoder call per batch and KMeans ``fast``.
+- Outside training (:data:`OUTSIDE_TRAINING`: the evaluation commands, and the K scan a run makes before
+  training with the untrained encoder on the CPU, ``ctclust.training.auto_clusters``): one padded encoder call
+  per batch and KMeans ``fast``.
 
 Nothing of the project is imported here (torch only inside :func:`run_device`), so every layer may read it.
 """

@@ -55,40 +55,58 @@ class KMeansResult:
 ASSIGN_CHUNK_ROWS = 65536  # rows per distance block: [chunk, K] floats at a time, whatever the corpus size
 
 
-def assign_nearest(embeddings, centres: np.ndarray, chunk_rows: int = ASSIGN_CHUNK_ROWS) -> tuple[np.ndarray, float]:
+def squared_distances(x, centres, x_squared=None, centres_squared=None):
+    """[b, K] squared Euclidean distances of the rows ``x`` [b, d] to ``centres`` [K, d] as KMeans computes them,
+    ||x||^2 - 2 x.c + ||c||^2 (one matrix product; rounding may leave a value slightly below 0). NumPy arrays or
+    torch tensors alike, in their dtype and on their device; ``x_squared`` [b] and ``centres_squared`` [K] when the
+    caller has them already (the iterations of a fit; the centres' norms summed in float64)."""
+    if x_squared is None:
+        x_squared = (x * x).sum(1)
+    if centres_squared is None:
+        centres_squared = (centres * centres).sum(1)
+    return x_squared[:, None] - 2 * x @ centres.T + centres_squared[None, :]
+
+
+def nearest(distances):
+    """(squared distance to the nearest centre [b], clamped at 0; the centre's index [b], the first on ties) of
+    a [b, K] matrix of :func:`squared_distances`, NumPy or torch."""
+    if isinstance(distances, np.ndarray):
+        index = distances.argmin(axis=1)
+        return np.maximum(distances[np.arange(len(index)), index], 0), index
+    values, index = distances.min(dim=1)
+    return values.clamp_min(0), index
+
+
+def nearest_centres(x, centres, x_squared=None, centres_squared=None):
+    """The nearest-centre assignment of KMeans, training's, evaluation's and prediction's: :func:`nearest` of
+    :func:`squared_distances` (the same arguments)."""
+    return nearest(squared_distances(x, centres, x_squared, centres_squared))
+
+
+def assign_nearest(embeddings, centres: np.ndarray, chunk_rows: int = ASSIGN_CHUNK_ROWS,
+                   device: str | None = None) -> tuple[np.ndarray, float]:
     """(index of the nearest centre [m], sum of squared distances to it) of each row of ``embeddings`` [m, d]
-    (an array or a memory-mapped file), Euclidean as KMeans assigns, in blocks of ``chunk_rows`` rows so that
-    the memory does not grow with m."""
+    (an array or a memory-mapped file), Euclidean as KMeans assigns, in the centres' dtype, in blocks of
+    ``chunk_rows`` rows so that the memory does not grow with m. ``device`` (a torch device such as a GPU): the
+    rows go there block by block; the same nearest centres up to float rounding at exact ties."""
     c = np.asarray(centres)
-    squared_centres = (c.astype(np.float64) ** 2).sum(1).astype(c.dtype)  # [K]
+    centres_squared = (c.astype(np.float64) ** 2).sum(1).astype(c.dtype)  # [K]
+    if device is not None:
+        import torch
+
+        c, centres_squared = torch.as_tensor(c, device=device), torch.as_tensor(centres_squared, device=device)
     labels = np.empty(len(embeddings), dtype=np.int64)
     inertia = 0.0
     for start in range(0, len(embeddings), chunk_rows):
-        x = np.asarray(embeddings[start:start + chunk_rows], dtype=c.dtype)  # [b, d]
-        distances = (x * x).sum(1, keepdims=True) - 2 * x @ c.T + squared_centres  # [b, K]
-        nearest = distances.argmin(axis=1)
-        labels[start:start + len(x)] = nearest
-        inertia += float(np.maximum(distances[np.arange(len(x)), nearest], 0).sum(dtype=np.float64))
-    return labels, inertia
-
-
-def assign_nearest_on_device(embeddings, centres: np.ndarray, device: str,
-                             chunk_rows: int = ASSIGN_CHUNK_ROWS) -> tuple[np.ndarray, float]:
-    """:func:`assign_nearest` computed on ``device`` (a GPU: the rows go there block by block), in the centres'
-    dtype; the same nearest centres up to float rounding at exact ties."""
-    import torch
-
-    c = torch.as_tensor(np.asarray(centres), device=device)  # [K, d]
-    squared_centres = (c.double() ** 2).sum(1).to(c.dtype)  # [K]
-    labels = np.empty(len(embeddings), dtype=np.int64)
-    inertia = 0.0
-    for start in range(0, len(embeddings), chunk_rows):
-        x = torch.as_tensor(np.asarray(embeddings[start:start + chunk_rows], dtype=np.asarray(centres).dtype),
-                            device=device)  # [b, d]
-        distances = (x * x).sum(1, keepdim=True) - 2 * x @ c.T + squared_centres  # [b, K]
-        nearest_distance, nearest = distances.min(dim=1)
-        labels[start:start + len(x)] = nearest.cpu().numpy()
-        inertia += float(nearest_distance.clamp_min(0).double().sum())
+        x = np.asarray(embeddings[start:start + chunk_rows], dtype=np.asarray(centres).dtype)  # [b, d]
+        if device is None:
+            distance, index = nearest_centres(x, c, centres_squared=centres_squared)
+            labels[start:start + len(x)] = index
+            inertia += float(distance.sum(dtype=np.float64))
+        else:
+            distance, index = nearest_centres(torch.as_tensor(x, device=device), c, centres_squared=centres_squared)
+            labels[start:start + len(x)] = index.cpu().numpy()
+            inertia += float(distance.double().sum())
     return labels, inertia
 
 
@@ -105,7 +123,7 @@ def check_kmeans_backend(backend: str | None) -> str:
     """``backend``, one of :data:`KMEANS_BACKENDS`; None (nothing chose one) is refused, not replaced."""
     if backend is None:
         raise KMeansBackendError(
-            "no KMeans backend given (kmeans_backend is null): run.py chooses it for the run's device "
+            "no KMeans backend given (kmeans_backend is null): a training run chooses it for its device "
             f"(textcore/device_settings.py); elsewhere name one of {', '.join(KMEANS_BACKENDS)}")
     backend = str(backend)
     if backend not in KMEANS_BACKENDS:
@@ -151,7 +169,8 @@ def kmeans_fit(
       (scikit-learn's 1e-4 when None; this backend only)) on
       ``dtype`` (float32 by default; ``float64`` is what the older evaluations used).
 
-    With ``sample``, a backend that fitted on a GPU also assigns every row there (:func:`assign_nearest_on_device`).
+    With ``sample``, a backend that fitted on a GPU also assigns every row there (:func:`assign_nearest` with
+    ``device``).
     """
     backend = check_kmeans_backend(backend)
     if tol is not None and backend != "sklearn":
@@ -173,10 +192,8 @@ def kmeans_fit(
             raise ValueError(f"kmeans_sample={sample} is smaller than the {num_clusters} clusters asked for")
         fitted = kmeans_fit(data[rows], num_clusters, seed, n_init, backend, dtype, max_iter, tol)
         centres = fitted.cluster_centers_.astype(DTYPES[dtype])
-        if fitted.device == "cpu":
-            labels, inertia = assign_nearest(data, centres)
-        else:  # every row assigned where the centres were fitted, block by block
-            labels, inertia = assign_nearest_on_device(data, centres, fitted.device)
+        # every row assigned where the centres were fitted, block by block
+        labels, inertia = assign_nearest(data, centres, device=None if fitted.device == "cpu" else fitted.device)
         return KMeansResult(labels, fitted.cluster_centers_, inertia, backend, fitted.n_iter_, fitted_rows=len(rows),
                             device=fitted.device)
     if backend == "faiss":
@@ -313,7 +330,7 @@ def _torch_kmeans(x: np.ndarray, num_clusters: int, seed: int, n_init: int, max_
         for _ in range(n_init):
             centres = _torch_kmeans_plusplus(data, squared, num_clusters, rng)
             for iteration in range(1, max_iter + 1):
-                labels = _nearest(data, squared, centres)[1]  # [n]
+                labels = nearest_centres(data, centres, x_squared=squared)[1]  # [n]
                 sums = torch.zeros_like(centres).index_add_(0, labels, data)  # [k, d]
                 counts = torch.bincount(labels, minlength=num_clusters).unsqueeze(1)  # [k, 1]
                 moved = torch.where(counts > 0, sums / counts.clamp_min(1), centres)  # [k, d]
@@ -321,7 +338,7 @@ def _torch_kmeans(x: np.ndarray, num_clusters: int, seed: int, n_init: int, max_
                 centres = moved
                 if shift <= tol:
                     break
-            distances, labels = _nearest(data, squared, centres)
+            distances, labels = nearest_centres(data, centres, x_squared=squared)
             inertia = float(distances.sum())
             if best is None or inertia < best[0]:
                 best = (inertia, labels, centres, iteration)
@@ -329,13 +346,6 @@ def _torch_kmeans(x: np.ndarray, num_clusters: int, seed: int, n_init: int, max_
     inertia, labels, centres, iterations = best
     return KMeansResult(labels_=labels.cpu().numpy().astype(np.int64), cluster_centers_=centres.cpu().numpy(),
                         inertia_=inertia, backend="torch", n_iter_=iterations, device=str(data.device))
-
-
-def _nearest(data, squared, centres):
-    """(squared distance to the nearest centre [n], its index [n])."""
-    distances = squared[:, None] - 2 * data @ centres.T + (centres * centres).sum(1)[None, :]  # [n, k]
-    values, labels = distances.clamp_min(0).min(dim=1)
-    return values, labels
 
 
 def _torch_kmeans_plusplus(data, squared, num_clusters: int, rng: np.random.Generator):

@@ -1,6 +1,6 @@
 """A run folder: the names of its files, the one reader of them, and how runs are found.
 
-``run.py`` writes one folder per run (``logs/train/runs/<method>_<dataset>/<time>``, a multirun's
+A training run writes one folder (``logs/train/runs/<method>_<dataset>/<time>``, a multirun's
 ``<sweep>/<n>``). Validation, the callbacks, the commands, the API and the scripts all read the same few
 files from it; this module is the one place their names are spelled and the one place a checkpoint is
 unpickled, low in the import graph (no Lightning) so that every layer can use it.
@@ -38,7 +38,7 @@ LAST_CHECKPOINT = f"{CHECKPOINTS}/last.ckpt"   # what a resume and the evaluatio
 BEST_CHECKPOINT = f"{CHECKPOINTS}/best.ckpt"   # the weights an STS selection kept
 EVALUATION = "evaluation.json"        # the end-of-training evaluation (callbacks.evaluation.final_eval)
 FAILED = "failed.json"                # a multirun job that raised: type and message (launching.hydra_callbacks)
-LOCK = "run.lock"                     # the process that writes the folder now (callbacks.safety.run_lock)
+LOCK = "run.lock"                     # the process that writes the folder now (runtime.run_lock)
 HYDRA = ".hydra"                      # Hydra's own copy of the config and overrides
 MULTIRUN = "multirun.yaml"            # marks a multirun's top folder
 OVERRIDES = f"{HYDRA}/overrides.yaml"  # the command line's overrides, as Hydra recorded them

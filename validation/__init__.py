@@ -1,6 +1,6 @@
 """Checks of a run before any work is done: one place, one message per problem.
 
-``run.py`` calls, in this order:
+A training run (``ctclust.training.train``) calls, in this order:
 
 1. :func:`validate` (pure: the composed configuration only) — the method trains on this kind of
    dataset, batch size >= 2, learning rates > 0, max_length >= 1, temperatures > 0, K >= 2,

@@ -20,6 +20,7 @@ from validation.lookup import (
     select,
     target_of,
 )
+from validation.renamed_keys import check_renamed_keys
 
 
 def validate(cfg: DictConfig) -> None:
@@ -260,14 +261,3 @@ def check_matmul_precision(cfg: DictConfig) -> None:
     if value is not None and value not in MATMUL_PRECISIONS:
         raise ConfigError(f"float32_matmul_precision={value}: must be one of {', '.join(MATMUL_PRECISIONS)} or null "
                           "(highest: true float32, the default; high: TF32 on GPU tensor cores)")
-
-
-# keys a user's command line may still carry, with their new names (docs/history/changes.md)
-RENAMED_KEYS = {"choose_k.seeds": "choose_k.kmeans_runs"}
-
-
-def check_renamed_keys(cfg: DictConfig) -> None:
-    for old, new in RENAMED_KEYS.items():
-        value = select(cfg, old)
-        if value is not None and value is not ABSENT:
-            raise ConfigError(f"{old}={value} is now {new} (the same setting under its new name): set {new}={value}.")

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from evaluation.clustering.label_free import DIRECTIONS as LABEL_FREE_DIRECTIONS
+from evaluation.clustering import catalogue
 from evaluation.clustering.label_free import best_index, label_free_report
 from evaluation.clustering.metrics import clustering_scores
 from lightning_modules.shared.eval_outputs import cached_eval_outputs, outputs_kmeans
@@ -20,6 +20,7 @@ from lightning_modules.shared.periodic_evaluation import PeriodicEvaluation
 from textcore.console import format_duration
 from textcore.errors import ConfigError
 from textcore.kmeans import check_kmeans_backend, kmeans_fit, sample_rows
+from validation.renamed_keys import refuse_renamed
 
 log = logging.getLogger(__name__)
 
@@ -64,12 +65,8 @@ def evaluate_outputs(
 
 CONFIG_SECTION = "dataset.callbacks.clustering_eval"  # where conf/ keeps this callback's settings (error messages)
 
-# settings this section held before early stopping became a callback of its own: a value set there names its new key
-MOVED_SETTINGS = {
-    "stop_when_changed_below": "dataset.callbacks.clustering_stop.when_changed_below",
-    "stop_patience": "dataset.callbacks.clustering_stop.patience",
-    "stop_key": "dataset.callbacks.clustering_stop.key",
-}
+# the settings this section held before early stopping became a callback of its own (validation.renamed_keys)
+MOVED_SETTINGS = ("stop_when_changed_below", "stop_patience", "stop_key")
 
 
 def whole_number(section: str, name: str, value, minimum: int, meaning: str) -> None:
@@ -78,30 +75,24 @@ def whole_number(section: str, name: str, value, minimum: int, meaning: str) -> 
         raise ConfigError(f"{section}.{name}={value!r}: a whole number >= {minimum} ({meaning}).")
 
 
-def refuse_moved_settings(values: dict) -> None:
-    """A setting of ``MOVED_SETTINGS`` given a value (an old command line): the error names where it lives now."""
-    for name, value in values.items():
-        if value is not None:
-            raise ConfigError(f"{CONFIG_SECTION}.{name}={value!r}: early stopping is its own callback now; "
-                              f"set {MOVED_SETTINGS[name]}={value} instead.")
-
-
 def monitor_direction(monitor: str) -> str:
-    """``max`` or ``min`` for a metric name such as ``kmeans_acc``, ``head_davies_bouldin``."""
-    base = monitor.split("_", 1)[1] if monitor.startswith(("kmeans_", "head_")) else monitor
-    if base in LABEL_FREE_DIRECTIONS:
-        if LABEL_FREE_DIRECTIONS[base] is None:
-            raise ConfigError(f"monitor={monitor}: {base} has no better direction; monitor another metric "
-                              f"({', '.join(n for n, d in LABEL_FREE_DIRECTIONS.items() if d)} or acc/nmi/ari/ami).")
-        return LABEL_FREE_DIRECTIONS[base]
-    if base in ("acc", "nmi", "ari", "ami"):
-        return "max"
-    raise ConfigError(f"monitor={monitor}: unknown metric; use <kmeans|head>_<acc|nmi|ari|ami> (labels) or "
-                      f"<kmeans|head>_<{'|'.join(n for n, d in LABEL_FREE_DIRECTIONS.items() if d)}> (no labels).")
+    """``max`` or ``min`` for a metric name such as ``kmeans_acc``, ``head_davies_bouldin`` (the catalogue's)."""
+    base = catalogue.split_prefixed(monitor)[1]
+    known = catalogue.by_name()
+    free = "|".join(catalogue.selectable(label_free_only=True))
+    if base not in known:
+        raise ConfigError(f"monitor={monitor}: unknown metric; use <kmeans|head>_<{'|'.join(catalogue.label_names())}> "
+                          f"(labels) or <kmeans|head>_<{free}> (no labels).")
+    if known[base].direction is None:
+        raise ConfigError(f"monitor={monitor}: {base} has no better direction; monitor another metric "
+                          f"({', '.join(catalogue.selectable(label_free_only=True))} or "
+                          f"{'/'.join(catalogue.label_names())}).")
+    return known[base].direction
 
 
 def uses_labels(monitor: str) -> bool:
-    return monitor.split("_", 1)[-1] in ("acc", "nmi", "ari", "ami")
+    metric = catalogue.by_name().get(monitor.split("_", 1)[-1])
+    return metric is not None and metric.needs_labels
 
 
 class ClusteringEvaluator(PeriodicEvaluation):
@@ -122,7 +113,7 @@ class ClusteringEvaluator(PeriodicEvaluation):
             and three torchmetrics scores per prediction).
         output_dir: the run folder: an evaluation pass too large for memory is mapped into its ``embeddings/``.
         stop_when_changed_below, stop_patience, stop_key: moved to ``dataset.callbacks.clustering_stop``
-            (``MOVED_SETTINGS``); only None is accepted, anything else is an error naming the new key.
+            (``validation.renamed_keys``); only None is accepted, anything else is an error naming the new key.
     The final evaluation's partitions, embeddings and KMeans centres stay here (``predictions``, ``outputs``,
     ``kmeans_centers``) for the callbacks that write and describe them.
     """
@@ -147,8 +138,8 @@ class ClusteringEvaluator(PeriodicEvaluation):
         stop_patience: int | None = None,
         stop_key: str | None = None,
     ):
-        refuse_moved_settings({"stop_when_changed_below": stop_when_changed_below, "stop_patience": stop_patience,
-                               "stop_key": stop_key})
+        for name, value in zip(MOVED_SETTINGS, (stop_when_changed_below, stop_patience, stop_key)):
+            refuse_renamed(f"{CONFIG_SECTION}.{name}", value)
         whole_number(CONFIG_SECTION, "every_n_steps", every_n_steps, 0, "0: only before and after training")
         whole_number(CONFIG_SECTION, "sample", sample, 0, "texts of the evaluations before and during training; 0: all")
         whole_number(CONFIG_SECTION, "kmeans_sample", kmeans_sample, 0, "rows KMeans fits its centres on; 0: all")

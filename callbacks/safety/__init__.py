@@ -1,1 +1,1 @@
-"""Callbacks that keep a run safe to stop and resume: checkpoints, signals, non-finite losses, RNG state."""
+"""Callbacks that keep a run safe to stop and resume: checkpoints, non-finite losses, RNG state, empty epochs, ranks."""

@@ -13,7 +13,7 @@
 - :class:`LastCheckpoint` writes ``last.ckpt`` every ``every_n_steps`` optimizer steps and/or
   every ``every_n_minutes``, at the last training step (before the final evaluation, so a failing
   evaluation keeps the trained weights), and when a stop was requested by a signal
-  (``callbacks.safety.interrupt``). Every save happens at the end of a training step, after the other
+  (``runtime.interrupt``). Every save happens at the end of a training step, after the other
   callbacks (Lightning runs ``Checkpoint`` callbacks last), which is the state Lightning resumes
   from exactly. It also repairs, on load, checkpoints written at the end of an epoch or of
   training (:func:`normalize_loop_state`).
@@ -31,7 +31,7 @@ import torch
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 from lightning.pytorch.callbacks import Checkpoint
 
-from callbacks.safety import interrupt
+from runtime import interrupt
 from textcore import atomic_files, run_folder
 from textcore.errors import ConfigError, UserError, writing
 

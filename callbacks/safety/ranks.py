@@ -36,7 +36,7 @@ from typing import Callable
 
 from lightning.pytorch.callbacks import Callback
 
-from callbacks.safety.run_lock import pid_alive, process_start
+from runtime.run_lock import pid_alive, process_start
 from textcore.errors import ConfigError, UserError
 
 log = logging.getLogger(__name__)

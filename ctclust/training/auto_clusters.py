@@ -5,11 +5,19 @@ import json
 import logging
 from pathlib import Path
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from textcore.errors import writing
 
 log = logging.getLogger(__name__)
+
+
+def choose_k_settings(cfg: DictConfig) -> DictConfig:
+    """The run's ``choose_k`` section over conf/config.yaml's (where its defaults are set): a configuration
+    composed without the section, or with part of it, scans as the default one does."""
+    from evaluation.clustering.choose_k import conf_defaults
+
+    return OmegaConf.merge(conf_defaults(), cfg.get("choose_k") or {})
 
 
 def resolve_auto_clusters(cfg: DictConfig, datamodule, output_dir: Path) -> dict | None:
@@ -32,22 +40,21 @@ def resolve_auto_clusters(cfg: DictConfig, datamodule, output_dir: Path) -> dict
         result = json.loads(saved.read_text())
         log.info("num_clusters=auto: K=%d, as chosen before (%s)", result["recommended"]["k"], saved)
     else:
-        settings = cfg.get("choose_k") or {}
+        settings = choose_k_settings(cfg)
         pooling = cfg.method.get("pooling") or "mean"
         # embedded and clustered on the CPU before training, as the evaluation tools do
         encoder = TextEncoder.from_name(cfg.backbone.name, EncoderSettings.outside_training(
             pooling, int(cfg.max_length))).eval()
         texts = datamodule.texts
-        keep = scan_rows(len(texts), int(settings.get("max_texts", 5000)))
+        keep = scan_rows(len(texts), int(settings.max_texts))
         if keep is not None:  # the scan's seeded sample is all that is embedded
             texts = [texts[i] for i in keep]
         log.info("num_clusters=auto: embedding %d texts with the untrained %s and scanning K=%s",
-                 len(texts), cfg.backbone.name, settings.get("k", "2:60"))
+                 len(texts), cfg.backbone.name, settings.k)
         embeddings = encoder.encode(texts, batch_size=128).numpy()
-        result = choose_k(embeddings, settings.get("k", "2:60"), int(settings.get("kmeans_runs", 5)),
-                          settings.get("rule", "silhouette"), int(settings.get("silhouette_sample", 3000)),
-                          kmeans_backend=OUTSIDE_TRAINING["kmeans_backend"], log=log.info,
-                          max_texts=int(settings.get("max_texts", 5000)))
+        result = choose_k(embeddings, settings.k, int(settings.kmeans_runs), settings.rule,
+                          int(settings.silhouette_sample), kmeans_backend=OUTSIDE_TRAINING["kmeans_backend"],
+                          log=log.info, max_texts=int(settings.max_texts))
         with writing(saved):
             write_outputs(result, folder, f"{cfg.dataset.name} ({cfg.backbone.name}, before training)")
     datamodule.requested_clusters = int(result["recommended"]["k"])

@@ -8,6 +8,7 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from lightning_modules.shared.precision import precision_trainer_kwargs
+from runtime.multirun import hydra_config, is_multirun
 from textcore import console
 from textcore.errors import ConfigError
 
@@ -85,22 +86,31 @@ def instantiate_callbacks(cfg: DictConfig) -> list:
 
 
 def build_loggers(cfg: DictConfig) -> list:
-    """The configured loggers; W&B offline without an API key, one group for the jobs of a multirun."""
-    from evaluation.across_runs.wandb_dashboard import has_wandb_credentials, wandb_group_settings
-
+    """The configured loggers; W&B's with :func:`wandb_settings`."""
     loggers = []
     for name, logger_cfg in (cfg.get("logger") or {}).items():
         if logger_cfg is None or "_target_" not in logger_cfg:
             continue
-        if name == "wandb" and logger_cfg.get("offline") is None:
-            offline = not has_wandb_credentials()
-            if offline:
-                log.info("W&B: no API key found, logging offline; upload later with `wandb sync`.")
-            logger_cfg = OmegaConf.merge(logger_cfg, {"offline": offline})
         if name == "wandb":
-            logger_cfg = OmegaConf.merge(logger_cfg, wandb_group_settings(logger_cfg, cfg.paths.get("log_dir")))
+            logger_cfg = OmegaConf.merge(logger_cfg, wandb_settings(logger_cfg, cfg.paths.get("log_dir")))
         loggers.append(hydra.utils.instantiate(logger_cfg))
     return loggers
+
+
+def wandb_settings(logger_cfg, log_dir) -> dict:
+    """What the W&B logger's configuration leaves open: offline without an API key (``wandb sync`` uploads it
+    later), and in a multirun, unless ``logger.wandb.group`` is set, the sweep folder as the group of every job's
+    run (relative to ``paths.log_dir``, e.g. ``train/multiruns/2026-01-31_12-00-00``)."""
+    from evaluation.across_runs.wandb_dashboard import has_wandb_credentials, sweep_group
+
+    settings = {}
+    if logger_cfg.get("offline") is None:
+        settings["offline"] = not has_wandb_credentials()
+        if settings["offline"]:
+            log.info("W&B: no API key found, logging offline; upload later with `wandb sync`.")
+    if not logger_cfg.get("group") and is_multirun():
+        settings["group"] = sweep_group(hydra_config().sweep.dir, log_dir)
+    return settings
 
 
 def build_trainer(cfg: DictConfig, callbacks: list, loggers: list, extra_kwargs: dict):

@@ -1,18 +1,18 @@
 """What happens around ``trainer.fit`` so that no work is lost (docs/reliability.md "Preemption and resume").
 
 :class:`RunLifecycle`, a context manager around the whole run, holds the run folder's lock
-(``callbacks.safety.run_lock``), decides where training starts (``start_point``), adds what the Trainer needs for
+(``runtime.run_lock``), decides where training starts (``start_point``), adds what the Trainer needs for
 that (the atomic checkpoint I/O plugin, the DDP timeout, ``eval_only``'s early stop, SLURM's requeue folder), and
 turns the ways a fit can end early into a partial results.json (``results.write_results``) and one error:
 
-- a signal (:class:`callbacks.safety.interrupt.RunInterrupted`): status ``interrupted``, the step, the
+- a signal (:class:`runtime.interrupt.RunInterrupted`): status ``interrupted``, the step, the
   checkpoint and the exact command that resumes; :class:`RunStopped`, whose ``exit_code`` is 128 + the signal
   (SIGINT 130, SIGTERM 143);
 - a non-finite loss or weights: status ``nonfinite_loss``; the error goes on;
 - a DDP rank that died: status ``rank_died``, one message naming it and the checkpoint to resume from
   (``callbacks.safety.ranks``: the process-group timeout, the watch of the other ranks);
 - the GPU out of memory: status ``out_of_memory``, one message naming the settings that set a step's memory
-  (``callbacks.safety.out_of_memory``) and the checkpoint to resume from;
+  (``runtime.out_of_memory``) and the checkpoint to resume from;
 - a failure after the last training step (the final evaluation): status ``evaluation_failed``,
   the trained checkpoint and the command that re-runs only the evaluation (in the one error
   message, or as a note under a traceback when the error is a bug);
@@ -31,15 +31,17 @@ import hydra
 import torch
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from callbacks.safety import interrupt, ranks, run_lock
+from callbacks.safety import ranks
 from callbacks.safety.checkpointing import LastCheckpoint, NonFiniteWeightsError, with_atomic_checkpoint_io
 from callbacks.safety.nonfinite import NonFiniteLossError
-from callbacks.safety.out_of_memory import is_out_of_memory, out_of_memory_error
-from callbacks.safety.preemption import RequeueState, command_overrides, override_key, restart_count, run_fingerprint
 from ctclust.training.fit_callbacks import EvaluateOnly, PhaseClock
 from ctclust.training.results import FINISHED, write_results
 from ctclust.training.start_point import StartPoint, earlier_attempt, given_or_requeued, rank_zero_choice
-from launching.hydra_callbacks import is_multirun
+from runtime import interrupt, run_lock
+from runtime.multirun import is_multirun
+from runtime.out_of_memory import is_out_of_memory, out_of_memory_error
+from runtime.preemption import RequeueState, command_overrides, override_key, run_fingerprint
+from runtime.run_lock import restart_count
 from textcore import run_folder
 from textcore.errors import ConfigError, UserError, find_user_error
 
@@ -226,7 +228,7 @@ class RunLifecycle:
     def known_facts(self) -> dict:
         """What results.json reports whatever the ending: the phases' seconds, the fit's wall time, the job's
         overrides in a multirun (a resumed sweep skips the job when they are the same:
-        ``hydra_callbacks.finished_job``), where training resumed from, ``eval_only``, and ``self.known``."""
+        ``runtime.multirun.finished_job``), where training resumed from, ``eval_only``, and ``self.known``."""
         facts = {}
         if self.fit_seconds is not None:
             facts["train_wall_seconds"] = round(self.fit_seconds, 1)
@@ -341,7 +343,7 @@ class RunLifecycle:
         return error
 
     def _out_of_memory(self, trainer, err: BaseException) -> None:
-        """One message with the settings to lower (callbacks.safety.out_of_memory) instead of torch's."""
+        """One message with the settings to lower (runtime.out_of_memory) instead of torch's."""
         checkpoint, step = self._last_checkpoint()
         where = f"at training step {trainer.global_step + 1}" if interrupt.phase() == "training" else \
             "before the first training step (the set-up or the evaluation before training)"

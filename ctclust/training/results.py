@@ -15,7 +15,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from launching import objective
+from runtime import objective
 from textcore import atomic_files, run_folder
 from textcore.errors import UserError, writing
 

@@ -1,7 +1,7 @@
 """Where a run's training starts: the ``ckpt_path`` it was given, or, without one, the checkpoint an earlier attempt
 of the same run left:
 
-- a SLURM job requeued: its requeue record (``callbacks.safety.preemption``);
+- a SLURM job requeued: its requeue record (``runtime.preemption``);
 - a job of a resumed multirun (the same overrides in the same job folder) whose earlier attempt was killed (its
   ``run.lock`` was left behind by a process that is gone) or stopped by a signal (its results.json says
   ``interrupted``): its ``last.ckpt``, and only the evaluation when its training had finished.
@@ -17,9 +17,10 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from callbacks.safety import run_lock
-from callbacks.safety.preemption import RequeueState, restart_count
 from callbacks.safety.ranks import checkpoint_step
+from runtime import run_lock
+from runtime.preemption import RequeueState
+from runtime.run_lock import restart_count
 from textcore.run_folder import RunFileError, RunFolder
 
 log = logging.getLogger(__name__)

@@ -24,9 +24,9 @@ from ctclust.training.builders import (
 )
 from ctclust.training.lifecycle import RunLifecycle
 from ctclust.training.results import print_results
-from launching import objective
-from launching.hydra_callbacks import finished_job
 from lightning_modules.shared.precision import register_precision_resolver
+from runtime import objective
+from runtime.multirun import finished_job
 from textcore import run_folder
 from textcore.atomic_files import atomic_write_text
 from textcore.errors import writing

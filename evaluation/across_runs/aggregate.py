@@ -39,13 +39,13 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from evaluation.benchmarks.clustering_tasks import BENCHMARKS, SHORT_NAMES
+from evaluation.clustering import catalogue
 from textcore import console, run_folder
 from textcore.atomic_files import atomic_open, atomic_write_text
 from textcore.errors import UserError, exit_on_user_error
 from textcore.run_folder import is_finite_number
 
 STS_TASKS = ("STS12", "STS13", "STS14", "STS15", "STS16", "STSB", "SICKR")
-CLUSTER_METRICS = ("acc", "nmi", "ari", "ami")
 STD_NOTE = "mean ± sample standard deviation (ddof=1) over seeds"
 OUTPUT_NAMES = ("aggregate.md", "aggregate.csv", "aggregate.json")
 # configuration keys that never distinguish runs (where they write, how they print, seeds)
@@ -212,13 +212,14 @@ def clustering_values(run: Run) -> list[tuple[str, str, dict]]:
     out = []
     final = ((run.results or {}).get("clustering") or {}).get("final") or {}
     for source, prefix in (("KMeans", "kmeans"), ("head", "head")):
-        scores = {m: final[f"{prefix}_{m}"] for m in CLUSTER_METRICS if is_finite_number(final.get(f"{prefix}_{m}"))}
+        scores = {m: final[f"{prefix}_{m}"] for m in catalogue.label_names()
+                  if is_finite_number(final.get(f"{prefix}_{m}"))}
         if scores:
             out.append((source, run.dataset, scores))
     evaluation = (run.evaluation or {}).get("clustering") or {}
     seeds = len(evaluation.get("seeds") or [])
     for dataset, scores in (evaluation.get("datasets") or {}).items():
-        metrics = {m: scores[m] for m in CLUSTER_METRICS if is_finite_number(scores.get(m))}
+        metrics = {m: scores[m] for m in catalogue.label_names() if is_finite_number(scores.get(m))}
         if metrics:
             out.append((f"KMeans, mean of {seeds} seeds" if seeds else "KMeans", dataset, metrics))
     return out
@@ -253,6 +254,7 @@ def aggregate(runs: Sequence[Run]) -> dict:
     clustering: dict[tuple[str, str], dict[str, dict[str, list]]] = {}
     sts: dict[tuple[str, str], dict[str, list]] = {}
     failed, without = [], []
+    metric_names = catalogue.label_names()
     all_seeds = sorted({r.seed for r in runs if r.seed is not None}, key=str)
     for run in runs:
         label = labels[run_group(run, keys)]
@@ -265,10 +267,10 @@ def aggregate(runs: Sequence[Run]) -> dict:
         produced = False
         for source, dataset, scores in clustering_values(run):
             row = clustering.setdefault((label, source), {})
-            cell = row.setdefault(dataset, {"seeds": [], "runs": [], **{m: [] for m in CLUSTER_METRICS}})
+            cell = row.setdefault(dataset, {"seeds": [], "runs": [], **{m: [] for m in metric_names}})
             cell["seeds"].append(run.seed)
             cell["runs"].append(str(run.path))
-            for metric in CLUSTER_METRICS:
+            for metric in metric_names:
                 cell[metric].append(scores.get(metric))
             produced = True
         values = sts_values(run)
@@ -288,13 +290,13 @@ def aggregate(runs: Sequence[Run]) -> dict:
         cells = {}
         for dataset, cell in row.items():
             cells[dataset] = {}
-            for metric in CLUSTER_METRICS:
+            for metric in metric_names:
                 pairs = [(v, s) for v, s in zip(cell[metric], cell["seeds"]) if v is not None]
                 if pairs:
                     cells[dataset][metric] = cell_stats([v for v, _ in pairs], [s for _, s in pairs])
             cells[dataset]["runs"] = cell["runs"]
         avg = {}
-        for metric in CLUSTER_METRICS:
+        for metric in metric_names:
             means = [cells[d][metric]["mean"] for d in datasets if d in cells and metric in cells[d]]
             avg[metric] = statistics.fmean(means) if means else None
         over = [d for d in datasets if d in cells]
@@ -356,13 +358,21 @@ def _md_escape(text: str) -> str:
     return str(text).replace("|", "\\|")
 
 
+def metric_tables(per_table: int = 2) -> list[tuple[str, tuple[str, ...]]]:
+    """The catalogue's metrics with labels, two to a Markdown table (ACC / NMI, ARI / AMI): (title, names)."""
+    metrics = catalogue.with_labels()
+    groups = [metrics[i:i + per_table] for i in range(0, len(metrics), per_table)]
+    return [(" / ".join(m.title for m in group), tuple(m.name for m in group)) for group in groups]
+
+
 def clustering_markdown(table: dict, metrics: Sequence[str]) -> tuple[list[str], int | None]:
     datasets, rows = table["datasets"], table["rows"]
     modal = _modal_n(c.get(m) for r in rows for c in r["cells"].values() for m in metrics)
     head = ["method", "predictions"]
+    titles = {m.name: m.title for m in catalogue.METRICS}
     for d in datasets:
-        head += [f"{SHORT_NAMES.get(d, d)} {m.upper()}" for m in metrics]
-    head += [f"Avg {m.upper()}" for m in metrics]
+        head += [f"{SHORT_NAMES.get(d, d)} {titles[m]}" for m in metrics]
+    head += [f"Avg {titles[m]}" for m in metrics]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * 2 + "---:|" * (len(head) - 2)]
     for row in rows:
         cells = [_md_escape(row["label"]), row["predictions"]]
@@ -397,7 +407,7 @@ def markdown(agg: dict, title: str = "Results") -> str:
     if agg["seeds"]:
         lines.append(f"Seeds seen: {', '.join(map(str, agg['seeds']))}.")
     if agg["clustering"]["rows"]:
-        for name, metrics in (("ACC / NMI", ("acc", "nmi")), ("ARI / AMI", ("ari", "ami"))):
+        for name, metrics in metric_tables():
             table, modal = clustering_markdown(agg["clustering"], metrics)
             lines += ["", f"## Clustering: {name}", "", f"n = {modal} seeds per cell unless marked (n=...).", ""]
             lines += table
@@ -426,7 +436,7 @@ def csv_rows(agg: dict) -> list[dict]:
     out = []
     for row in agg["clustering"]["rows"]:
         for dataset, cell in row["cells"].items():
-            for metric in CLUSTER_METRICS:
+            for metric in catalogue.label_names():
                 if metric in cell:
                     out.append({"table": "clustering", "label": row["label"], "predictions": row["predictions"],
                                 "column": dataset, "metric": metric, **_csv_stats(cell[metric])})

@@ -1,8 +1,7 @@
 """W&B as the dashboard of a sweep: shared group, final numbers in the run summary, tables.
 
-- ``wandb_group_settings``: in a multirun every job's W&B run gets ``group`` = the sweep folder
-  (relative to ``paths.log_dir``, e.g. ``train/multiruns/2026-01-31_12-00-00``) unless
-  ``logger.wandb.group`` is set; ``job_type`` comes from the config (default: the method).
+- ``sweep_group``: the W&B group of a sweep's runs, its folder relative to ``paths.log_dir`` (the run's logger
+  joins it, ``ctclust.training.builders.wandb_settings``; the aggregate below logs into it);
 - ``log_results``: the final numbers of results.json (objective, clustering final scores, STS,
   selection score) into the run summary, and the clustering before/after table and the STS
   table as W&B Tables (``clustering_table``, ``sts_table``).
@@ -20,14 +19,14 @@ import os
 from pathlib import Path
 from typing import Mapping
 
+from evaluation.clustering import catalogue
 from textcore.run_folder import is_finite_number
 
 log = logging.getLogger(__name__)
 
-
-
 # an evaluation entry's fields that describe it rather than score it
 NOT_SCORES = ("step", "epoch", "texts", "kmeans_fitted_on")
+
 
 def has_wandb_credentials() -> bool:
     if os.environ.get("WANDB_API_KEY"):
@@ -35,24 +34,13 @@ def has_wandb_credentials() -> bool:
     netrc = Path(os.environ.get("NETRC", Path.home() / ".netrc"))
     return netrc.exists() and "api.wandb.ai" in netrc.read_text(errors="ignore")
 
+
 def sweep_group(sweep_dir: str | Path, log_dir: str | Path | None = None) -> str:
     sweep_dir = Path(str(sweep_dir))
     try:
         return str(sweep_dir.resolve().relative_to(Path(str(log_dir)).resolve())) if log_dir else sweep_dir.name
     except ValueError:
         return sweep_dir.name
-
-
-def wandb_group_settings(logger_cfg: Mapping, log_dir: str | Path | None = None) -> dict:
-    """``{"group": <sweep folder>}`` for a job of a multirun whose wandb config sets no group; else {}."""
-    from hydra.core.hydra_config import HydraConfig
-
-    if logger_cfg.get("group") or not HydraConfig.initialized():
-        return {}
-    hydra_cfg = HydraConfig.get()
-    if not str(hydra_cfg.mode).endswith("MULTIRUN"):
-        return {}
-    return {"group": sweep_group(hydra_cfg.sweep.dir, log_dir)}
 
 
 def summary_numbers(results: Mapping) -> dict:
@@ -118,7 +106,7 @@ def aggregate_tables(agg: Mapping) -> dict[str, tuple[list[str], list[list]]]:
     rows = []
     for row in agg["clustering"]["rows"]:
         for dataset, cell in row["cells"].items():
-            for metric in ("acc", "nmi", "ari", "ami"):
+            for metric in catalogue.label_names():
                 if metric in cell:
                     c = cell[metric]
                     rows.append([row["label"], row["predictions"], dataset, metric, c["mean"], c["std"], c["n"]])

@@ -14,6 +14,7 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 
 from datamodules.download.catalogue import data_root
+from evaluation.clustering import catalogue
 from textcore.checkout import CONF
 from textcore.errors import ConfigError, MissingFileError
 
@@ -173,7 +174,8 @@ def evaluate_clustering(
             )
     done = list(out["datasets"])
     out["avg_over"] = done
-    out["avg"] = {m: float(np.mean([out["datasets"][d][m] for d in done])) if done else None for m in ("acc", "nmi")}
+    out["avg"] = {m: float(np.mean([out["datasets"][d][m] for d in done])) if done else None
+                  for m in catalogue.paper_names()}
     return out
 
 
@@ -189,7 +191,7 @@ def clustering_markdown(result: dict, label: str) -> str:
         "| Model | Metric | " + " | ".join(heads) + f" | {avg_name} |",
         "|" + "---|" * (len(names) + 3),
     ]
-    for metric in ("acc", "nmi"):
+    for metric in catalogue.paper_names():
         cells = [
             f"{100 * result['datasets'][n][metric]:.2f} ({100 * result['datasets'][n][metric + '_std']:.2f})"
             for n in names

@@ -22,6 +22,7 @@ from evaluation.benchmarks.clustering_tasks import (
     clustering_sets,
     evaluate_clustering,
 )
+from evaluation.clustering import catalogue
 from textcore.errors import ConfigError
 
 TASKS = ("clustering", "sts", "transfer", "mteb", "few_shot")
@@ -38,6 +39,39 @@ def max_length(encoder, length: int | None):
         yield
     finally:
         encoder.max_length = saved
+
+
+def sts_part(result: dict, encoder, encode, senteval_dir, length: int | None, log) -> None:
+    """``result["sts"]`` (or a note that the STS data is missing) at the token limit ``length``."""
+    from evaluation.benchmarks.sts import evaluate_sts
+
+    try:
+        with max_length(encoder, length):
+            result["sts"] = evaluate_sts(encode, senteval_dir, log=log)
+            result["sts"]["max_length"] = encoder.max_length
+    except FileNotFoundError as missing:
+        result["notes"].append(f"sts skipped: {missing}")
+    else:
+        result["notes"] += [f"sts: {t} skipped ({w})" for t, w in result["sts"]["skipped"].items()]
+
+
+def senteval_part(result: dict, task: str, encoder, encode, senteval_dir, length: int, log,
+                  options: dict | None) -> None:
+    """``result[task]`` for SentEval's ``transfer`` or ``few_shot`` tasks at the token limit ``length``, with a note
+    for each task whose data is missing."""
+    if task == "transfer":
+        from evaluation.benchmarks.transfer import evaluate_transfer
+
+        with max_length(encoder, length):
+            result[task] = evaluate_transfer(encode, senteval_dir, **(options or {}))
+    else:
+        from evaluation.benchmarks.senteval.few_shot import evaluate_few_shot
+
+        with max_length(encoder, length):
+            result[task] = evaluate_few_shot(encode, senteval_dir, log=log, **(options or {}))
+    result[task]["max_length"] = length
+    result["notes"] += [f"{task}: {t} skipped ({r['skipped']})" for t, r in result[task]["tasks"].items()
+                        if "skipped" in r]
 
 
 def evaluate_encoder(
@@ -109,36 +143,10 @@ def evaluate_encoder(
             result["clustering"]["max_length"] = clustering_max_length
             result["notes"] += [f"clustering: {n} skipped ({w})" for n, w in result["clustering"]["skipped"].items()]
         elif task == "sts":
-            from evaluation.benchmarks.sts import evaluate_sts
-
-            try:
-                with max_length(encoder, sts_max_length):
-                    result["sts"] = evaluate_sts(encode, senteval_dir, log=log)
-                    result["sts"]["max_length"] = encoder.max_length
-            except FileNotFoundError as missing:
-                result["notes"].append(f"sts skipped: {missing}")
-            else:
-                result["notes"] += [f"sts: {t} skipped ({w})" for t, w in result["sts"]["skipped"].items()]
-        elif task == "transfer":
-            from evaluation.benchmarks.transfer import evaluate_transfer
-
-            with max_length(encoder, transfer_max_length):
-                result["transfer"] = evaluate_transfer(encode, senteval_dir, **(transfer_options or {}))
-            result["transfer"]["max_length"] = transfer_max_length
-            result["notes"] += [
-                f"transfer: {t} skipped ({r['skipped']})"
-                for t, r in result["transfer"]["tasks"].items()
-                if "skipped" in r
-            ]
-        elif task == "few_shot":
-            from evaluation.benchmarks.senteval.few_shot import evaluate_few_shot
-
-            options = dict(few_shot_options or {})
-            with max_length(encoder, transfer_max_length):
-                result["few_shot"] = evaluate_few_shot(encode, senteval_dir, log=log, **options)
-            result["few_shot"]["max_length"] = transfer_max_length
-            result["notes"] += [f"few_shot: {t} skipped ({r['skipped']})"
-                                for t, r in result["few_shot"]["tasks"].items() if "skipped" in r]
+            sts_part(result, encoder, encode, senteval_dir, sts_max_length, log)
+        elif task in ("transfer", "few_shot"):
+            senteval_part(result, task, encoder, encode, senteval_dir, transfer_max_length, log,
+                          transfer_options if task == "transfer" else few_shot_options)
         elif task == "mteb":
             from evaluation.benchmarks.mteb_eval import evaluate_mteb
 
@@ -203,7 +211,7 @@ def headline_rows(result: dict) -> dict[str, float | None]:
     rows: dict[str, float | None] = {}
     clustering = result.get("clustering")
     if clustering:
-        for metric in ("acc", "nmi"):
+        for metric in catalogue.paper_names():
             for name in BENCHMARKS:
                 if name in clustering["datasets"]:
                     rows[f"clustering {metric.upper()} {SHORT_NAMES[name]}"] = (

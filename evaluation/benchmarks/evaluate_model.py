@@ -95,8 +95,8 @@ def evaluate_baseline(args, tasks: Sequence[str], label: str, log, start: float)
     return result
 
 
-@exit_on_user_error
-def main(argv: Sequence[str] | None = None) -> dict | str:
+def build_parser():
+    """The options of ``python tools.py evaluate``."""
     parser = console.tool_parser("evaluate", __doc__)
     parser.add_argument("--model", help="run dir, .ckpt, sentence-transformers/HF folder, Hub name, minilm or tiny; "
                         "tfidf or bow: the bag-of-words clustering baselines")
@@ -174,8 +174,40 @@ def main(argv: Sequence[str] | None = None) -> dict | str:
     parser.add_argument("--few-shot-k", type=int, default=16, help="--tasks few_shot: examples per class (16)")
     parser.add_argument("--few-shot-sets", type=int, default=5, help="--tasks few_shot: sampled training sets (5)")
     run_folder.add_trust_option(parser)
-    args = parser.parse_args(argv)
+    return parser
 
+
+def mteb_settings(args, tasks: list[str], label: str) -> dict | None:
+    """The MTEB part's options, its tasks checked before the model is loaded (None without ``mteb``)."""
+    if "mteb" not in tasks:
+        return None
+    from evaluation.benchmarks.mteb_eval import check_data_available, parse_range, resolve_tasks
+
+    names = [t.strip() for t in args.mteb_tasks.split(",") if t.strip()]
+    sts_range = parse_range(args.mteb_sts_range)
+    check_data_available(resolve_tasks(names, sts_range))  # before the model is loaded
+    return {"tasks": names, "out_dir": args.output / "mteb", "label": label, "max_length": args.mteb_max_length,
+            "sts_range": sts_range}
+
+
+def clustering_max_length(args) -> int:
+    """The clustering embeddings' token limit: the protocol's (32; ClusterNS's 128, which also sets its pooling,
+    one run and scikit-learn's KMeans on ``args``), or ``--clustering-max-length``."""
+    length = 32
+    if args.clustering_protocol == "clusterns":
+        args.pooling, args.kmeans_runs, args.kmeans_backend = "cls_before_pooler", 1, "sklearn"
+        length = 128
+    if args.clustering_max_length is not None:
+        if args.clustering_max_length < 1:
+            raise ConfigError(f"--clustering-max-length must be >= 1, got {args.clustering_max_length}")
+        length = args.clustering_max_length
+    return length
+
+
+@exit_on_user_error
+def main(argv: Sequence[str] | None = None) -> dict | str:
+    parser = build_parser()
+    args = parser.parse_args(argv)
     if args.compare:
         table = compare_files(args.compare)
         print(table)
@@ -195,15 +227,7 @@ def main(argv: Sequence[str] | None = None) -> dict | str:
 
         check_transfer_options(transfer_options)  # before the model is loaded
     label = args.name or model_slug(args.model)
-    mteb_options = None
-    if "mteb" in tasks:
-        from evaluation.benchmarks.mteb_eval import check_data_available, parse_range, resolve_tasks
-
-        names = [t.strip() for t in args.mteb_tasks.split(",") if t.strip()]
-        sts_range = parse_range(args.mteb_sts_range)
-        check_data_available(resolve_tasks(names, sts_range))  # before the model is loaded
-        mteb_options = {"tasks": names, "out_dir": args.output / "mteb", "label": label,
-                        "max_length": args.mteb_max_length, "sts_range": sts_range}
+    mteb_options = mteb_settings(args, tasks, label)
 
     from evaluation.clustering.bow_baseline import BASELINES
 
@@ -215,14 +239,7 @@ def main(argv: Sequence[str] | None = None) -> dict | str:
         return evaluate_baseline(args, tasks, label, log, start)
     from evaluation.model_io.load import load_encoder
 
-    clustering_max_length = 32
-    if args.clustering_protocol == "clusterns":
-        args.pooling, args.kmeans_runs, args.kmeans_backend = "cls_before_pooler", 1, "sklearn"
-        clustering_max_length = 128
-    if args.clustering_max_length is not None:
-        if args.clustering_max_length < 1:
-            raise ConfigError(f"--clustering-max-length must be >= 1, got {args.clustering_max_length}")
-        clustering_max_length = args.clustering_max_length
+    max_length = clustering_max_length(args)
     encoder, pooling = load_encoder(args.model, args.pooling, args.trust_checkpoint)
     if mteb_options is not None and mteb_options["max_length"] is None and not is_run_reference(args.model):
         mteb_options["max_length"] = min(int(encoder.tokenizer.model_max_length),
@@ -243,7 +260,7 @@ def main(argv: Sequence[str] | None = None) -> dict | str:
         kmeans_n_init=args.kmeans_n_init,
         embedding_cache=args.embedding_cache,
         mteb_options=mteb_options,
-        clustering_max_length=clustering_max_length,
+        clustering_max_length=max_length,
         few_shot_options={"k": args.few_shot_k, "sets": args.few_shot_sets},
         backend=args.backend,
         backend_cache=backend_cache(args.model),

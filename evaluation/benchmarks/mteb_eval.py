@@ -32,6 +32,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from datamodules.table_reader import FORMATS
 from textcore.errors import ConfigError, UserError
 
 Encode = Callable[[list[str]], np.ndarray]
@@ -190,7 +191,7 @@ def resolve_tasks(names: Sequence[str], sts_range: tuple[float, float] = (0.0, 5
     for name in names:
         if Path(name).is_file():
             tasks.append(local_task(name, sts_range))
-        elif Path(name).suffix.lower() in (".csv", ".tsv", ".jsonl", ".json", ".parquet", ".txt"):
+        elif Path(name).suffix.lower() in FORMATS:  # the extensions of a data file
             raise ConfigError(f"MTEB task '{name}' looks like a file but does not exist.")
         else:
             hub_names.append(name)

@@ -290,8 +290,8 @@ def to_markdown(result: dict, title: str = "SentEval transfer") -> str:
     return "\n".join(lines) + "\n"
 
 
-@exit_on_user_error
-def main(argv: Sequence[str] | None = None) -> dict:
+def build_parser():
+    """The options of ``python tools.py transfer``."""
     parser = console.tool_parser(
         "transfer",
         "SentEval transfer tasks on frozen embeddings under a named protocol (default: SentEval's "
@@ -344,6 +344,12 @@ def main(argv: Sequence[str] | None = None) -> dict:
     )
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads for embedding (default: torch's)")
     run_folder.add_trust_option(parser)
+    return parser
+
+
+@exit_on_user_error
+def main(argv: Sequence[str] | None = None) -> dict:
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.toolkit_classifier and args.protocol != "senteval-toolkit":
         parser.error("--toolkit-classifier applies to --protocol senteval-toolkit only")

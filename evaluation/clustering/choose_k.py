@@ -1,7 +1,7 @@
 """Choose the number of clusters K without labels (docs/clusters.md, "Without labels"), given the texts'
 embeddings: the scan and the recommendation, and their files. The command that reads a corpus or a run folder and
-embeds the texts is ``python tools.py choose-k`` (:mod:`evaluation.model_io.embed_and_choose_k`); ``run.py`` calls
-:func:`choose_k` for ``dataset.num_clusters=auto``.
+embeds the texts is ``python tools.py choose-k`` (:mod:`evaluation.model_io.embed_and_choose_k`); a training run calls
+:func:`choose_k` for ``dataset.num_clusters=auto`` (``ctclust.training.auto_clusters``).
 
 For each K, KMeans is fitted with ``seeds`` seeds (one restart each); the fit with the lowest inertia is scored
 with the label-free criteria of ``evaluation.clustering.label_free`` (silhouette with cosine distance on a seeded
@@ -25,6 +25,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from evaluation.figures import new_figure, save_figure
+from textcore.checkout import CONF
 from textcore.errors import ConfigError
 
 RULES = {  # name -> (criterion key, direction)
@@ -33,7 +34,15 @@ RULES = {  # name -> (criterion key, direction)
     "davies_bouldin": ("davies_bouldin", "min"),
     "stability": ("stability", "max"),
 }
-DEFAULT_K = "2:60"
+
+
+def conf_defaults() -> dict:
+    """The scan's settings as conf/config.yaml's ``choose_k`` sets them (the one place of their defaults): ``k``,
+    ``kmeans_runs``, ``rule``, ``silhouette_sample``, ``max_texts``; a run's own section overrides them, the
+    ``choose-k`` command's options default to them."""
+    from omegaconf import OmegaConf
+
+    return OmegaConf.to_container(OmegaConf.load(CONF / "config.yaml").choose_k)
 
 
 def parse_k(spec: str | Sequence[int], n_texts: int | None = None) -> list[int]:
@@ -95,8 +104,8 @@ def hdbscan_reference(embeddings: np.ndarray, min_cluster_size: int = 10, sample
 def scan_k(
     embeddings: np.ndarray,
     ks: Sequence[int],
-    seeds: int = 5,
-    silhouette_sample: int = 3000,
+    seeds: int,
+    silhouette_sample: int,
     *,
     kmeans_backend: str,
     log: Callable[[str], None] | None = None,
@@ -148,21 +157,29 @@ def recommend(rows: Sequence[dict], rule: str = "silhouette") -> dict:
 
 def choose_k(
     embeddings: np.ndarray,
-    k: str | Sequence[int] = DEFAULT_K,
-    seeds: int = 5,
-    rule: str = "silhouette",
-    silhouette_sample: int = 3000,
+    k: str | Sequence[int] | None = None,
+    seeds: int | None = None,
+    rule: str | None = None,
+    silhouette_sample: int | None = None,
     hdbscan_min_cluster_size: int = 10,
     *,
     kmeans_backend: str,
     log: Callable[[str], None] | None = None,
-    max_texts: int = 5000,
+    max_texts: int | None = None,
 ) -> dict:
     """Scan K over ``embeddings`` [n, d]; ``{"ks", "rows", "recommended", "hdbscan", ...}``.
 
     ``max_texts``: KMeans and the criteria run on a seeded sample of this many texts (0: all); the
-    cost of a scan grows with N x K, and K is a property of the corpus that a sample shows.
+    cost of a scan grows with N x K, and K is a property of the corpus that a sample shows. A setting left None
+    takes conf/config.yaml's (:func:`conf_defaults`; ``seeds`` is its ``kmeans_runs``).
     """
+    if None in (k, seeds, rule, silhouette_sample, max_texts):
+        defaults = conf_defaults()
+        k = defaults["k"] if k is None else k
+        seeds = defaults["kmeans_runs"] if seeds is None else seeds
+        rule = defaults["rule"] if rule is None else rule
+        silhouette_sample = defaults["silhouette_sample"] if silhouette_sample is None else silhouette_sample
+        max_texts = defaults["max_texts"] if max_texts is None else max_texts
     if rule not in RULES:
         raise ConfigError(f"rule '{rule}': choose from {', '.join(RULES)}")
     total = len(embeddings)

@@ -29,6 +29,8 @@ float64 copy. :func:`davies_bouldin` does not use ``torch.cdist``, whose matrix-
 leaves the diagonal slightly above zero, so that from 26 clusters on each cluster's ratio to itself dominates (on
 SearchSnippets at K = 30: 3192 against scikit-learn's 4.16; docs/history/results_2026-11.md, "Without labels"). Only the
 silhouette is quadratic: it is computed on a seeded sample.
+
+Their names, titles and directions are entries of ``evaluation.clustering.catalogue``.
 """
 from __future__ import annotations
 
@@ -36,16 +38,7 @@ import math
 
 import numpy as np
 
-# name -> direction (None: no better direction; reported, never used to select)
-DIRECTIONS = {
-    "silhouette": "max",
-    "calinski_harabasz": "max",
-    "davies_bouldin": "min",
-    "dunn": "max",
-    "size_entropy": None,
-    "changed": "min",
-}
-NAMES = tuple(DIRECTIONS)
+from evaluation.clustering.catalogue import cluster_accuracy
 
 
 def silhouette_cosine(embeddings: np.ndarray, assignments: np.ndarray, sample: int = 2000, seed: int = 0) -> float:
@@ -89,8 +82,6 @@ def size_entropy(assignments: np.ndarray, num_clusters: int) -> float:
 
 def changed_share(previous: np.ndarray, current: np.ndarray) -> float:
     """Share of texts in a different cluster, after the best one-to-one matching of cluster ids."""
-    from evaluation.clustering.metrics import cluster_accuracy
-
     return 1.0 - cluster_accuracy(previous, current)
 
 

@@ -1,40 +1,15 @@
-"""Clustering metrics (docs/evaluation.md): Hungarian accuracy, NMI, ARI, AMI, and KMeans protocols."""
+"""A clustering scored with labels (the catalogue's metrics, docs/evaluation.md) and the KMeans protocols."""
 from __future__ import annotations
 
 import numpy as np
-from scipy.optimize import linear_sum_assignment
-from sklearn.metrics import adjusted_mutual_info_score, adjusted_rand_score, normalized_mutual_info_score
 
+from evaluation.clustering import catalogue
 from textcore.kmeans import kmeans_fit
 
 
-def _as_int_labels(values) -> np.ndarray:
-    """Map arbitrary label values (strings, 1-based ints) to 0..C-1."""
-    _, inverse = np.unique(np.asarray(values), return_inverse=True)
-    return inverse.astype(np.int64)
-
-
-def cluster_accuracy(labels, predictions) -> float:
-    """Share of samples correctly labelled under the best one-to-one cluster→class mapping."""
-    y = _as_int_labels(labels)
-    p = _as_int_labels(predictions)
-    if y.shape != p.shape:
-        raise ValueError(f"labels and predictions differ in length: {y.shape} vs {p.shape}")
-    size = max(y.max(), p.max()) + 1
-    counts = np.zeros((size, size), dtype=np.int64)
-    np.add.at(counts, (p, y), 1)
-    rows, cols = linear_sum_assignment(counts, maximize=True)
-    return float(counts[rows, cols].sum() / len(y))
-
-
 def clustering_scores(labels, predictions) -> dict[str, float]:
-    """ACC, NMI (sklearn's default arithmetic normalisation), ARI and AMI."""
-    return {
-        "acc": cluster_accuracy(labels, predictions),
-        "nmi": float(normalized_mutual_info_score(labels, predictions)),
-        "ari": float(adjusted_rand_score(labels, predictions)),
-        "ami": float(adjusted_mutual_info_score(labels, predictions)),
-    }
+    """Every metric of the catalogue that compares a clustering with labels (ACC, NMI, ARI, AMI)."""
+    return catalogue.label_scores(labels, predictions)
 
 
 def kmeans_scores(

@@ -17,7 +17,7 @@ from typing import Sequence
 
 import numpy as np
 
-from evaluation.clustering.choose_k import DEFAULT_K, RULES, choose_k, parse_k, scan_rows, write_outputs
+from evaluation.clustering.choose_k import RULES, choose_k, conf_defaults, parse_k, scan_rows, write_outputs
 from evaluation.model_io import run_files
 from textcore import console, run_folder
 from textcore.device_settings import OUTSIDE_TRAINING
@@ -66,6 +66,7 @@ def embed_texts(texts: list[str], model: str, pooling: str | None, max_length: i
 @exit_on_user_error
 def main(argv: Sequence[str] | None = None) -> dict:
     parser = console.tool_parser("choose-k", __doc__)
+    defaults = conf_defaults()  # conf/config.yaml's choose_k, as a run's num_clusters=auto scans
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--run", type=Path, help="a run folder: its end-of-run embeddings, nothing embedded")
     source.add_argument("--input", type=Path,
@@ -77,12 +78,13 @@ def main(argv: Sequence[str] | None = None) -> dict:
     parser.add_argument("--pooling", default=None, choices=("mean", "cls", "cls_before_pooler"),
                         help="default: the model's own")
     parser.add_argument("--max-length", type=int, default=32, help="token limit (the papers' clustering length: 32)")
-    parser.add_argument("--k", default=DEFAULT_K, help="lo:hi, lo:hi:step or a list (default 2:60)")
-    parser.add_argument("--kmeans-runs", type=int, default=5,
+    parser.add_argument("--k", default=defaults["k"], help="lo:hi, lo:hi:step or a list")
+    parser.add_argument("--kmeans-runs", type=int, default=defaults["kmeans_runs"],
                         help="KMeans runs per K, with seeds 0..N-1 (stability compares them)")
-    parser.add_argument("--rule", default="silhouette", choices=tuple(RULES), help="the criterion that picks K")
-    parser.add_argument("--silhouette-sample", type=int, default=3000, help="texts the silhouette is computed on")
-    parser.add_argument("--max-texts", type=int, default=5000,
+    parser.add_argument("--rule", default=defaults["rule"], choices=tuple(RULES), help="the criterion that picks K")
+    parser.add_argument("--silhouette-sample", type=int, default=defaults["silhouette_sample"],
+                        help="texts the silhouette is computed on")
+    parser.add_argument("--max-texts", type=int, default=defaults["max_texts"],
                         help="scan a seeded sample of this many texts (0: all; the cost grows with N x K)")
     parser.add_argument("--hdbscan-min-cluster-size", type=int, default=10,
                         help="HDBSCAN's smallest cluster (its number of clusters is shown beside the scan)")

@@ -8,11 +8,11 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from evaluation.clustering import catalogue
 from textcore import run_folder
 
 # method settings that describe the run rather than the recipe
 NOT_RECIPE = {"_target_", "callbacks", "optimizer", "name"}
-CLUSTER_KEYS = ("acc", "nmi", "ari", "ami")
 
 
 def _fmt(value) -> str:
@@ -24,17 +24,18 @@ def clustering_table(clustering: dict) -> list[str]:
     rows = [(name, r) for name, r in rows if isinstance(r, dict)]
     if not rows:
         return []
+    metrics = catalogue.with_labels()
     lines = ["### Clustering", "",
              "Protocol: KMeans with K = the number of classes on the evaluation pooling's embeddings (`kmeans_*`), "
              "and the method's own cluster head where it has one (`head_*`); accuracy after the Hungarian matching "
              "of clusters to classes, scikit-learn's NMI / ARI / AMI; x100.", "",
-             "| embeddings | " + " | ".join(f"KMeans {k.upper()}" for k in CLUSTER_KEYS) + " | "
-             + " | ".join(f"head {k.upper()}" for k in CLUSTER_KEYS) + " |",
-             "|---" * (1 + 2 * len(CLUSTER_KEYS)) + "|"]
+             "| embeddings | " + " | ".join(f"KMeans {m.title}" for m in metrics) + " | "
+             + " | ".join(f"head {m.title}" for m in metrics) + " |",
+             "|---" * (1 + 2 * len(metrics)) + "|"]
     for name, r in rows:
         label = "before training" if name == "before" else f"after training (step {r.get('step', '?')})"
-        lines.append(f"| {label} | " + " | ".join(_fmt(r.get(f"kmeans_{k}")) for k in CLUSTER_KEYS) + " | "
-                     + " | ".join(_fmt(r.get(f"head_{k}")) for k in CLUSTER_KEYS) + " |")
+        lines.append(f"| {label} | " + " | ".join(_fmt(r.get(f"kmeans_{m.name}")) for m in metrics) + " | "
+                     + " | ".join(_fmt(r.get(f"head_{m.name}")) for m in metrics) + " |")
     return lines + [""]
 
 

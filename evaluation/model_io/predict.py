@@ -48,6 +48,7 @@ import numpy as np
 from evaluation.model_io import run_files
 from textcore import console, run_folder
 from textcore.errors import MissingFileError, UserError, exit_on_user_error
+from textcore.kmeans import nearest, squared_distances
 from textcore.run_folder import RunFolder
 
 if TYPE_CHECKING:  # torch is imported where a model runs: `tools.py predict --help` needs none of it
@@ -73,11 +74,10 @@ def nearest_centroid(embeddings, centroids, device=None) -> tuple[np.ndarray, np
     device = device or x.device
     x = x.to(device=device, dtype=torch.float64)
     c = torch.as_tensor(centroids).to(device=device, dtype=torch.float64)
-    sq = (x**2).sum(1, keepdim=True) - 2 * x @ c.T + (c**2).sum(1)  # [N, K]
-    distances = sq.clamp_min(0.0).sqrt()  # [N, K]
-    cluster = distances.argmin(dim=1)  # [N]
+    squared = squared_distances(x, c)  # [N, K]
+    cluster = nearest(squared)[1]  # [N]
     if c.shape[0] > 1:
-        two = distances.topk(2, dim=1, largest=False).values  # [N, 2], nearest first
+        two = squared.clamp_min(0.0).topk(2, dim=1, largest=False).values.sqrt()  # [N, 2], nearest first
         margin = torch.where(two[:, 1] > 0, 1.0 - two[:, 0] / two[:, 1].clamp_min(1e-12), torch.zeros_like(two[:, 0]))
     else:
         margin = torch.ones(len(x), dtype=torch.float64, device=device)

@@ -3,24 +3,24 @@ from __future__ import annotations
 
 import math
 
-LABEL_FREE_COLUMNS = (("silhouette", "silhouette"), ("davies_bouldin", "Davies-Bouldin"),
-                      ("size_entropy", "size entropy"), ("changed", "changed %"))
+from evaluation.clustering import catalogue
 
 
 def _fmt(value) -> str:
     return "-" if value is None else f"{100 * value:.2f}"
 
 
-def _fmt_free(key: str, value) -> str:
+def _fmt_free(metric: catalogue.Metric, value) -> str:
     if value is None or not math.isfinite(value):
         return "-"
-    return f"{100 * value:.1f}" if key == "changed" else f"{value:.3f}"
+    return f"{100 * value:.1f}" if metric.percent else f"{value:.3f}"
 
 
 def summary_rows(results: dict) -> list[dict]:
     """Rows of the before/after table: KMeans before, KMeans after, the cluster head after, the best step.
 
-    With labels: ACC, NMI, ARI, AMI. Without: the label-free criteria (``evaluation.clustering.label_free``).
+    With labels: the catalogue's metrics with labels (ACC, NMI, ARI, AMI). Without: its label-free criteria that
+    the table shows (``in_summary``: silhouette, Davies-Bouldin, size entropy, changed).
     """
     clustering = results.get("clustering") or {}
     monitor = clustering.get("best_monitor") or "kmeans_acc"
@@ -37,10 +37,11 @@ def summary_rows(results: dict) -> list[dict]:
         if labelled:
             if not entry or f"{prefix}_acc" not in entry:
                 continue
-            scores = {m.upper(): _fmt(entry.get(f"{prefix}_{m}")) for m in ("acc", "nmi", "ari", "ami")}
+            scores = {m.title: _fmt(entry.get(f"{prefix}_{m.name}")) for m in catalogue.with_labels()}
         else:
             if not entry or f"{prefix}_silhouette" not in entry:
                 continue
-            scores = {title: _fmt_free(key, entry.get(f"{prefix}_{key}")) for key, title in LABEL_FREE_COLUMNS}
+            scores = {m.title: _fmt_free(m, entry.get(f"{prefix}_{m.name}"))
+                      for m in catalogue.label_free() if m.in_summary}
         rows.append({"what": what, **scores})
     return rows

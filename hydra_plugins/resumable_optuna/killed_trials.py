@@ -31,7 +31,7 @@ import logging
 import time
 from pathlib import Path
 
-from callbacks.safety import run_lock
+from runtime import run_lock
 from textcore import run_folder
 
 log = logging.getLogger(__name__)

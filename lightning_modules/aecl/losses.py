@@ -80,23 +80,8 @@ def similarity_guided_loss(
     views' logs; the sum over i and v has 2N terms, hence the 1/2N (a mean). Because l1 + l2
     can exceed 1 the loss can be negative. S keeps its gradient: L_I also trains the attention.
 
-    The reference code's pieces (docs/methods/aecl.md), for the 2N anchors r of a stacked matrix (partner
-    of r = r ± N):
-      two-view: X = [Z⁰; Z¹];  num_r = e(X_r, X_partner(r)),
-                den_r = Σ over the 2N-2 columns other than r and partner(r);
-      guided (per view v): Y = [Z^v; H^v];
-                soft1_r = Σ_c W_rc · e(Y_r, Y_c) over c with the same predicted cluster
-                          / Σ over the 2N-2 columns of Y other than r and partner(r),
-                W = (S^v tiled 2x2 with the stacked diagonal set to 0) + 1e-5,
-      so same-view z–z (and h–h) pairs of one cluster also count as S-weighted positives.
-
-    ``form="reference"``: what the reference ``train.py`` optimises. Its two-view ratio is a
-    column [2N, 1] of numerators over a row [2N] of denominators, soft0[i, j] = num_i / den_j,
-    a 2N×2N matrix; soft1 [2N] is broadcast along the last axis:
-      L_v = -(1/4N²) Σ_{i,j} log(soft1_j + soft0[i, j]);   L_I = (L_0 + L_1) / 2.
-
-    ``form="rowwise"``: the same pieces added row by row, L_v = -mean_r log(num_r/den_r + soft1_r).
-    Neither the paper nor the code computes this; it is kept to compare with earlier runs.
+    ``form="reference"`` (what the reference ``train.py`` optimises) and ``form="rowwise"`` (its pieces added row by
+    row, kept to compare with earlier runs): :func:`_similarity_guided_stacked`.
 
     Args:
         z0, z1, h0, h1: [N, D]; s0, s1: [N, N]; clusters: [N] integer cluster ids.
@@ -148,7 +133,26 @@ def _stacked_ratio_masks(n: int, device) -> tuple[torch.Tensor, torch.Tensor]:
 
 def _similarity_guided_stacked(z0, z1, hs, ss, same, temperature, broadcast: bool, guided: bool = True) -> torch.Tensor:
     """The reference code's stacked-matrix L_I: ``broadcast`` True = its train.py, False = row by row;
-    ``guided`` False leaves out soft1 (No IC)."""
+    ``guided`` False leaves out soft1 (No IC).
+
+    The reference code's pieces (docs/methods/aecl.md), for the 2N anchors r of a stacked matrix (partner
+    of r = r ± N):
+      two-view: X = [Z⁰; Z¹];  num_r = e(X_r, X_partner(r)),
+                den_r = Σ over the 2N-2 columns other than r and partner(r);
+      guided (per view v): Y = [Z^v; H^v];
+                soft1_r = Σ_c W_rc · e(Y_r, Y_c) over c with the same predicted cluster
+                          / Σ over the 2N-2 columns of Y other than r and partner(r),
+                W = (S^v tiled 2x2 with the stacked diagonal set to 0) + 1e-5,
+      so same-view z–z (and h–h) pairs of one cluster also count as S-weighted positives.
+
+    ``broadcast`` (``form="reference"``): what the reference ``train.py`` optimises. Its two-view ratio is a
+    column [2N, 1] of numerators over a row [2N] of denominators, soft0[i, j] = num_i / den_j,
+    a 2N×2N matrix; soft1 [2N] is broadcast along the last axis:
+      L_v = -(1/4N²) Σ_{i,j} log(soft1_j + soft0[i, j]);   L_I = (L_0 + L_1) / 2.
+
+    Row by row (``form="rowwise"``): the same pieces added up for each row, L_v = -mean_r log(num_r/den_r + soft1_r).
+    Neither the paper nor the code computes this; it is kept to compare with earlier runs.
+    """
     n = z0.shape[0]
     counterpart, negatives = _stacked_ratio_masks(n, z0.device)
     rows = torch.arange(2 * n, device=z0.device)

@@ -35,7 +35,7 @@ ENCODER_SETTINGS = {
     # speed (config keys encoder_chunk_tokens / encoder_concat_views): length-sorted chunks of at most this
     # many padded tokens (0: off), and the views of a step in one encoder call; with dropout off they change
     # speed, not results; in training they change which dropout mask each text draws (like another seed).
-    # No default for the chunks: run.py chooses them for the run's device (textcore/device_settings.py)
+    # No default for the chunks: a training run chooses them for its device (textcore/device_settings.py)
     "chunk_tokens": REQUIRED,
     "concat_views": True,
     # cached gradients (docs/cached_gradients.md): > 0 runs the encoder in mini-batches of at most this many
@@ -103,7 +103,7 @@ class TextRepresentationModule(L.LightningModule):
         missing = sorted(key for key, value in s.items() if value is REQUIRED)
         if missing:
             raise TypeError(f"{type(self).__name__} needs {missing}: chunk_tokens is encoder_chunk_tokens, which "
-                            "run.py chooses for the run's device (textcore/device_settings.py); give the number of "
+                            "a training run chooses for its device (textcore/device_settings.py); give the number of "
                             "padded tokens per encoder call (0: one padded call per batch)")
         settings = EncoderSettings(s["pooling"], s["max_length"], s["chunk_tokens"], s["concat_views"],
                                    s["grad_cache_tokens"], s["prompt_templates"])

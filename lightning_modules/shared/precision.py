@@ -27,7 +27,7 @@ def gpu_precision(device: int | None = None) -> str:
 
 
 def register_precision_resolver() -> None:
-    """Make ``${gpu_precision:}`` resolvable (idempotent; run.py calls it at import)."""
+    """Make ``${gpu_precision:}`` resolvable (idempotent; ctclust.training.train calls it at import)."""
     if not OmegaConf.has_resolver(RESOLVER):
         OmegaConf.register_new_resolver(RESOLVER, lambda: gpu_precision())
 

@@ -1,6 +1,8 @@
 """Training-step speed at the papers' scale on a GPU (``make bench-gpu``): the GPU section of BENCHMARKS.md (between
-its markers) is replaced; a CPU run writes only to an explicit ``--out``. Four benchmarks, one module each under
-scripts/bench/gpu_steps/ (what they share: ``shared.py``, the papers' backbones, batches and texts, a timed step):
+its markers) is replaced, and the rows that estimates read (``launching.gpu_figures``: a run's GPU hours and memory)
+are recorded as data in BENCHMARKS.json (part ``gpu``); a CPU run writes only to an explicit ``--out``. Four
+benchmarks, one module each under scripts/bench/gpu_steps/ (what they share: ``shared.py``, the papers' backbones,
+batches and texts, a timed step):
 
 - ``raw_step``: every method, every precision, our step against the authors' layout, peak memory and model FLOPs
   utilisation (the main table);
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
 import sys
 import tempfile
 from pathlib import Path
@@ -26,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import torch  # noqa: E402
 
+from launching import gpu_figures  # noqa: E402
 from scripts.bench.gpu_steps import shared  # noqa: E402
 from scripts.bench.gpu_steps.compiled_step import COMPILE_METHODS, compiled_rows, render_compiled  # noqa: E402
 from scripts.bench.gpu_steps.end_to_end import E2E_METHODS, end_to_end, render_end_to_end  # noqa: E402
@@ -60,6 +64,29 @@ def render(rows: list[dict], args) -> str:
     lines += render_end_to_end([r for r in rows if r["layout"] == "end-to-end"])
     lines += render_compiled([r for r in rows if r["layout"] == "compiled"])
     return "\n".join(lines + ["", END])
+
+
+def figure_rows(rows: list[dict]) -> list[dict]:
+    """The rows estimates read (``launching.gpu_figures``): the project's raw step and the end-to-end rows, at the
+    table's precision."""
+    def tokens(value) -> str:
+        return str(value) if value else "-"
+
+    return [{"method": r["method"], "arch": r["arch"], "batch": r["batch"], "precision": r["precision"],
+             "chunk": tokens(r.get("chunk_tokens")), "cached": tokens(r.get("grad_cache_tokens")),
+             "end_to_end": r["layout"] == "end-to-end", "steps_per_s": round(r["steps_per_s"], 2),
+             "peak_gib": None if r.get("peak_gib") is None or r["layout"] == "end-to-end" else round(r["peak_gib"], 1)}
+            for r in rows if r["layout"] in ("ours", "end-to-end")]
+
+
+def record_figures(rows: list[dict], args, path: Path = gpu_figures.BENCHMARKS) -> None:
+    """The figures as data beside the other benchmarks' numbers (BENCHMARKS.json, part ``gpu``)."""
+    results = json.loads(path.read_text()) if path.is_file() else {}
+    card = torch.cuda.get_device_name(torch.device(args.device)) if torch.device(args.device).type == "cuda" else "CPU"
+    results[gpu_figures.PART] = {"result": {"card": card, "rows": figure_rows(rows)},
+                                 "meta": {"date": dt.date.today().isoformat(),
+                                          "command": "python scripts/bench/gpu.py " + " ".join(sys.argv[1:])}}
+    path.write_text(json.dumps(results, indent=1))
 
 
 def main(argv=None) -> list[dict]:
@@ -130,6 +157,8 @@ def main(argv=None) -> list[dict]:
     else:
         text = text.rstrip("\n") + ("\n\n" if text else "") + section + "\n"
     out.write_text(text)
+    if args.out is None:  # the project's own benchmarks: the figures that estimates read, as data
+        record_figures(rows, args)
     print(section)
     return rows
 

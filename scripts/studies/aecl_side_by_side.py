@@ -131,7 +131,7 @@ def ours_pseudo_label_acc(run_dir: Path, data: Path | None) -> float | None:
     import pandas as pd
     import torch
 
-    from evaluation.clustering.metrics import cluster_accuracy
+    from evaluation.clustering.catalogue import cluster_accuracy
 
     labels = pd.factorize(pd.read_csv(data / "searchsnippets.csv")["label"])[0]
     state = torch.load(checkpoint, map_location="cpu", weights_only=False)["state_dict"]

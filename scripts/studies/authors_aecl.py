@@ -166,7 +166,8 @@ def main(argv=None) -> None:
     import pandas as pd
     from transformers import AutoModel, AutoTokenizer
 
-    from evaluation.clustering.metrics import cluster_accuracy, clustering_scores, kmeans_scores
+    from evaluation.clustering.catalogue import cluster_accuracy
+    from evaluation.clustering.metrics import clustering_scores, kmeans_scores
     from textcore.device_settings import OUTSIDE_TRAINING
 
     try:

@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from evaluation.across_runs.aggregate import Run, cell_stats, fmt_cell, load_run  # noqa: E402
-from launching.objective import lookup  # noqa: E402
+from runtime.objective import lookup  # noqa: E402
 from textcore.run_folder import find_runs, is_finite_number  # noqa: E402
 
 

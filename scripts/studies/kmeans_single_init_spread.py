@@ -26,7 +26,7 @@ def single_init_accuracies(embeddings: np.ndarray, labels: np.ndarray, clusters:
     """ACC x100 of ``KMeans(clusters, random_state=s, max_iter=3000, tol=0.01, n_init=n_init)`` for s < seeds."""
     from sklearn.cluster import KMeans
 
-    from evaluation.clustering.metrics import cluster_accuracy
+    from evaluation.clustering.catalogue import cluster_accuracy
 
     return [100 * cluster_accuracy(labels, KMeans(clusters, random_state=seed, max_iter=3000, tol=0.01,
                                                   n_init=n_init).fit(embeddings).labels_) for seed in range(seeds)]

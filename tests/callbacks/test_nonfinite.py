@@ -1,6 +1,6 @@
 """The non-finite-loss guard reads its device flag only at logging steps, before checkpoints and at the end
 (callbacks/safety/nonfinite.py): a bad loss between those still stops the run, names the first bad step, and no
-weights after it are saved. (A bad loss at a logging step: tests/callbacks/test_interrupt.py.)"""
+weights after it are saved. (A bad loss at a logging step: tests/runtime/test_interrupt.py.)"""
 from __future__ import annotations
 
 import json

@@ -17,7 +17,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from callbacks.safety import ranks
-from callbacks.safety.run_lock import process_start
+from runtime.run_lock import process_start
 from tests.helpers import compose_config
 from textcore.errors import ConfigError
 

@@ -53,7 +53,8 @@ def brute_force_accuracy(labels, predictions) -> float:
 @example((["a", "a", "b"], [0, 1, 2]))  # more predicted clusters than classes
 @example((["a", "b", "c", "d"], [3, 3, 3, 3]))
 def test_hungarian_accuracy_equals_brute_force(case):
-    from evaluation.clustering.metrics import cluster_accuracy, clustering_scores
+    from evaluation.clustering.catalogue import cluster_accuracy
+    from evaluation.clustering.metrics import clustering_scores
 
     labels, predictions = case
     assert cluster_accuracy(labels, predictions) == pytest.approx(brute_force_accuracy(labels, predictions))

@@ -79,3 +79,19 @@ def postgres_server():
     finally:
         _run([str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop"], user)
         shutil.rmtree(folder, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def postgres_url_or_skip():
+    """The URL of a :func:`postgres_server` for the block; the test is skipped, with the reason, where none starts."""
+    import pytest
+
+    server = postgres_server()
+    try:
+        url = server.__enter__()
+    except RuntimeError as err:
+        pytest.skip(f"no PostgreSQL server could be started: {err}")
+    try:
+        yield url
+    finally:
+        server.__exit__(None, None, None)

@@ -12,7 +12,7 @@ import pytest
 import torch
 from lightning.pytorch.callbacks import Callback, Checkpoint
 
-from callbacks.safety import interrupt
+from runtime import interrupt
 
 
 class StopAt(Callback):

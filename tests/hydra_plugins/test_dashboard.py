@@ -68,14 +68,7 @@ def test_optuna_dashboard_opens_a_study_of_each_file_storage(tmp_path, kind):
 @pytest.mark.slow
 def test_optuna_dashboard_opens_a_study_on_a_postgresql_server():
     pytest.importorskip("psycopg", reason="the `sweep` extra (psycopg)")
-    from tests.helpers.postgres import postgres_server
+    from tests.helpers.postgres import postgres_url_or_skip
 
-    try:
-        server = postgres_server()
-        url = server.__enter__()
-    except RuntimeError as err:
-        pytest.skip(f"no PostgreSQL server could be started: {err}")
-    try:
+    with postgres_url_or_skip() as url:
         assert_dashboard_reads(url, write_study(url))
-    finally:
-        server.__exit__(None, None, None)

@@ -11,7 +11,6 @@ import pytest
 
 optuna = pytest.importorskip("optuna", reason="the `sweep` extra (Optuna)")
 
-from callbacks.safety.run_lock import process_start  # noqa: E402
 from hydra_plugins.resumable_optuna import resumed_seed  # noqa: E402
 from hydra_plugins.resumable_optuna.killed_trials import (  # noqa: E402
     DRIVER,
@@ -23,6 +22,7 @@ from hydra_plugins.resumable_optuna.killed_trials import (  # noqa: E402
     requeue_killed_trials,
 )
 from hydra_plugins.resumable_optuna.study_storage import open_storage  # noqa: E402
+from runtime.run_lock import process_start  # noqa: E402
 from tests.helpers.processes import dead_pid  # noqa: E402
 
 RUNNING, WAITING, FAIL = optuna.trial.TrialState.RUNNING, optuna.trial.TrialState.WAITING, optuna.trial.TrialState.FAIL

@@ -24,14 +24,9 @@ print(study.study_name)
 
 
 def test_drivers_starting_at_once_on_an_empty_database_all_open_the_study():
-    from tests.helpers.postgres import postgres_server
+    from tests.helpers.postgres import postgres_url_or_skip
 
-    try:
-        server = postgres_server()
-        url = server.__enter__()
-    except RuntimeError as err:
-        pytest.skip(f"no PostgreSQL server could be started: {err}")
-    try:
+    with postgres_url_or_skip() as url:
         procs = [subprocess.Popen([sys.executable, "-c", OPEN, url], cwd=ROOT, env=cli_env(), stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(4)]
         for proc in procs:  # the imports done, one line lets each go
@@ -40,5 +35,3 @@ def test_drivers_starting_at_once_on_an_empty_database_all_open_the_study():
         results = [proc.communicate(timeout=300) for proc in procs]
         assert [proc.returncode for proc in procs] == [0] * 4, [err[-1500:] for _, err in results]
         assert [out.strip() for out, _ in results] == ["s"] * 4
-    finally:
-        server.__exit__(None, None, None)

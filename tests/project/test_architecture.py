@@ -24,6 +24,7 @@ LAYERS = (
     ("lightning_modules",),  # the method packages, each with its own callbacks/
     ("validation",),
     ("evaluation",),
+    ("runtime",),  # the run protocol: the folder's lock, signals, requeue, the objective, a job of a multirun
     ("callbacks", "hydra_plugins"),
     ("launching",),
     ("ctclust", "run", "tools"),

@@ -49,7 +49,7 @@ def _results(folder, size):
 
 
 def _failed(folder, size):
-    from launching.hydra_callbacks import write_failure
+    from runtime.multirun import write_failure
 
     write_failure(folder, RuntimeError("x" * size))
 

@@ -10,16 +10,15 @@ the same command: nothing trained is lost (docs/sweeps.md "A sweep that was kill
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from ctclust.training.train import train
 from tests.helpers import compose_config
+from tests.helpers.processes import sigkill_when
 from tests.helpers.resume import assert_same_tensors, checkpoint_tensors, slow_overrides
 from tests.helpers.sweeps import ROOT, cli_env, run_cli
 from tests.run.test_sweeps import read_trials, toy_cli
@@ -31,15 +30,7 @@ def killed_while(args: list[str], checkpoint: Path, timeout: float = 600) -> Non
     """``python run.py <args>``, SIGKILLed as soon as ``checkpoint`` exists (saves are atomic: it is complete)."""
     proc = subprocess.Popen([sys.executable, "run.py", *args], cwd=ROOT, env=cli_env(), stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + timeout
-    while not checkpoint.is_file():
-        if proc.poll() is not None:
-            raise AssertionError(f"the sweep ended before {checkpoint} was written: {proc.stderr.read()[-3000:]}")
-        assert time.monotonic() < deadline, f"no {checkpoint} after {timeout} s"
-        time.sleep(0.1)
-    proc.send_signal(signal.SIGKILL)
-    proc.communicate(timeout=60)
-    assert proc.returncode == -signal.SIGKILL
+    sigkill_when(proc, checkpoint.is_file, f"{checkpoint} written", timeout)
 
 
 def saved_step(path: Path) -> int:

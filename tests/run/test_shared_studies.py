@@ -4,14 +4,13 @@ requested number of COMPLETE trials and no parameters drawn twice; one of them S
 started again, the same, with no trial left RUNNING."""
 from __future__ import annotations
 
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
+from tests.helpers.processes import sigkill_when
 from tests.helpers.resume import slow_overrides
 from tests.helpers.sweeps import ROOT, cli_env
 from tests.run.test_sweeps import toy_cli
@@ -44,15 +43,8 @@ def finish(proc: subprocess.Popen, timeout: float = 900) -> str:
 
 def kill_during_a_trial(proc: subprocess.Popen, sweep: Path, timeout: float = 600) -> None:
     """SIGKILL as soon as one of the driver's trials has written a last.ckpt (it is training)."""
-    deadline = time.monotonic() + timeout
-    while not list(sweep.glob("*/checkpoints/last.ckpt")):
-        if proc.poll() is not None:
-            raise AssertionError(f"the driver ended before a trial trained: {proc.stderr.read()[-3000:]}")
-        assert time.monotonic() < deadline, f"no trial of {sweep} trained in {timeout} s"
-        time.sleep(0.1)
-    proc.send_signal(signal.SIGKILL)
-    proc.communicate(timeout=60)
-    assert proc.returncode == -signal.SIGKILL
+    sigkill_when(proc, lambda: bool(list(sweep.glob("*/checkpoints/last.ckpt"))), f"a trial of {sweep} trained",
+                 timeout)
 
 
 def assert_shared_study(storage_obj) -> list:
@@ -96,15 +88,10 @@ def test_two_drivers_share_a_journal_file_study(toy_corpus, tmp_path, kill):
 
 @pytest.fixture(scope="module")
 def postgres_url():
-    from tests.helpers.postgres import postgres_server
+    from tests.helpers.postgres import postgres_url_or_skip
 
-    try:
-        server = postgres_server()
-        url = server.__enter__()
-    except RuntimeError as err:
-        pytest.skip(f"no PostgreSQL server could be started: {err}")
-    yield url
-    server.__exit__(None, None, None)
+    with postgres_url_or_skip() as url:
+        yield url
 
 
 @pytest.mark.parametrize("kill", [False, True], ids=["together", "one_killed"])

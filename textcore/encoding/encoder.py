@@ -53,8 +53,8 @@ class EncoderSettings:
     def check_speed(self) -> None:
         """A clear error for a chunk or cache budget that cannot be used."""
         if self.chunk_tokens is None:
-            raise ConfigError("encoder_chunk_tokens is null: run.py chooses it for the run's device "
-                              "(textcore/device_settings.py); a model built outside run.py needs a number (0: one "
+            raise ConfigError("encoder_chunk_tokens is null: a training run chooses it for its device "
+                              "(textcore/device_settings.py); a model built outside one needs a number (0: one "
                               "padded call per batch)")
         if int(self.chunk_tokens) < 0:
             raise ConfigError(f"encoder_chunk_tokens must be >= 0 (0: no chunking), got {self.chunk_tokens}")

@@ -51,27 +51,46 @@ def test_a_sample_is_refused(tmp_path, capsys):
     assert "dataset.sample=true: a paper table compares runs on the papers' corpora" in capsys.readouterr().err
 
 
-def test_gpu_hours_come_from_the_benchmarks_gpu_section():
-    steps_table = ["| method | backbone, batch | precision | layout | chunk tokens | cached | steps/s | tokens/s | "
-                   "peak GiB | MFU | vs authors |", "|---" * 11 + "|",
-                   "| sccl | distilbert-base, 400 | fp32 | authors | - | - | 1.00 | 1 | 1 | - | 1.00x |",
-                   "| sccl | distilbert-base, 400 | fp32 | ours | - | - | 4.00 | 1 | 1 | - | 4.00x |"]
-    end_to_end = ["End to end (`Trainer.fit`):", "",
-                  "| method | backbone, batch | precision | chunk tokens | end-to-end steps/s | raw steps/s | "
-                  "end-to-end / raw | loop overhead ms/step | MFU | start-up s |", "|---" * 10 + "|",
-                  "| sccl | distilbert-base, 400 | fp32 | - | 2.50 | 4.00 | 0.62 | 150 | - | 9 |"]
+def test_gpu_hours_come_from_the_benchmarks_gpu_figures(tmp_path):
+    from types import SimpleNamespace
+
+    from launching.gpu_figures import gpu_figures
+    from scripts.bench.gpu import record_figures
+
+    def step(layout, steps_per_s, **more):  # a row as scripts/bench/gpu.py measures it
+        return {"method": "sccl", "arch": "distilbert-base", "batch": 400, "precision": "fp32", "layout": layout,
+                "chunk_tokens": 0, "grad_cache_tokens": 0, "steps_per_s": steps_per_s, "peak_gib": 1.0, **more}
+
+    steps_table = [step("authors", 1.0), step("ours", 4.0)]
+    end_to_end = [step("end-to-end", 2.5, raw_steps_per_s=4.0, peak_gib=None)]
+    cpu = SimpleNamespace(device="cpu")
     cfg = reproduce.compose("sccl_tweet", [])
-    only_steps = reproduce.gpu_rows("\n".join([reproduce.GPU_START, *steps_table, reproduce.GPU_END]))
+    record_figures(steps_table, cpu, tmp_path / "only_steps.json")
+    only_steps = gpu_figures(tmp_path / "only_steps.json")
     assert [r["steps_per_s"] for r in only_steps] == [4.0]  # the authors' layout is not this project's run
     hours, why = reproduce.gpu_hours(cfg, only_steps)
     assert hours == pytest.approx(3000 / 4.0 / 3600) and why == "3000 steps at 4.00 steps/s"
-    both = reproduce.gpu_rows("\n".join([reproduce.GPU_START, *steps_table, "", *end_to_end, reproduce.GPU_END]))
+    record_figures(steps_table + end_to_end, cpu, tmp_path / "both.json")
+    both = gpu_figures(tmp_path / "both.json")
     assert reproduce.gpu_hours(cfg, both)[0] == pytest.approx(3000 / 2.5 / 3600)  # end to end preferred
     assert reproduce.gpu_hours(cfg, [])[0] is None
-    assert reproduce.gpu_rows("| sccl | distilbert-base, 400 | fp32 | ours |") == []  # no GPU section: nothing
+    assert gpu_figures(tmp_path / "absent.json") == []  # no GPU figures: nothing
     aecl = reproduce.compose("aecl_tweet", [])  # 70 epochs of ceil(2472 / 400) = 7 steps, no figure for AECL
     assert reproduce.training_steps(aecl) == 70 * 7
     assert reproduce.gpu_hours(aecl, both)[1].startswith("no GPU figure in BENCHMARKS.md for aecl")
+
+
+def test_the_recorded_gpu_figures_are_the_rows_of_the_gpu_section():
+    """BENCHMARKS.json's figures and BENCHMARKS.md's table for people say the same: each recorded row stands in
+    the GPU section with its steps/s."""
+    from launching.gpu_figures import BENCHMARKS, gpu_figures
+
+    figures = gpu_figures()
+    assert figures, "BENCHMARKS.json has no GPU figures (part 'gpu', written by scripts/bench/gpu.py)"
+    section = (BENCHMARKS.parent / "BENCHMARKS.md").read_text().split("<!-- bench-gpu:start -->")[1]
+    for row in figures:
+        assert f"| {row['method']} | {row['arch']}, {row['batch']} | {row['precision']} |" in section
+        assert f" {row['steps_per_s']:.2f} |" in section
 
 
 def write_views(folder: Path, name: str) -> None:

@@ -1,7 +1,8 @@
 import numpy as np
 import pytest
 
-from evaluation.clustering.metrics import cluster_accuracy, clustering_scores, kmeans_scores
+from evaluation.clustering.catalogue import cluster_accuracy
+from evaluation.clustering.metrics import clustering_scores, kmeans_scores
 from tests.helpers.speed import KMEANS
 from textcore.kmeans import kmeans_fit
 

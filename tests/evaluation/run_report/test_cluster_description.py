@@ -6,8 +6,8 @@ import pandas as pd
 import pytest
 import torch
 
+from evaluation.clustering.catalogue import cluster_accuracy
 from evaluation.clustering.confusion import matched_confusion
-from evaluation.clustering.metrics import cluster_accuracy
 from evaluation.model_io.predict import nearest_centroid, probabilities_to_assignment
 from evaluation.run_report.ctfidf import class_term_counts, ctfidf_weights, top_words
 from evaluation.run_report.describe import describe_clusters, markdown, representative_rows

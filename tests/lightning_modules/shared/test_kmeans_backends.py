@@ -110,12 +110,12 @@ def test_evaluate_clustering_uses_and_records_the_backend(tmp_path, backend):
 
 
 def test_the_assignment_on_a_device_equals_the_plain_one():
-    from textcore.kmeans import assign_nearest, assign_nearest_on_device
+    from textcore.kmeans import assign_nearest
 
     x = overlapping(n=1000)
     centres = kmeans_fit(x, 6, seed=0, n_init=1, backend="fast").cluster_centers_.astype(np.float32)
     labels, inertia = assign_nearest(x, centres, chunk_rows=300)
-    on_device, inertia_on_device = assign_nearest_on_device(x, centres, "cpu", chunk_rows=300)
+    on_device, inertia_on_device = assign_nearest(x, centres, chunk_rows=300, device="cpu")
     assert np.array_equal(on_device, labels) and inertia_on_device == pytest.approx(inertia, rel=1e-6)
 
 

@@ -56,7 +56,7 @@ def test_the_sample_is_seeded_and_the_blocks_do_not_change_the_assignment():
 
 
 def test_a_sample_of_a_few_thousand_finds_well_separated_clusters_of_a_large_set():
-    from evaluation.clustering.metrics import cluster_accuracy
+    from evaluation.clustering.catalogue import cluster_accuracy
 
     x, truth = blobs(100_000, k=6, d=16)
     result = kmeans_fit(x, 6, seed=0, n_init=3, backend="fast", sample=2000)

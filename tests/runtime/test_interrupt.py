@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from callbacks.safety import interrupt
 from callbacks.safety.checkpointing import LastCheckpoint, NonFiniteWeightsError, atomic_save
 from callbacks.safety.nonfinite import NonFiniteLossError
 from ctclust.training.lifecycle import FinalEvaluationError, RunStopped
 from ctclust.training.train import train
+from runtime import interrupt
 from tests.helpers import compose_config, toy_overrides
 from tests.helpers.data_files import ROOT
 from tests.helpers.resume import assert_same_tensors, slow_overrides, stop_overrides, without_timings

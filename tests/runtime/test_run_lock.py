@@ -1,4 +1,4 @@
-"""One folder, one run: the lock's decisions (callbacks/safety/run_lock.py). The two real processes on one folder
+"""One folder, one run: the lock's decisions (runtime/run_lock.py). The two real processes on one folder
 are in tests/run/test_many_processes.py (slow tier)."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import socket
 import pytest
 from omegaconf import OmegaConf
 
-from callbacks.safety.run_lock import FolderInUseError, FolderLock, launch_rank, process_start
+from runtime.run_lock import FolderInUseError, FolderLock, launch_rank, process_start
 from tests.helpers.processes import dead_pid
 from textcore.errors import USER_ERROR_EXIT_CODE
 

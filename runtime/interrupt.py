@@ -4,7 +4,8 @@
 While the run is training, the first signal only sets a flag: :class:`callbacks.safety.checkpointing.LastCheckpoint`
 sees it at the end of the current training step, saves ``last.ckpt`` (for the requeue signal:
 Lightning's SLURM handler saves ``hpc_ckpt_<n>.ckpt`` and runs ``scontrol requeue``) and raises
-:class:`RunInterrupted`; run.py then writes a partial ``results.json`` and exits with
+:class:`RunInterrupted`; the run (``ctclust.training.lifecycle``) then writes a partial ``results.json``, and
+run.py exits with
 128 + the signal number (SIGINT 130, SIGTERM 143, SIGUSR1 138). Saving at a step boundary, not
 inside the signal handler, keeps the weights, the optimizer and the loop counters of one step
 together, which an exact resume needs. Outside training (loading, the first evaluation, the final

@@ -19,8 +19,8 @@ import shutil
 import time
 from pathlib import Path
 
-from callbacks.safety.checkpointing import atomic_write_text
-from callbacks.safety.interrupt import slurm_job_id
+from runtime.interrupt import slurm_job_id
+from textcore.atomic_files import atomic_write_text
 
 RESUME_FILE = "resume.json"
 # overrides that do not change what a run computes, so they do not change its fingerprint
@@ -54,14 +54,6 @@ def under_slurm(env=None) -> bool:
     if "SLURM_NTASKS" not in env or slurm_job_id(env) is None:
         return False
     return env.get("SLURM_JOB_NAME") not in ("bash", "interactive")
-
-
-def restart_count(env=None) -> int:
-    env = os.environ if env is None else env
-    try:
-        return int(env.get("SLURM_RESTART_COUNT", 0))
-    except ValueError:
-        return 0
 
 
 class RequeueState:

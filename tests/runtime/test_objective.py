@@ -1,10 +1,9 @@
 """The `objective` key: what run.py returns to Hydra sweepers, per method; clear errors."""
 import json
-from pathlib import Path
 
 import pytest
 
-from launching.objective import (
+from runtime.objective import (
     ObjectiveError,
     check_sources,
     lookup,
@@ -38,7 +37,7 @@ def declared_default(method: str) -> str | None:
 
     from lightning_modules.shared.registry import import_class
 
-    conf = Path(__file__).resolve().parents[3] / "conf" / "method" / f"{method}.yaml"
+    conf = CONF / "method" / f"{method}.yaml"
     return import_class(OmegaConf.load(conf)._target_).default_objective if conf.exists() else None
 
 

@@ -1,4 +1,4 @@
-"""CUDA out of memory at a training step (callbacks/safety/out_of_memory.py, the lifecycle): one message with the
+"""CUDA out of memory at a training step (runtime/out_of_memory.py, the lifecycle): one message with the
 settings that decide a step's memory and their values in effect, injected on the CPU."""
 from __future__ import annotations
 
@@ -69,7 +69,7 @@ def test_out_of_memory_names_the_settings_in_effect_and_the_checkpoint(toy_corpu
 def test_levers_follow_the_values_in_effect():
     from omegaconf import OmegaConf
 
-    from callbacks.safety.out_of_memory import levers
+    from runtime.out_of_memory import levers
 
     text = levers(OmegaConf.create({"batch_size": 256, "encoder_chunk_tokens": 0, "encoder_grad_cache_tokens": 4096,
                                     "trainer": {"precision": "bf16-mixed"}}))

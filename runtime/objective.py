@@ -29,6 +29,7 @@ from __future__ import annotations
 import logging
 from typing import Iterable, Mapping
 
+from evaluation.clustering import catalogue
 from textcore.errors import UserError
 from textcore.run_folder import RESULTS, is_finite_number
 
@@ -38,14 +39,15 @@ AUTO = "auto"
 DIRECTION = "maximize"
 FALLBACKS = ("clustering.final.kmeans_acc", "sts_selection.best", "sts.dev.spearman")
 LABEL_FREE_FALLBACK = "clustering.final.kmeans_silhouette"
-# objective=<shorthand> -> (dotted path, direction)
-SHORTHANDS = {
-    "silhouette": ("clustering.final.kmeans_silhouette", "maximize"),
-    "calinski_harabasz": ("clustering.final.kmeans_calinski_harabasz", "maximize"),
-    "dunn": ("clustering.final.kmeans_dunn", "maximize"),
-    "davies_bouldin": ("clustering.final.kmeans_davies_bouldin", "minimize"),
-    "changed": ("clustering.final.kmeans_changed", "minimize"),
-}
+SWEEP_DIRECTIONS = {"max": "maximize", "min": "minimize"}  # the catalogue's words -> Hydra's sweeper's
+
+
+def shorthands() -> dict[str, tuple[str, str]]:
+    """objective=<name> -> (dotted path, direction): each label-free metric of the catalogue with a direction."""
+    return {m.name: (f"clustering.final.kmeans_{m.name}", SWEEP_DIRECTIONS[m.direction])
+            for m in catalogue.label_free() if m.direction}
+
+
 # results.json sections written by evaluation callbacks (their ``results_key``): an objective under
 # one of these can be checked before training against the callbacks the run has
 CALLBACK_SECTIONS = {
@@ -57,7 +59,8 @@ CALLBACK_SECTIONS = {
     "final_evaluation": "the end-of-training evaluation (method.callbacks.final_eval with tasks set)",
     "attention": "AECL's attention NS (method.callbacks.attention_ns)",
 }
-# the sections ``final``/``best`` are copies of clustering.final/best that run.py puts at the top
+# the sections ``final``/``best`` are copies of clustering.final/best at the top of results.json
+# (ctclust/training/results.py)
 ALIASES = {"final": "clustering", "best": "clustering"}
 
 
@@ -93,7 +96,7 @@ def resolve_name(setting: str | None, default: str | None, results: Mapping) -> 
     if setting is None or str(setting).lower() in ("null", "none", ""):
         return None
     if setting != AUTO:
-        return SHORTHANDS.get(str(setting), (str(setting), None))[0]
+        return shorthands().get(str(setting), (str(setting), None))[0]
     candidates = ([default] if default else list(FALLBACKS)) + [LABEL_FREE_FALLBACK]
     for name in candidates:
         try:
@@ -119,9 +122,11 @@ def objective_entry(setting: str | None, default: str | None, results: Mapping, 
     their sections empty, a missing number is no error: rank 0's value is the job's.
     """
     name = resolve_name(setting, default, results)
-    direction = SHORTHANDS.get(str(setting), (None, DIRECTION))[1] or DIRECTION
-    if name and name.split(".")[-1].endswith(("_davies_bouldin", "_changed")):
-        direction = "minimize"
+    direction = shorthands().get(str(setting), (None, DIRECTION))[1] or DIRECTION
+    prefix, base = catalogue.split_prefixed(name.split(".")[-1]) if name else ("", "")
+    metric = catalogue.by_name().get(base) if prefix else None  # kmeans_<metric>, head_<metric>
+    if metric is not None and metric.direction:
+        direction = SWEEP_DIRECTIONS[metric.direction]
     entry = {"name": name, "value": None, "direction": direction, "setting": setting}
     if name is None:
         if setting == AUTO:
@@ -172,7 +177,7 @@ def check_sources(setting: str | None, result_sections: Iterable[str]) -> None:
     """
     if setting is None or setting == AUTO:
         return
-    section = SHORTHANDS.get(str(setting), (str(setting), None))[0].split(".")[0]
+    section = shorthands().get(str(setting), (str(setting), None))[0].split(".")[0]
     if section not in CALLBACK_SECTIONS:
         return
     present = set(result_sections)

@@ -29,7 +29,7 @@ import sys
 import time
 from pathlib import Path
 
-from callbacks.safety.interrupt import slurm_job_id
+from runtime.interrupt import slurm_job_id
 from textcore import run_folder
 from textcore.atomic_files import atomic_write_text
 from textcore.errors import UserError
