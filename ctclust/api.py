@@ -26,8 +26,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
+from sklearn.base import BaseEstimator, ClusterMixin, TransformerMixin
+from sklearn.utils.validation import check_is_fitted
 
 from textcore.checkout import CONF, ROOT
+from textcore.encoding.backends import check_backend
 from textcore.errors import ConfigError, MissingFileError, UserError
 
 log = logging.getLogger(__name__)
@@ -42,8 +45,9 @@ class TextInputError(UserError, ValueError):
     """Texts that cannot be clustered (not strings, empty); the message names the position and the fix."""
 
 
-class TextClusterer:
-    """Train a clustering method on a corpus and assign texts to its clusters.
+class TextClusterer(ClusterMixin, TransformerMixin, BaseEstimator):
+    """Train a clustering method on a corpus and assign texts to its clusters: a scikit-learn estimator (``clone``,
+    ``get_params``/``set_params``, ``Pipeline``, ``GridSearchCV``) whose input is a list of texts.
 
     Args:
         method: a method of ``conf/method/`` (``sccl``, ``aecl``, ...).
@@ -54,54 +58,87 @@ class TextClusterer:
             ``{"trainer.max_steps": 500}``.
         seed: the run's seed (``seed=``).
         run_dir: the run folder to write (default: ``logs/train/runs/<method>_api/<time>`` in the checkout,
-            where ``python run.py`` writes).
+            where ``python run.py`` writes). A folder that already holds a run is not trained over: a refit (or
+            each fit of a ``GridSearchCV``) writes ``<run_dir>-2``, ``<run_dir>-3``, ...
         text_column: the column of a file's texts (default: ``text``, else the file's only text column).
+        verbose: show a progress bar for training and for every pass over the texts, the training budget and the
+            result table; False: print nothing.
+        backend: what embeds texts in ``predict`` / ``transform``: ``torch``, ``onnx`` or ``onnx-int8`` (ONNX
+            Runtime on the CPU, the export cached in the run folder; ``textcore.encoding.onnx_runtime``).
+        trust_checkpoint: load a checkpoint that holds more than tensors and plain values (pickled objects can run
+            code: only for a file you trust; docs/reliability.md).
 
-    Fitted attributes: ``labels_`` (the cluster of every training text, the method's head when it has one, else
-    KMeans), ``clusters_`` (a DataFrame: cluster, size, top_words, examples), ``num_clusters_``, ``run_dir_``,
-    ``results_`` (results.json).
+    The settings are stored as given and checked by ``fit`` (scikit-learn's contract). Fitted attributes:
+    ``labels_`` (the cluster of every training text, the method's head when it has one, else KMeans),
+    ``clusters_`` (a DataFrame: cluster, size, top_words, examples), ``num_clusters_``, ``run_dir_``, ``results_``
+    (results.json), ``model_`` (what ``predict`` and ``transform`` load, once).
     """
 
     def __init__(self, method: str = "sccl", backbone: str = "minilm", num_clusters: int | str | None = "auto",
                  overrides: Sequence[str] | Mapping[str, object] | None = None, *, seed: int = 42,
-                 run_dir: str | os.PathLike | None = None, text_column: str | None = None):
-        if num_clusters is not None and num_clusters != "auto" and not (
-                isinstance(num_clusters, int) and not isinstance(num_clusters, bool) and num_clusters >= 2):
-            raise ConfigError(f"num_clusters={num_clusters!r}: give K >= 2, 'auto' (chosen from the texts) or None "
-                              "(the number of distinct labels passed to fit).")
+                 run_dir: str | os.PathLike | None = None, text_column: str | None = None, verbose: bool = True,
+                 backend: str = "torch", trust_checkpoint: bool = False):
         self.method = method
         self.backbone = backbone
         self.num_clusters = num_clusters
-        self.overrides = _override_list(overrides)
+        self.overrides = overrides
         self.seed = seed
         self.run_dir = run_dir
         self.text_column = text_column
+        self.verbose = verbose
+        self.backend = backend
+        self.trust_checkpoint = trust_checkpoint
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.two_d_array = False  # one text per sample, not a row of numbers
+        tags.input_tags.string = True
+        tags.target_tags.required = False  # labels only score the clusters
+        tags.non_deterministic = False  # a seed makes a CPU run repeatable
+        return tags
+
+    def _more_tags(self) -> dict:  # scikit-learn < 1.6 reads these
+        return {"X_types": ["string"], "requires_y": False}
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state.pop("_loaded", None)  # a loaded model (an ONNX Runtime session among it) is loaded again on use
+        return state
 
     # -- training ---------------------------------------------------------------------------------------------
-    def fit(self, texts, labels: Sequence | None = None) -> TextClusterer:
-        """Train on ``texts`` (a list of strings, a pandas Series, or a CSV/TSV/JSONL/Parquet/text file path);
-        ``labels`` (optional, one per text) only score the clusters (ACC/NMI), as a labelled file's column does."""
+    def fit(self, X, y: Sequence | None = None) -> TextClusterer:
+        """Train on ``X``: texts (a list of strings, a pandas Series, or a CSV/TSV/JSONL/Parquet/text file path);
+        ``y`` (optional, one label per text) only scores the clusters (ACC/NMI), as a labelled file's column does.
+        Returns the clusterer."""
+        from ctclust.api_output import api_output, print_budget
         from ctclust.training.train import train
 
-        run_dir = Path(self.run_dir) if self.run_dir is not None else _default_run_dir(self.method)
-        data_dir, file, text_column, label_column = self._training_file(texts, labels, run_dir)
+        _check_num_clusters(self.num_clusters)
+        check_backend(self.backend)
+        user_overrides = _override_list(self.overrides)
+        run_dir = _fresh_run_dir(Path(self.run_dir) if self.run_dir is not None else _default_run_dir(self.method))
+        data_dir, file, text_column, label_column, count = self._training_file(X, y, run_dir)
         overrides = [f"method={self.method}", f"backbone={self.backbone}", "dataset=csv", f"data_dir={data_dir}",
                      f"dataset.file={file}", f"seed={self.seed}",
                      f"dataset.num_clusters={'null' if self.num_clusters is None else self.num_clusters}"]
         overrides += [f"dataset.text_column={text_column}" if text_column else "dataset.text_column=null",
                       f"dataset.label_column={label_column}" if label_column else "dataset.label_column=null"]
-        cfg = compose(overrides + self.overrides, run_dir)
-        self.results_ = train(cfg)
+        cfg = compose(overrides + _display_overrides(self.verbose, user_overrides) + user_overrides, run_dir)
+        self._forget_model()
+        with api_output(self.verbose):
+            if self.verbose:
+                print_budget(cfg, count)
+            self.results_ = train(cfg)
         self._read_run(Path(self.results_["output_dir"]))
         return self
 
-    def fit_predict(self, texts, labels: Sequence | None = None) -> np.ndarray:
+    def fit_predict(self, X, y: Sequence | None = None) -> np.ndarray:
         """``fit``, then the cluster of every training text (``labels_``)."""
-        return self.fit(texts, labels).labels_
+        return self.fit(X, y).labels_
 
-    def _training_file(self, texts, labels, run_dir: Path) -> tuple[Path, str, str | None, str | None]:
-        """(data_dir, file, text column, label column) of what to train on: a file as it is, texts in memory written
-        to ``<run_dir>/texts.csv``."""
+    def _training_file(self, texts, labels, run_dir: Path):
+        """(data_dir, file, text column, label column, number of texts or None) of what to train on: a file as it
+        is, texts in memory written to ``<run_dir>/texts.csv``."""
         if isinstance(texts, (str, os.PathLike)):
             path = Path(texts).expanduser()
             if not path.is_file():
@@ -110,7 +147,7 @@ class TextClusterer:
             if labels is not None:
                 raise ConfigError("labels=...: with a file, name its label column instead: "
                                   "overrides={'dataset.label_column': '<column>'}.")
-            return path.resolve().parent, path.name, self.text_column, None
+            return path.resolve().parent, path.name, self.text_column, None, None
         import pandas as pd
 
         values = _text_list(texts)
@@ -122,20 +159,20 @@ class TextClusterer:
             frame[LABEL_COLUMN] = labels
         run_dir.mkdir(parents=True, exist_ok=True)
         frame.to_csv(run_dir / INPUT_FILE, index=False)
-        return run_dir.resolve(), INPUT_FILE, TEXT_COLUMN, LABEL_COLUMN if labels is not None else None
+        return run_dir.resolve(), INPUT_FILE, TEXT_COLUMN, LABEL_COLUMN if labels is not None else None, len(values)
 
     # -- a trained run ----------------------------------------------------------------------------------------
     @classmethod
-    def load(cls, model: str | os.PathLike, *, trust_checkpoint: bool = False) -> TextClusterer:
+    def load(cls, model: str | os.PathLike, **params) -> TextClusterer:
         """A trained run folder (everything: ``labels_``, ``clusters_``, ``predict``, ``transform``), or any model
         the tools load (a ``.ckpt``, a sentence-transformers export, a Hub name, ``minilm``: ``transform``, and
-        ``predict`` when the export has its run's centroids). A checkpoint is loaded as tensors and plain values
-        only; ``trust_checkpoint=True`` loads one that holds more (pickled objects can run code: only for a file
-        you trust; docs/reliability.md)."""
+        ``predict`` when the export has its run's centroids). ``params``: constructor settings (``verbose``,
+        ``backend``, ``trust_checkpoint``, ...). A checkpoint is loaded as tensors and plain values only;
+        ``trust_checkpoint=True`` loads one that holds more (pickled objects can run code: only for a file you
+        trust; docs/reliability.md)."""
         from textcore.run_folder import RunFolder
 
-        clusterer = cls()
-        clusterer.trust_checkpoint = trust_checkpoint
+        clusterer = cls(**params)
         path = Path(model)
         if path.is_dir() and RunFolder(path).results_file.is_file():
             clusterer._read_run(path)
@@ -156,63 +193,112 @@ class TextClusterer:
         self.clusters_ = _cluster_table(run_dir, predictions)
 
     # -- new texts --------------------------------------------------------------------------------------------
-    def predict(self, texts, batch_size: int = 128) -> np.ndarray:
-        """The cluster of each of ``texts`` (a list, a Series or a file path) in the trained run's clusters: its
-        cluster head when the method has one, else the nearest KMeans centre; -1 for an empty text."""
-        import tempfile
+    def predict(self, X, batch_size: int = 128) -> np.ndarray:
+        """The cluster of each text of ``X`` (a list, a Series or a file path) in the trained run's clusters: its
+        cluster head when the method has one, else the nearest KMeans centre; -1 for an empty text. The model is
+        loaded at the first call and kept for the next ones."""
+        from ctclust.api_output import api_output
+        from evaluation.model_io.predict import assign_texts
 
-        import pandas as pd
+        check_is_fitted(self, "model_")
+        texts = self._texts(X, allow_empty=True)
+        with api_output(self.verbose):
+            loaded = self._loaded_model()
+            if loaded.context is _NOT_MADE:
+                loaded.context = loaded.make_context(batch_size)
+            cluster, _, _, _ = assign_texts(loaded.model, texts, use_head=loaded.use_head, context=loaded.context,
+                                            batch_size=batch_size)
+        return cluster
 
-        from evaluation.model_io.predict import predict
+    def transform(self, X, batch_size: int = 128, device: str | None = None) -> np.ndarray:
+        """Embeddings [N, d] (float32) of the texts of ``X`` with the trained (or loaded) encoder and its evaluation
+        pooling: on ``backend``; with torch on the GPU when there is one (``device``: ``cpu``, ``cuda``, ...)."""
+        from ctclust.api_output import api_output
 
-        model = self._model()
-        with tempfile.TemporaryDirectory() as folder:
-            path, column = self._texts_file(texts, Path(folder))
-            rows = predict(model, path, text_column=column, batch_size=batch_size, top_n=0,
-                           trust_checkpoint=getattr(self, "trust_checkpoint", False))
-        clusters = pd.Series([row["cluster"] for row in rows]).replace("", -1)
-        return clusters.to_numpy(dtype=np.int64)
+        check_is_fitted(self, "model_")
+        if device not in (None, "cpu") and self.backend != "torch":
+            raise ConfigError(f"transform(device='{device}'): backend '{self.backend}' runs on the CPU; drop device or "
+                              "use backend='torch'.")
+        texts = self._texts(X)
+        with api_output(self.verbose):
+            embedder = self._loaded_model().model.embedding_model
+            if device is not None and self.backend == "torch":
+                embedder.to(device)
+            return embedder.encode(texts, batch_size=batch_size, pooling=self._loaded_model().model.pooling).numpy()
 
-    def transform(self, texts, batch_size: int = 128, device: str | None = None) -> np.ndarray:
-        """Embeddings [N, d] (float32) of ``texts`` with the trained (or loaded) encoder and its evaluation
-        pooling, on the GPU when there is one (``device``: ``cpu``, ``cuda``, ``cuda:1``, ...)."""
+    def _loaded_model(self) -> _Loaded:
+        """The model of ``model_`` on ``backend``, loaded at the first use and kept (``_loaded``)."""
+        key = (self.model_, self.backend, self.trust_checkpoint)
+        loaded = getattr(self, "_loaded", None)
+        if loaded is None or loaded.key != key:
+            loaded = _load(self.model_, self.backend, self.trust_checkpoint)
+            self._loaded = loaded
+        return loaded
+
+    def _forget_model(self) -> None:
+        self.__dict__.pop("_loaded", None)
+
+    def _texts(self, X, allow_empty: bool = False) -> list[str]:
+        if isinstance(X, (str, os.PathLike)):
+            from evaluation.model_io.predict import read_texts
+
+            path = Path(X).expanduser()
+            if not path.is_file():
+                raise MissingFileError(f"texts='{X}': no such file.")
+            texts, _, _ = read_texts(path, self.text_column or TEXT_COLUMN)
+            return texts
+        return _text_list(X, allow_empty=allow_empty)
+
+
+_NOT_MADE = object()
+
+
+class _Loaded:
+    """A model loaded for ``predict`` / ``transform``: the cluster model (encoder, head or centroids, on the
+    backend), whether its head assigns, and the AECL context (made at the first ``predict``)."""
+
+    def __init__(self, key, model, use_head: bool, make_context):
+        self.key, self.model, self.use_head, self.make_context = key, model, use_head, make_context
+        self.context = _NOT_MADE
+
+
+def _load(reference: str, backend: str, trust_checkpoint: bool) -> _Loaded:
+    from evaluation.model_io import predict as assigning
+    from textcore.run_folder import RunFolder
+
+    path = Path(reference)
+    is_run = path.is_dir() and (RunFolder(path).results_file.is_file() or (path / "modules.json").is_file()) \
+        or path.suffix == ".ckpt"
+    if is_run:
+        model = assigning.load_cluster_model(path, trust_checkpoint)
+        if backend != "torch":
+            assigning.use_backend(model, backend)
+        # the head when the method has one, else the KMeans centres; neither: transform only (predict raises the
+        # command's message)
+        use_head = True if model.has_head else False if model.centroids is not None else None
+    else:  # a model the tools load (a Hub name, minilm, a model folder): transform only
+        from evaluation.model_io.load import load_encoder
+        from textcore.encoding.onnx_runtime import embedder
+
+        encoder, pooling = load_encoder(reference, trust_checkpoint=trust_checkpoint)
+        model = assigning.ClusterModel(encoder, pooling, path)
+        if backend != "torch":
+            model.embedder = embedder(encoder, pooling, backend)
+        use_head = None
+    if backend == "torch":
         import torch
 
-        from evaluation.model_io.load import load_encoder
+        if torch.cuda.is_available():
+            (model.module if model.module is not None else model.encoder).to("cuda")
 
-        encoder, pooling = load_encoder(self._model(), trust_checkpoint=getattr(self, "trust_checkpoint", False))
-        device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        values = _text_list(texts) if not isinstance(texts, (str, os.PathLike)) else self._file_texts(texts)
-        return encoder.to(device).encode(values, batch_size=batch_size, pooling=pooling).numpy()
+    def make_context(batch_size: int):
+        if use_head is None:
+            assigning._uses_head(model, reference, "auto")  # no head, no centroids: the command's error
+        if use_head and model.module.cluster_context:
+            return assigning._context_embeddings(model, None, 0, batch_size)
+        return None
 
-    def _model(self) -> str:
-        model = getattr(self, "model_", None)
-        if model is None:
-            raise ConfigError("this TextClusterer is not fitted: call fit(texts) or TextClusterer.load(<run folder>).")
-        return model
-
-    def _texts_file(self, texts, folder: Path) -> tuple[Path, str]:
-        if isinstance(texts, (str, os.PathLike)):
-            path = Path(texts).expanduser()
-            if not path.is_file():
-                raise MissingFileError(f"texts='{texts}': no such file.")
-            return path, self.text_column or TEXT_COLUMN
-        import pandas as pd
-
-        path = folder / INPUT_FILE
-        pd.DataFrame({TEXT_COLUMN: _text_list(texts, allow_empty=True)}).to_csv(path, index=False)
-        return path, TEXT_COLUMN
-
-    def _file_texts(self, path) -> list[str]:
-        from evaluation.model_io.predict import read_texts
-
-        texts, _, _ = read_texts(Path(path), self.text_column or TEXT_COLUMN)
-        return texts
-
-    def __repr__(self) -> str:
-        state = f", run_dir_='{self.run_dir_}'" if hasattr(self, "run_dir_") else ""
-        return (f"TextClusterer(method='{self.method}', backbone='{self.backbone}', "
-                f"num_clusters={self.num_clusters!r}{state})")
+    return _Loaded((reference, backend, trust_checkpoint), model, bool(use_head), make_context)
 
 
 def load_demo():
@@ -245,6 +331,46 @@ def compose(overrides: Sequence[str], run_dir: Path):
 
 def _default_run_dir(method: str) -> Path:
     return ROOT / "logs" / "train" / "runs" / f"{method}_api" / time.strftime("%Y-%m-%d_%H-%M-%S")
+
+
+def _fresh_run_dir(run_dir: Path) -> Path:
+    """``run_dir``, or ``<run_dir>-2``, ``-3``, ... when it already holds a run: a new fit never resumes or
+    overwrites another (a run folder with a checkpoint would be resumed by ``train``)."""
+    from textcore.run_folder import RunFolder
+
+    def used(folder: Path) -> bool:
+        run = RunFolder(folder)
+        return folder.is_dir() and (run.results_file.exists() or run.config_file.exists()
+                                    or run.checkpoint_path().parent.exists())
+
+    candidate, n = run_dir, 1
+    while used(candidate):
+        n += 1
+        candidate = run_dir.with_name(f"{run_dir.name}-{n}")
+    return candidate
+
+
+def _check_num_clusters(num_clusters) -> None:
+    if num_clusters is not None and num_clusters != "auto" and not (
+            isinstance(num_clusters, (int, np.integer)) and not isinstance(num_clusters, bool) and num_clusters >= 2):
+        raise ConfigError(f"num_clusters={num_clusters!r}: give K >= 2, 'auto' (chosen from the texts) or None "
+                          "(the number of distinct labels passed to fit).")
+
+
+def _display_overrides(verbose: bool, user_overrides: Sequence[str]) -> list[str]:
+    """What a run of the API shows (``ctclust.api_output``): a notebook-aware training bar when ``verbose``, else
+    nothing; never the layer table or the plain progress lines (log lines, which a notebook does not show). A key
+    the user's own overrides set is left to them."""
+    if verbose:
+        wanted = {"callbacks.progress": "callbacks.progress._target_=lightning.pytorch.callbacks.TQDMProgressBar",
+                  "trainer.enable_progress_bar": "trainer.enable_progress_bar=true"}
+    else:
+        wanted = {"callbacks.progress": "~callbacks.progress", "trainer.enable_progress_bar":
+                  "trainer.enable_progress_bar=false", "print_table": "print_table=false"}
+    wanted.update({"callbacks.progress_lines": "~callbacks.progress_lines",
+                   "callbacks.model_summary": "~callbacks.model_summary"})
+    touched = {o.lstrip("~+").split("=", 1)[0] for o in user_overrides}
+    return [o for key, o in wanted.items() if not any(t == key or t.startswith(key + ".") for t in touched)]
 
 
 def _override_list(overrides) -> list[str]:

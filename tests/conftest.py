@@ -10,6 +10,9 @@ from tests.helpers.data_files import ROOT, SHARED_DATA, toy_rows, write_csv
 os.environ.setdefault("PROJECT_ROOT", str(ROOT))
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("WANDB_MODE", "offline")
+# runs cluster their embeddings unless a test asks for cluster_space=umap: UMAP's numba compilation costs every
+# training process about 30 s of CPU (tests/evaluation/clustering/test_cluster_space.py covers the UMAP space)
+os.environ.setdefault("PROJECT_CLUSTER_SPACE", "embeddings")
 # the configs' data folder (conf/config.yaml): the test data; set at import so that runs in subprocesses see it
 os.environ.setdefault("PROJECT_DATA_DIR", str(SHARED_DATA))
 

@@ -232,3 +232,53 @@ class PhaseProgress:
             self.log.info("%s: %s %s done in %s", self.what, f"{self.done:,}", self.unit, format_duration(seconds))
             self.lines = 0
         return seconds
+
+
+# -- progress bars a notebook shows (the Python API's ``verbose``) -------------------------------------------------
+_BARS = None  # a ContextVar, made on first use
+
+
+def _bars_var():
+    global _BARS
+    if _BARS is None:
+        from contextvars import ContextVar
+
+        _BARS = ContextVar("ctclust_progress_bars", default=False)
+    return _BARS
+
+
+class show_bars:  # noqa: N801 - used as a function: ``with show_bars(True): ...``
+    """Within the block, every pass over texts (:func:`text_bar`) draws a progress bar (tqdm's notebook-aware
+    ``tqdm.auto``); outside, none does (commands write :class:`PhaseProgress` lines instead)."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = bool(enabled)
+        self._token = None
+
+    def __enter__(self) -> "show_bars":
+        self._token = _bars_var().set(self.enabled)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        _bars_var().reset(self._token)
+
+
+class _NoBar:
+    def __enter__(self) -> "_NoBar":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+    def update(self, n: int = 1) -> None:
+        return None
+
+
+def text_bar(total: int, what: str = "embedding"):
+    """A progress bar of ``total`` texts when :class:`show_bars` is on (a context manager with ``update(n)``), else
+    one that draws nothing."""
+    if not _bars_var().get():
+        return _NoBar()
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=what, unit=" texts", leave=False, dynamic_ncols=True)

@@ -37,6 +37,7 @@ def validate(cfg: DictConfig) -> None:
     check_encoding(cfg)
     check_matmul_precision(cfg)
     check_renamed_keys(cfg)
+    check_cluster_space(cfg)
 
 
 def check_pairing(cfg: DictConfig) -> None:
@@ -261,3 +262,10 @@ def check_matmul_precision(cfg: DictConfig) -> None:
     if value is not None and value not in MATMUL_PRECISIONS:
         raise ConfigError(f"float32_matmul_precision={value}: must be one of {', '.join(MATMUL_PRECISIONS)} or null "
                           "(highest: true float32, the default; high: TF32 on GPU tensor cores)")
+
+
+def check_cluster_space(cfg: DictConfig) -> None:
+    """``cluster_space`` and its ``umap`` settings (textcore.cluster_space): a bad value names its key."""
+    from textcore.cluster_space import settings_of
+
+    settings_of(cfg)

@@ -17,6 +17,7 @@ from evaluation.clustering.label_free import best_index, label_free_report
 from evaluation.clustering.metrics import clustering_scores
 from lightning_modules.shared.eval_outputs import cached_eval_outputs, outputs_kmeans
 from lightning_modules.shared.periodic_evaluation import PeriodicEvaluation
+from textcore.cluster_space import SpaceSettings, space_record
 from textcore.console import format_duration
 from textcore.errors import ConfigError
 from textcore.kmeans import check_kmeans_backend, kmeans_fit, sample_rows
@@ -134,6 +135,8 @@ class ClusteringEvaluator(PeriodicEvaluation):
         sample: int,
         label_free: bool = True,
         label_free_sample: int = 2000,
+        cluster_space: str = "embeddings",
+        umap: dict | None = None,
         stop_when_changed_below: float | None = None,
         stop_patience: int | None = None,
         stop_key: str | None = None,
@@ -156,6 +159,8 @@ class ClusteringEvaluator(PeriodicEvaluation):
         self.kmeans_n_init = kmeans_n_init
         self.kmeans_backend = check_kmeans_backend(kmeans_backend)
         self.kmeans_sample = kmeans_sample
+        self.space = SpaceSettings.from_config(cluster_space, umap)  # where KMeans clusters (conf cluster_space)
+        self.space_map = None  # the final evaluation's UMAP (cluster_space=umap), for predictions and new texts
         self.sample = sample
         self._final = False  # set while the end-of-training evaluation (every text) runs
         # wall time of this process's evaluations (embedding passes included; a pass shared with another callback
@@ -219,7 +224,7 @@ class ClusteringEvaluator(PeriodicEvaluation):
         embedded = time.perf_counter()
         labels = dm.labels if dm.labels is None or rows is None else dm.labels[rows]
         kmeans = outputs_kmeans(outputs, dm.num_clusters, self.kmeans_seed, self.kmeans_n_init, self.kmeans_backend,
-                                self.kmeans_sample)
+                                self.kmeans_sample, self.space)
         undefined: dict = {}
         # `changed` compares the rows of the sample: the final evaluation's rows are picked out of every text
         compare = sampled if rows is None and sampled is not None else None
@@ -242,6 +247,7 @@ class ClusteringEvaluator(PeriodicEvaluation):
             self.predictions = predictions
             # for the end-of-run report (callbacks.evaluation.run_report): the embeddings and KMeans behind them
             self.outputs, self.kmeans_centers = outputs, kmeans.cluster_centers_
+            self.space_map = getattr(kmeans, "space", None)  # a KMeansResult of textcore.kmeans has none
         else:
             self.before_predictions = predictions
         if trainer.is_global_zero and metrics:
@@ -299,7 +305,8 @@ class ClusteringEvaluator(PeriodicEvaluation):
             "protocol": {"sample": self.sample, "kmeans_sample": self.kmeans_sample,
                          "kmeans_backend": self.kmeans_backend, "kmeans_device": self.kmeans_device,
                          "kmeans_n_init": self.kmeans_n_init,
-                         "kmeans_seed": self.kmeans_seed, "label_free_sample": self.label_free_sample},
+                         "kmeans_seed": self.kmeans_seed, "label_free_sample": self.label_free_sample,
+                         "cluster_space": space_record(self.space)},
         }
         if monitor != self.monitor:
             out["best_monitor_note"] = f"monitor {self.monitor} needs labels; chosen by {monitor} instead"

@@ -4,7 +4,8 @@ read from a run folder.
 Into ``output_dir``, after the clustering evaluator's final evaluation (``callbacks.evaluation.clustering_eval``):
 ``predictions.csv`` (row, file line, text, clusters, label), ``embeddings/after.npy`` (float16),
 ``embeddings/before_kmeans.npy`` and ``kmeans_centroids.npy`` + ``kmeans_centroids.json`` (the final KMeans: what
-``evaluation.model_io.predict`` assigns new texts with). File names: ``evaluation.model_io.run_files``. The
+``evaluation.model_io.predict`` assigns new texts with; with ``cluster_space=umap`` the centres are UMAP coordinates
+and the map is in ``cluster_space/``, ``textcore.cluster_space``). File names: ``evaluation.model_io.run_files``. The
 report (``callbacks.evaluation.run_report``) describes and draws these files afterwards.
 """
 from __future__ import annotations
@@ -18,6 +19,7 @@ from lightning.pytorch.callbacks import Callback
 
 from callbacks.evaluation.clustering_eval import evaluator_before
 from evaluation.model_io import run_files
+from textcore.cluster_space import FOLDER
 from textcore.errors import writing
 
 CONFIG_SECTION = "dataset.callbacks.clustering_predictions"  # where conf/ keeps this callback's settings
@@ -79,7 +81,18 @@ def centroid_metadata(centres: np.ndarray, evaluator, pl_module) -> dict:
         "max_length": getattr(encoder, "max_length", None),
         "space": "evaluation embeddings of the trained encoder (unnormalised); assignment: nearest centroid "
                  "(Euclidean), as KMeans; kmeans_cluster in predictions.csv",
-    }
+    } | space_metadata(evaluator.space_map)
+
+
+def space_metadata(space_map) -> dict:
+    """The clustering space of the centres when it is a UMAP (cluster_space=umap): nothing otherwise."""
+    if space_map is None:
+        return {}
+    return {"cluster_space": "umap",
+            "space": f"UMAP ({space_map.settings.n_components} dimensions) of the evaluation embeddings of the trained "
+                     f"encoder, saved in {FOLDER}/; new texts are placed by their nearest fitted texts "
+                     "(textcore.cluster_space), then assigned to the nearest centroid (Euclidean); kmeans_cluster "
+                     "in predictions.csv"}
 
 
 class ClusteringPredictionWriter(Callback):
@@ -109,9 +122,12 @@ class ClusteringPredictionWriter(Callback):
             np.save(out / run_files.BEFORE_KMEANS, evaluator.before_predictions["kmeans"].astype(np.int32))
         centres = np.asarray(evaluator.kmeans_centers, dtype=np.float32)
         np.save(out / run_files.CENTROIDS, centres)
+        if evaluator.space_map is not None:  # cluster_space=umap: the map new texts go through, as arrays
+            evaluator.space_map.save(out)
         meta = centroid_metadata(centres, evaluator, pl_module)
         (out / run_files.CENTROIDS_META).write_text(json.dumps(meta, indent=2))
         self.files = [run_files.PREDICTIONS, run_files.EMBEDDINGS_AFTER, run_files.CENTROIDS, run_files.CENTROIDS_META]
+        self.files += [FOLDER] if evaluator.space_map is not None else []
 
 
 def _plain(values) -> list:

@@ -95,6 +95,8 @@ def evaluate_encoder(
     embedding_cache: str | Path | None = None,
     mteb_options: dict | None = None,
     few_shot_options: dict | None = None,
+    backend: str = "torch",
+    backend_cache: str | Path | None = None,
 ) -> dict:
     """Run the requested evaluations of ``encoder`` (a ``TextEncoder``) with ``pooling``.
 
@@ -108,6 +110,10 @@ def evaluate_encoder(
 
     ``mteb_options`` (task ``mteb``): ``tasks`` (MTEB names or local tables), ``out_dir`` (MTEB's result
     files), ``label``, ``max_length`` (default: the encoder's own, i.e. the run's), ``sts_range``.
+
+    ``backend``: what embeds the texts of the clustering, STS, transfer and few-shot tasks (``torch``, ``onnx``,
+    ``onnx-int8``: ``textcore.encoding.onnx_runtime``, the export cached in ``backend_cache``); MTEB runs the
+    torch encoder.
     """
     unknown = [t for t in tasks if t not in TASKS]
     if unknown:
@@ -115,12 +121,17 @@ def evaluate_encoder(
 
     from evaluation.model_io.embedding_cache import EmbeddingCache
 
-    cache = EmbeddingCache(encoder, embedding_cache, batch_size)
+    embedder = None
+    if backend != "torch":
+        from textcore.encoding.onnx_runtime import embedder as backend_embedder
+
+        embedder = backend_embedder(encoder, pooling, backend, backend_cache)
+    cache = EmbeddingCache(encoder, embedding_cache, batch_size, embedder)
 
     def encode(texts: list[str]) -> np.ndarray:
         return cache.encode(texts, pooling)
 
-    result: dict = {"pooling": pooling, "notes": [], "seconds": {}}
+    result: dict = {"pooling": pooling, "notes": [], "seconds": {}, "backend": backend}
     for task in tasks:
         start = time.perf_counter()
         if task == "clustering":

@@ -60,6 +60,17 @@ def is_run_reference(model_ref: str) -> bool:
     return path.suffix == ".ckpt" or (path.is_dir() and run_folder.RunFolder(path).config_file.is_file())
 
 
+def backend_cache(model_ref: str) -> Path | None:
+    """Where ``--backend onnx*`` keeps its export: the run folder of a run, a model folder itself, else the user's
+    cache (``textcore.encoding.onnx_runtime.embedder``'s default)."""
+    path = Path(model_ref)
+    if path.suffix == ".ckpt":
+        from evaluation.model_io.load import checkpoint_run_dir
+
+        return checkpoint_run_dir(path) or path.parent
+    return path if path.is_dir() else None
+
+
 def evaluate_baseline(args, tasks: Sequence[str], label: str, log, start: float) -> dict:
     """``--model tfidf`` / ``--model bow``: the bag-of-words clustering rows
     (``evaluation.clustering.bow_baseline``)."""
@@ -130,6 +141,9 @@ def build_parser():
     parser.add_argument("--senteval-dir", type=Path, default=DATA / "senteval" / "downstream",
                         help="SentEval's downstream folder (STS and transfer tasks)")
     parser.add_argument("--batch-size", type=int, default=128, help="texts per encoder batch")
+    from evaluation.model_io.predict import add_backend_argument
+
+    add_backend_argument(parser)
     parser.add_argument(
         "--transfer-max-train", type=int, default=None, help="subsample transfer training sets (quick runs)"
     )
@@ -248,6 +262,8 @@ def main(argv: Sequence[str] | None = None) -> dict | str:
         mteb_options=mteb_options,
         clustering_max_length=max_length,
         few_shot_options={"k": args.few_shot_k, "sets": args.few_shot_sets},
+        backend=args.backend,
+        backend_cache=backend_cache(args.model),
     )
     if "clustering" in result:
         result["clustering"]["protocol"] = args.clustering_protocol

@@ -44,13 +44,19 @@ class EmbeddingCache:
             of the key (evaluation changes it per task).
         directory: where to keep embeddings between runs (None: memory only).
         batch_size: texts per encoder batch (``TextEncoder.encode``; batches are length-sorted).
+        embedder: what embeds the texts in place of ``encoder`` (an ONNX Runtime export of it:
+            ``textcore.encoding.onnx_runtime``); its backend is part of the key.
     """
 
-    def __init__(self, encoder, directory: str | Path | None = None, batch_size: int = 128):
+    def __init__(self, encoder, directory: str | Path | None = None, batch_size: int = 128, embedder=None):
         self.encoder = encoder
+        self.embedder = embedder if embedder is not None else encoder
         self.directory = Path(directory) if directory else None
         self.batch_size = batch_size
         self.fingerprint = weights_fingerprint(encoder)
+        backend = getattr(embedder, "backend", None)
+        if backend is not None:  # another backend's embeddings differ in rounding: never read for torch's
+            self.fingerprint += f"-{backend}"
         self._memory: dict[tuple[str, int], dict[str, np.ndarray]] = {}
         self.encoded_texts = 0  # texts that went through the encoder (the rest came from the cache)
 
@@ -67,7 +73,7 @@ class EmbeddingCache:
                 return saved
         missing = [t for t in dict.fromkeys(texts) if t not in store]
         if missing:
-            embedded = self.encoder.encode(missing, batch_size=self.batch_size, pooling=pooling).numpy()
+            embedded = self.embedder.encode(missing, batch_size=self.batch_size, pooling=pooling).numpy()
             store.update(zip(missing, embedded.astype(np.float32, copy=False)))
             self.encoded_texts += len(missing)
         out = np.stack([store[t] for t in texts]) if texts else np.zeros((0, self.encoder.dim), np.float32)

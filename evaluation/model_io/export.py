@@ -173,6 +173,11 @@ def copy_cluster_files(model_ref: str | Path, st_dir: Path) -> list[str]:
         if (run_dir / name).is_file():
             shutil.copyfile(run_dir / name, st_dir / name)
             copied.append(str(st_dir / name))
+    from textcore.cluster_space import FOLDER
+
+    if copied and (run_dir / FOLDER).is_dir():  # cluster_space=umap: the centroids are in this map's coordinates
+        shutil.copytree(run_dir / FOLDER, st_dir / FOLDER, dirs_exist_ok=True)
+        copied.append(str(st_dir / FOLDER))
     return copied
 
 

@@ -36,6 +36,7 @@ command run again after a crash encodes only the shards without a part, on any n
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import warnings
@@ -106,6 +107,20 @@ class ClusterModel:
     centroids: np.ndarray | None = None
     batch_size: int | None = None  # the run's training batch size (AECL context)
     run_dir: Path | None = None
+    embedder: object | None = None  # what embeds the texts: the encoder (backend torch) or an export of it
+
+    @property
+    def embedding_model(self):
+        """The encoder, or its ONNX Runtime export after :func:`use_backend`."""
+        return self.embedder if self.embedder is not None else self.encoder
+
+    @functools.cached_property
+    def space(self):
+        """The run's UMAP (``textcore.cluster_space.SpaceMap``) when its centroids are in one (cluster_space=umap),
+        else None; read from arrays, no code runs."""
+        from textcore.cluster_space import SpaceMap
+
+        return SpaceMap.load(self.folder)
 
     @property
     def has_head(self) -> bool:
@@ -147,6 +162,15 @@ def load_cluster_model(reference: str | Path, trust_checkpoint: bool = False) ->
     centroids = RunFolder(run_dir).centres()
     return ClusterModel(module.encoder, module.eval_pooling, run_dir, module, centroids,
                         int(cfg.get("batch_size") or 64), run_dir)
+
+
+def use_backend(model: ClusterModel, backend: str) -> ClusterModel:
+    """``model`` with its texts embedded on ``backend`` (``textcore.encoding.onnx_runtime``): the export is cached in
+    the run folder (the export's folder for a sentence-transformers export) and checked against the encoder."""
+    from textcore.encoding.onnx_runtime import embedder
+
+    model.embedder = embedder(model.encoder, model.pooling, backend, model.run_dir or model.folder)
+    return model
 
 
 def _centroids(folder: Path, reference: Path | None = None) -> np.ndarray:
@@ -218,7 +242,7 @@ def predict(reference, input_path, text_column: str = "text", output=None, assig
             encoding: str | None = None, batch_size: int = 128, context_size: int | None = None, seed: int = 0,
             top_n: int = 5, *, accelerator: str = "auto", devices=1, num_nodes: int = 1,
             embeddings: bool = False, shard_rows: int | None = None,
-            trust_checkpoint: bool = False) -> list[dict] | dict | None:
+            backend: str = "torch", trust_checkpoint: bool = False) -> list[dict] | dict | None:
     """Assign the texts of ``input_path`` to the clusters of ``reference``.
 
     ``trust_checkpoint``: the user's opt-in for a checkpoint holding more than tensors and plain values
@@ -230,7 +254,10 @@ def predict(reference, input_path, text_column: str = "text", output=None, assig
     With ``output`` (a folder, or a ``.csv`` / ``.parquet`` file): the parts are written shard by shard
     (``shard_rows``, default ``CHUNK_ROWS``), so a file of millions of texts takes the memory of one shard per
     process, and the return on rank 0 is a summary (``rows``, ``assigned``, ``assigned_by``, ``per_cluster``, ...);
-    on the other ranks None. Without: the rows, as a list of dicts (small files, one process)."""
+    on the other ranks None. Without: the rows, as a list of dicts (small files, one process).
+
+    ``backend``: what embeds the texts (``textcore.encoding.onnx_runtime``): ``torch``, or ``onnx`` / ``onnx-int8``
+    on the CPU (the export cached in the run folder)."""
     import tempfile
 
     from evaluation.model_io import corpus_shards as shards
@@ -251,15 +278,20 @@ def predict(reference, input_path, text_column: str = "text", output=None, assig
     if output is None and (devices not in (1, "1") or num_nodes != 1):
         raise PredictInputError("rows returned in memory come from one process: give an output (a folder or a "
                                 ".csv/.parquet file) to predict on several devices.")
+    accelerator = _backend_accelerator(backend, accelerator)
     input_path = Path(input_path)
     next(text_chunks(input_path, text_column, encoding))  # the file's problems before the model is loaded
     model = load_cluster_model(reference, trust_checkpoint)
+    if backend != "torch":
+        use_backend(model, backend)
     use_head = _uses_head(model, reference, assign)
     partition = "head" if use_head else "kmeans"
     words = cluster_words(model.folder, partition, top_n) if top_n else {}
     plan = {"input": shards.input_fingerprint(input_path), "text_column": text_column, "encoding": encoding,
             "shard_rows": shard_rows, "run": str(Path(reference).resolve()), "assigned_by": partition,
             "context_size": context_size, "seed": seed, "top_words": top_n, "embeddings": embeddings}
+    if backend != "torch":  # parts of another backend differ in rounding: a resumed prediction does not mix them
+        plan["backend"] = backend
 
     def chunks():
         return text_chunks(input_path, text_column, encoding)
@@ -280,9 +312,9 @@ def predict(reference, input_path, text_column: str = "text", output=None, assig
     if use_head and model.module.cluster_context:
         def make_context():
             return _context_embeddings(model, context_size, seed, batch_size)
-    options = dict(assign=_assign, make_context=make_context, use_head=use_head, words=words, batch_size=batch_size,
-                   embeddings=embeddings, accelerator=accelerator, devices=devices, num_nodes=num_nodes,
-                   finish=finish)
+    options = dict(assign=assign_texts, make_context=make_context, use_head=use_head, words=words,
+                   batch_size=batch_size, embeddings=embeddings, accelerator=accelerator, devices=devices,
+                   num_nodes=num_nodes, finish=finish)
     if output is None:  # rows in memory: the parts live in a temporary folder
         with tempfile.TemporaryDirectory(prefix="predict-") as scratch:
             folder = Path(scratch)
@@ -291,13 +323,27 @@ def predict(reference, input_path, text_column: str = "text", output=None, assig
     return predict_on_devices(model, chunks, folder, plan, shard_rows, **options)
 
 
+def _backend_accelerator(backend: str, accelerator: str) -> str:
+    """The accelerator of a prediction on ``backend``: the onnx backends run on the CPU."""
+    from textcore.encoding.backends import check_backend
+
+    check_backend(backend, "--backend")
+    if backend == "torch":
+        return accelerator
+    if accelerator not in ("auto", "cpu"):
+        raise PredictInputError(f"--backend {backend} runs on the CPU; drop --accelerator {accelerator} or use "
+                                "--backend torch.")
+    return "cpu"
+
+
 def _uses_head(model: ClusterModel, reference, assign: str) -> bool:
     has_head = model.has_head
     if assign == "head" and not has_head:
         raise PredictInputError(
             f"--assign head: '{reference}' has no cluster head (SCCL or AECL); use --assign kmeans."
         )
-    use_head = has_head and assign != "kmeans"
+    # auto: the head, unless the run clustered in a UMAP (its clusters are then the KMeans of that space)
+    use_head = has_head and (assign == "head" or (assign != "kmeans" and model.space is None))
     if not use_head and model.centroids is None:
         raise PredictInputError(
             f"'{reference}' has no cluster head and no {run_files.CENTROIDS}: it was trained without the "
@@ -317,6 +363,30 @@ def _warn_blank_rows(input_path: Path, encoding, summary: dict) -> None:
                   " are written without a cluster.", stacklevel=3)
 
 
+def assign_texts(model: ClusterModel, texts: Sequence[str], blank: np.ndarray | None = None, *, use_head: bool,
+                 context=None, batch_size: int = 128) -> tuple[np.ndarray, np.ndarray, np.ndarray, torch.Tensor | None]:
+    """(cluster, confidence, margin, embeddings) of texts in memory: the texts that are not ``blank`` (default: empty
+    or whitespace) embedded by ``model.embedding_model`` and assigned (:func:`_assign`); a blank text gets cluster
+    -1 and NaN. ``embeddings`` [kept rows, d] (float32, CPU), None when every text is blank. What the command's
+    shards and the Python API's ``predict`` both run."""
+    n = len(texts)
+    if blank is None:
+        blank = np.fromiter((not t.strip() for t in texts), dtype=bool, count=n)
+    keep = np.flatnonzero(~blank)
+    cluster = np.full(n, -1, dtype=np.int64)
+    confidence = np.full(n, np.nan)
+    margin = np.full(n, np.nan)
+    embedded = None
+    if len(keep):
+        embedded = model.embedding_model.encode([texts[i] for i in keep], batch_size=batch_size,
+                                                pooling=model.pooling)
+        chosen, conf, lead = _assign(model, embedded, context, use_head)
+        cluster[keep] = chosen
+        confidence[keep] = np.asarray(conf, dtype=np.float64)
+        margin[keep] = np.asarray(lead, dtype=np.float64)
+    return cluster, confidence, margin, embedded
+
+
 def _assign(model: ClusterModel, embeddings: torch.Tensor, context, use_head: bool):
     """(cluster, confidence, margin) of each row of ``embeddings``, computed on the model's device."""
     import torch
@@ -326,6 +396,8 @@ def _assign(model: ClusterModel, embeddings: torch.Tensor, context, use_head: bo
         with torch.no_grad():
             p = model.module.cluster_probabilities(embeddings.to(device), context)  # [N, K]
         return probabilities_to_assignment(p)
+    if model.space is not None:  # centroids in the run's UMAP: the texts go through it first
+        embeddings = torch.from_numpy(model.space.transform(embeddings.float().cpu().numpy()))
     return nearest_centroid(embeddings, model.centroids, device)
 
 
@@ -336,7 +408,17 @@ def _context_embeddings(model: ClusterModel, context_size, seed: int, batch_size
     size = min(context_size or max(model.batch_size - 1, 1), len(training))
     rows = np.sort(np.random.default_rng(seed).choice(len(training), size=size, replace=False))
     log.info("AECL head: each text attends to %d training texts (seed %d) and itself", size, seed)
-    return model.encoder.encode([training[i] for i in rows], batch_size=batch_size, pooling=model.pooling)
+    return model.embedding_model.encode([training[i] for i in rows], batch_size=batch_size, pooling=model.pooling)
+
+
+def add_backend_argument(parser) -> None:
+    """``--backend`` of the commands that embed a corpus (predict, evaluate)."""
+    from textcore.encoding.backends import BACKENDS
+
+    parser.add_argument("--backend", default="torch", choices=BACKENDS,
+                        help="what embeds the texts: torch, or ONNX Runtime on the CPU (onnx: float32, the same "
+                             "embeddings; onnx-int8: quantised, faster, close); the export is cached beside the "
+                             "model and reused")
 
 
 def _devices(value: str):
@@ -364,7 +446,8 @@ def main(argv: Sequence[str] | None = None) -> dict | None:
                         help="a .csv or .parquet file (assembled in row order at the end), or a folder: one "
                              "part-<shard>.parquet per shard")
     parser.add_argument("--assign", default="auto", choices=ASSIGNERS,
-                        help="head (SCCL/AECL), kmeans (saved centroids), auto: the head when there is one")
+                        help="head (SCCL/AECL), kmeans (saved centroids), auto: the head when there is one, "
+                             "unless the run clustered in a UMAP (cluster_space=umap): then kmeans")
     parser.add_argument("--encoding", default=None, help="encoding of --input (default utf-8)")
     parser.add_argument("--batch-size", type=int, default=128, help="texts per encoder batch (default 128)")
     parser.add_argument("--context-size", type=int, default=None,
@@ -380,6 +463,7 @@ def main(argv: Sequence[str] | None = None) -> dict | None:
                              "every GPU, or one CPU process)")
     parser.add_argument("--num-nodes", type=int, default=1,
                         help="machines (under SLURM: srun starts --devices tasks on each; docs/scale.md)")
+    add_backend_argument(parser)
     parser.add_argument("--shard-rows", type=int, default=CHUNK_ROWS,
                         help=f"rows per shard, the unit of work and of resuming (default {CHUNK_ROWS:,})")
     run_folder.add_trust_option(parser)
@@ -387,7 +471,7 @@ def main(argv: Sequence[str] | None = None) -> dict | None:
     summary = predict(args.run, args.input, args.text_column, args.output, args.assign, args.encoding,
                       args.batch_size, args.context_size, args.seed, args.top_words, accelerator=args.accelerator,
                       devices=args.devices, num_nodes=args.num_nodes, embeddings=args.embeddings,
-                      shard_rows=args.shard_rows, trust_checkpoint=args.trust_checkpoint)
+                      shard_rows=args.shard_rows, backend=args.backend, trust_checkpoint=args.trust_checkpoint)
     if summary is not None:  # rank 0
         peaks = ", ".join(f"{gib:.2f}" for gib in summary["peak_memory_gib"])
         print(f"wrote {args.output}: {summary['assigned']:,} texts assigned by {summary['assigned_by']} on "

@@ -52,11 +52,13 @@ class RunPredictions:
     texts: list[str]
     labels: np.ndarray | None
     partitions: dict[str, np.ndarray] = field(default_factory=dict)  # "head", "kmeans" -> int [N]
+    kmeans_first: bool = False  # the run clustered in a UMAP (cluster_space=umap): its KMeans is what it stands for
 
     @property
     def primary(self) -> str:
-        """The partition the run stands for: the method's cluster head when it has one, else KMeans."""
-        return "head" if "head" in self.partitions else "kmeans"
+        """The partition the run stands for: the method's cluster head when it has one, else KMeans; KMeans when the
+        run clustered in a UMAP (the head's centroids live in the embeddings, the run's clusters in the UMAP)."""
+        return "head" if "head" in self.partitions and not self.kmeans_first else "kmeans"
 
 
 SAVE_BLOCK_ROWS = 65536  # rows converted at a time: a million embeddings are never copied whole
@@ -130,7 +132,10 @@ def load_predictions(run_dir: str | Path) -> RunPredictions:
     partitions = {name: frame[f"{name}_cluster"].to_numpy(dtype=np.int64)
                   for name in ("head", "kmeans") if f"{name}_cluster" in frame.columns}
     labels = frame["label"].to_numpy(dtype=object) if "label" in frame.columns else None
-    return RunPredictions(frame["text"].tolist(), labels, partitions)
+    from textcore.cluster_space import FOLDER
+
+    return RunPredictions(frame["text"].tolist(), labels, partitions,
+                          kmeans_first="kmeans" in partitions and (run_dir / FOLDER / "space.json").is_file())
 
 
 def load_config(run_dir: str | Path):

@@ -91,8 +91,9 @@ class CorpusShards(L.LightningDataModule):
 class ClusterPredictor(L.LightningModule):
     """A run's encoder with its head or its KMeans centres, assigning the texts of one shard per step.
 
-    ``model``: ``evaluation.model_io.predict.ClusterModel``; ``assign(model, embeddings, context, use_head)`` ->
-    (cluster, confidence, margin) of each embedding; ``make_context()``: the embeddings a head that reads other
+    ``model``: ``evaluation.model_io.predict.ClusterModel``; ``assign(model, texts, blank, use_head=, context=,
+    batch_size=)`` -> (cluster, confidence, margin, embeddings) of a shard's texts
+    (``evaluation.model_io.predict.assign_texts``); ``make_context()``: the embeddings a head that reads other
     texts attends to (AECL), made on each process once the model is on its device (None: no such head);
     ``words``: cluster -> its top words."""
 
@@ -111,23 +112,14 @@ class ClusterPredictor(L.LightningModule):
     def predict_step(self, batch: dict, batch_idx: int) -> dict:
         texts, blank = batch["texts"], batch["blank"]
         n = len(texts)
-        keep = np.flatnonzero(~blank)
-        cluster = np.full(n, -1, dtype=np.int64)
-        confidence = np.full(n, np.nan)
-        margin = np.full(n, np.nan)
         out = {"row": batch["start"] + np.arange(n)}
-        if len(keep):
-            embedded = self.model.encoder.encode([texts[i] for i in keep], batch_size=self.batch_size,
-                                                 pooling=self.model.pooling)
-            chosen, conf, lead = self.assign(self.model, embedded, self.context, self.use_head)
-            cluster[keep] = chosen
-            confidence[keep] = np.round(np.asarray(conf, dtype=np.float64), 6)
-            margin[keep] = np.round(np.asarray(lead, dtype=np.float64), 6)
-            if self.keep_embeddings:
-                out["embedding"] = np.zeros((n, embedded.shape[1]), dtype=np.float16)
-                out["embedding"][keep] = embedded.numpy().astype(np.float16)
-        elif self.keep_embeddings:
+        cluster, confidence, margin, embedded = self.assign(self.model, texts, blank, use_head=self.use_head,
+                                                            context=self.context, batch_size=self.batch_size)
+        confidence, margin = np.round(confidence, 6), np.round(margin, 6)
+        if self.keep_embeddings:
             out["embedding"] = np.zeros((n, self.model.encoder.dim), dtype=np.float16)
+            if embedded is not None:
+                out["embedding"][~blank] = embedded.numpy().astype(np.float16)
         out.update(cluster=cluster, confidence=confidence, margin=margin,
                    top_words=[self.words.get(int(c), "") if c >= 0 else "" for c in cluster])
         return out

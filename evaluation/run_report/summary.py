@@ -16,6 +16,10 @@ def _fmt_free(metric: catalogue.Metric, value) -> str:
     return f"{100 * value:.1f}" if metric.percent else f"{value:.3f}"
 
 
+def space_dims(clustering: dict) -> int | None:
+    return ((clustering.get("protocol") or {}).get("cluster_space") or {}).get("n_components")
+
+
 def summary_rows(results: dict) -> list[dict]:
     """Rows of the before/after table: KMeans before, KMeans after, the cluster head after, the best step.
 
@@ -25,9 +29,12 @@ def summary_rows(results: dict) -> list[dict]:
     clustering = results.get("clustering") or {}
     monitor = clustering.get("best_monitor") or "kmeans_acc"
     how = "chosen with labels" if clustering.get("best_selected_with_labels") else "chosen without labels"
+    # where KMeans clustered (cluster_space): the embeddings, or their UMAP
+    space = ((clustering.get("protocol") or {}).get("cluster_space") or {}).get("space", "embeddings")
+    where = "on embeddings" if space == "embeddings" else f"in a UMAP ({space_dims(clustering)}-d) of the embeddings"
     entries = [
-        ("KMeans on embeddings, before training", clustering.get("before"), "kmeans"),
-        ("KMeans on embeddings, after training", clustering.get("final"), "kmeans"),
+        (f"KMeans {where}, before training", clustering.get("before"), "kmeans"),
+        (f"KMeans {where}, after training", clustering.get("final"), "kmeans"),
         ("cluster head, after training", clustering.get("final"), "head"),
         (f"KMeans, best step ({clustering.get('best_step')}, {how}: {monitor})", clustering.get("best"), "kmeans"),
     ]

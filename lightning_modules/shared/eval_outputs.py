@@ -30,17 +30,19 @@ class EvalOutputs(dict):
 
 
 def outputs_kmeans(outputs: EvalOutputs, num_clusters: int, seed: int, n_init: int, backend: str, sample: int,
-                   **options):
-    """``kmeans_fit`` of the pass's embeddings, made once per setting: the evaluation before training and SCCL's
-    centroid initialisation ask for the same KMeans (10 restarts) of the same pass."""
-    from textcore.kmeans import kmeans_fit
+                   space=None, **options):
+    """KMeans of the pass's embeddings in the clustering space ``space`` (``textcore.cluster_space.SpaceSettings``;
+    None: the embeddings), made once per setting: the evaluation before training and SCCL's centroid
+    initialisation ask for the same KMeans (10 restarts, and the same UMAP) of the same pass."""
+    from textcore.cluster_space import EMBEDDINGS, space_kmeans
 
-    key = (num_clusters, seed, n_init, backend, sample, tuple(sorted(options.items())))
+    space = space or EMBEDDINGS
+    key = (num_clusters, seed, n_init, backend, sample, space, tuple(sorted(options.items())))
     if outputs.kmeans is None:
         outputs.kmeans = {}
     if key not in outputs.kmeans:
-        outputs.kmeans[key] = kmeans_fit(outputs["embeddings"].numpy(), num_clusters, seed, n_init, backend,
-                                         sample=sample, **options)
+        outputs.kmeans[key] = space_kmeans(outputs["embeddings"].numpy(), num_clusters, seed, n_init, backend,
+                                           sample, space, **options)
     return outputs.kmeans[key]
 
 

@@ -264,7 +264,7 @@ def render(results: dict) -> str:
 
 
 # sections that other scripts write between their markers, kept when the file is rendered again
-KEPT = ("grad-cache", "bench-gpu")
+KEPT = ("grad-cache", "backends", "bench-gpu")  # backends: scripts/bench/backends.py
 NOTES = Path(__file__).with_name("notes.md")
 
 
@@ -277,12 +277,14 @@ def marked(text: str, name: str) -> str | None:
 
 
 def document(results: dict, previous: str, sections: dict[str, str] | None = None) -> str:
-    """BENCHMARKS.md: bench.py's parts, the grad-cache section, the notes, the GPU section. A kept section
+    """BENCHMARKS.md: bench.py's parts, the grad-cache and backends sections, the notes, the GPU section. A kept section
     comes from ``sections`` (name -> text) when given there, else from ``previous`` (the file as it is)."""
     kept = {name: (sections or {}).get(name) or marked(previous, name) for name in KEPT}
     parts = [render(results).rstrip("\n")]
     if kept["grad-cache"]:
         parts.append(kept["grad-cache"])
+    if kept["backends"]:
+        parts.append(kept["backends"])
     parts.append(NOTES.read_text().strip("\n"))
     if kept["bench-gpu"]:
         parts.append(kept["bench-gpu"])

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from sklearn.exceptions import NotFittedError
 
 from ctclust import TextClusterer, load_demo
 from ctclust.api import TextInputError
@@ -108,15 +109,20 @@ def test_bad_texts_raise_the_errors_of_the_command_line_not_an_exit(texts, error
     assert words in str(raised.value) and isinstance(raised.value, UserError)
 
 
-def test_bad_settings_raise_config_errors(tmp_path):
-    with pytest.raises(ConfigError, match="num_clusters=1"):
-        TextClusterer(num_clusters=1)
-    with pytest.raises(ConfigError, match="'max_steps' is not a command-line setting"):
-        TextClusterer(overrides=["max_steps"])
+def test_bad_settings_raise_config_errors_when_fit(tmp_path):
+    """scikit-learn's contract: the constructor stores its settings as given, ``fit`` checks them (before writing
+    anything)."""
     texts = demo_sample(40)["text"]
+    with pytest.raises(ConfigError, match="num_clusters=1"):
+        TextClusterer(num_clusters=1, run_dir=tmp_path / "run0").fit(texts)
+    with pytest.raises(ConfigError, match="'max_steps' is not a command-line setting"):
+        TextClusterer(overrides=["max_steps"], run_dir=tmp_path / "run0").fit(texts)
+    with pytest.raises(ConfigError, match="backend='tensorrt'"):
+        TextClusterer(backend="tensorrt", run_dir=tmp_path / "run0").fit(texts)
+    assert not (tmp_path / "run0").exists()
     with pytest.raises(UserError, match="method"):  # the run's own validation, as an exception
         TextClusterer(method="no_such_method", backbone="tiny", run_dir=tmp_path / "run").fit(texts)
     with pytest.raises(UserError, match="batch_size"):
         TextClusterer(backbone="tiny", overrides={"batch_size": 0}, run_dir=tmp_path / "run2").fit(texts)
-    with pytest.raises(ConfigError, match="not fitted"):
+    with pytest.raises(NotFittedError, match="not fitted"):
         TextClusterer().predict(["a text"])

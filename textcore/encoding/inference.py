@@ -7,7 +7,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from textcore.console import PhaseProgress
+from textcore.console import PhaseProgress, text_bar
 from textcore.encoding.token_batches import token_lengths, tokenize_batch
 
 
@@ -29,12 +29,13 @@ def encode_texts(encoder, texts: Sequence[str], batch_size: int = 128, pooling: 
     else:
         order = np.arange(len(texts))
     out = torch.empty(len(texts), encoder.dim)
-    with PhaseProgress("embedding", len(texts), "texts") as progress:
+    with PhaseProgress("embedding", len(texts), "texts") as progress, text_bar(len(texts)) as bar:
         for start in range(0, len(texts), batch_size):
             idx = order[start : start + batch_size]
             batch = tokenize_batch(encoder.tokenizer, [texts[i] for i in idx], encoder.max_length, pad_to_max)
             batch = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
             out[torch.from_numpy(idx)] = encoder(**batch, pooling=pooling).float().cpu()
             progress.advance(len(idx))
+            bar.update(len(idx))
     encoder.train(was_training)
     return out

@@ -6,6 +6,7 @@ from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.utilities import rank_zero_warn
 
 from lightning_modules.shared.eval_outputs import cached_eval_outputs
+from textcore.cluster_space import SpaceSettings, space_kmeans
 from textcore.errors import ConfigError, WrongMethodError
 from textcore.kmeans import check_kmeans_backend, kmeans_fit
 
@@ -74,7 +75,8 @@ class AECLStageSwitch(Callback):
     def __init__(
         self, e1: int | None = None, e2: int | None = None, kmeans_seed: int = 0, kmeans_n_init: int = 10, *,
         kmeans_backend: str, kmeans_sample: int, schedule: str = "paper", pseudo_labels: str = "every_epoch",
-        kmeans_max_iter: int | None = None, kmeans_tol: float | None = None,
+        kmeans_max_iter: int | None = None, kmeans_tol: float | None = None, cluster_space: str = "embeddings",
+        umap: dict | None = None,
     ):
         _check_epochs(e1, e2)
         if isinstance(kmeans_sample, bool) or not isinstance(kmeans_sample, int) or kmeans_sample < 0:
@@ -97,6 +99,7 @@ class AECLStageSwitch(Callback):
         self.kmeans_n_init = kmeans_n_init
         self.kmeans_backend = check_kmeans_backend(kmeans_backend)
         self.kmeans_sample = kmeans_sample
+        self.space = SpaceSettings.from_config(cluster_space, umap)  # where the pseudo-labels' KMeans clusters
         self._saved_schedule: dict | None = None
 
     def setup(self, trainer, pl_module, stage: str) -> None:
@@ -145,9 +148,15 @@ class AECLStageSwitch(Callback):
         """KMeans clusters [n] of the whole training set's embeddings, in row order (centres fitted on at most
         ``kmeans_sample`` of them, then every row assigned to its nearest centre)."""
         embeddings = cached_eval_outputs(trainer, pl_module)["embeddings"]  # [n, d]
-        labels = kmeans_fit(
-            embeddings.numpy(), pl_module.num_clusters, self.kmeans_seed, self.kmeans_n_init, self.kmeans_backend,
-            max_iter=self.kmeans_max_iter, tol=self.kmeans_tol, sample=self.kmeans_sample,
-        ).labels_
+        if self.space.umap:
+            labels = space_kmeans(
+                embeddings.numpy(), pl_module.num_clusters, self.kmeans_seed, self.kmeans_n_init, self.kmeans_backend,
+                self.kmeans_sample, self.space, max_iter=self.kmeans_max_iter, tol=self.kmeans_tol,
+            ).labels_
+        else:
+            labels = kmeans_fit(
+                embeddings.numpy(), pl_module.num_clusters, self.kmeans_seed, self.kmeans_n_init, self.kmeans_backend,
+                max_iter=self.kmeans_max_iter, tol=self.kmeans_tol, sample=self.kmeans_sample,
+            ).labels_
         labels = torch.as_tensor(labels, dtype=torch.long)  # [n]
         return trainer.strategy.broadcast(labels, src=0)

@@ -5,6 +5,7 @@ import torch
 from lightning.pytorch.callbacks import Callback
 
 from lightning_modules.shared.eval_outputs import cached_eval_outputs, outputs_kmeans
+from textcore.cluster_space import SpaceSettings
 from textcore.errors import ConfigError
 from textcore.kmeans import check_kmeans_backend, sample_rows
 
@@ -22,7 +23,8 @@ class KMeansCentroidInit(Callback):
     run keeps the centroids it saved. Under DDP the centres of rank 0 are broadcast.
     """
 
-    def __init__(self, seed: int = 0, n_init: int = 10, *, kmeans_backend: str, sample: int, kmeans_sample: int):
+    def __init__(self, seed: int = 0, n_init: int = 10, *, kmeans_backend: str, sample: int, kmeans_sample: int,
+                 cluster_space: str = "embeddings", umap: dict | None = None):
         if n_init < 1:
             raise ConfigError(f"method.callbacks.centroid_init.n_init must be >= 1, got {n_init}")
         for name, value in (("sample", sample), ("kmeans_sample", kmeans_sample)):
@@ -33,6 +35,8 @@ class KMeansCentroidInit(Callback):
         self.kmeans_backend = check_kmeans_backend(kmeans_backend)
         self.sample = sample
         self.kmeans_sample = kmeans_sample
+        # cluster_space=umap: KMeans on the UMAP of the embeddings; each centroid is then its cluster's mean embedding
+        self.space = SpaceSettings.from_config(cluster_space, umap)
 
     def on_train_start(self, trainer, pl_module) -> None:
         self._initialise_if_needed(trainer, pl_module)
@@ -46,7 +50,7 @@ class KMeansCentroidInit(Callback):
         rows = sample_rows(len(trainer.datamodule.texts), self.sample, self.seed)
         outputs = cached_eval_outputs(trainer, pl_module, rows)  # the pass (and KMeans) of the "before" evaluation
         fitted = outputs_kmeans(outputs, pl_module.num_clusters, self.seed, self.n_init, self.kmeans_backend,
-                                self.kmeans_sample)
-        centres = torch.as_tensor(fitted.cluster_centers_, dtype=torch.float32)
+                                self.kmeans_sample, self.space)
+        centres = torch.as_tensor(getattr(fitted, "embedding_centers_", fitted.cluster_centers_), dtype=torch.float32)
         centres = trainer.strategy.broadcast(centres, src=0)
         pl_module.set_centroids(centres)

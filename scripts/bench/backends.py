@@ -1,0 +1,103 @@
+"""Texts/s of each corpus-pass backend (torch, onnx, onnx-int8) on one machine, and how far their embeddings and
+cluster assignments are from torch's (textcore/encoding/onnx_runtime.py; BENCHMARKS.md).
+
+The encoder is the offline MiniLM (``minilm``, mean pooling, 32 tokens: what ``tools.py predict`` and the API embed
+with). The texts are the first ``--texts`` rows of a labelled CSV (``label`` and a text column). The texts are cut
+into ``--chunks`` parts and every backend embeds a part (length-sorted batches within it, the order of the
+backends rotated from part to part) before the next part is taken, all in one process, so that other work on a
+shared machine slows them alike: the ratios to torch are the numbers to read. Then:
+
+- the largest absolute difference of an embedding value of the float32 export from torch's;
+- KMeans (K = the number of labels, seeded) is fitted on torch's embeddings, and every backend's embeddings are
+  assigned to its centres (what ``tools.py predict --assign kmeans`` does with a run's centroids): the share of texts
+  assigned as torch assigns them, and ACC/NMI against the labels.
+
+Usage: python scripts/bench/backends.py --data <labelled.csv> [--texts 20000] [--chunks 4] [--text-column text0]
+       [--output backends.json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+BACKENDS = ("torch", "onnx", "onnx-int8")
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--data", type=Path, required=True, help="a labelled CSV (label + text column)")
+    parser.add_argument("--text-column", default="text0")
+    parser.add_argument("--texts", type=int, default=20_000)
+    parser.add_argument("--chunks", type=int, default=4, help="the texts are embedded in this many parts, every "
+                        "backend on a part before the next part")
+    parser.add_argument("--batch-size", type=int, default=128)
+    parser.add_argument("--output", type=Path, default=None, help="a JSON file for the results")
+    args = parser.parse_args(argv)
+
+    import pandas as pd
+    import torch
+    from sklearn.cluster import KMeans
+
+    from evaluation.clustering.metrics import clustering_scores
+    from evaluation.model_io.load import load_encoder
+    from evaluation.model_io.predict import nearest_centroid
+    from textcore.encoding.onnx_runtime import embedder, usable_cores
+
+    frame = pd.read_csv(args.data, nrows=args.texts, keep_default_na=False)
+    texts, labels = frame[args.text_column].astype(str).tolist(), frame["label"].to_numpy()
+    encoder, pooling = load_encoder("minilm")
+    cache = Path(tempfile.mkdtemp(prefix="bench-backends-"))
+    models, export_seconds = {}, {}
+    for backend in BACKENDS:
+        start = time.perf_counter()
+        models[backend] = embedder(encoder, pooling, backend, cache)
+        export_seconds[backend] = round(time.perf_counter() - start, 1)
+    seconds = {b: 0.0 for b in BACKENDS}
+    parts = {b: [] for b in BACKENDS}
+    chunk = -(-len(texts) // args.chunks)
+    for c, start in enumerate(range(0, len(texts), chunk)):
+        part = texts[start:start + chunk]
+        for backend in BACKENDS[c % 3:] + BACKENDS[:c % 3]:  # the order rotated from chunk to chunk
+            began = time.perf_counter()
+            parts[backend].append(models[backend].encode(part, batch_size=args.batch_size, pooling=pooling).numpy())
+            seconds[backend] += time.perf_counter() - began
+        done = start + len(part)
+        print(f"{done:,} texts: " + ", ".join(f"{b} {done / seconds[b]:,.0f} texts/s" for b in BACKENDS),
+              file=sys.stderr, flush=True)
+    embeddings = {b: np.concatenate(parts[b]) for b in BACKENDS}
+    rate = {b: len(texts) / seconds[b] for b in BACKENDS}
+    k = len(np.unique(labels))
+    centres = KMeans(k, n_init=3, random_state=0).fit(embeddings["torch"]).cluster_centers_
+    assigned = {b: nearest_centroid(embeddings[b], centres)[0] for b in BACKENDS}
+    result = {
+        "texts": len(texts), "data": args.data.name, "encoder": "minilm (mean pooling, 32 tokens)",
+        "chunks": args.chunks, "seconds": {b: round(seconds[b], 1) for b in BACKENDS},
+        "threads": {"torch": torch.get_num_threads(), "onnxruntime": usable_cores()},
+        "export_seconds": export_seconds,
+        "texts_per_second": {b: round(rate[b], 1) for b in BACKENDS},
+        "ratio_to_torch": {b: round(rate[b] / rate["torch"], 2) for b in BACKENDS},
+        "max_abs_difference_to_torch": {b: float(np.abs(embeddings[b] - embeddings["torch"]).max())
+                                        for b in BACKENDS},
+        "assignment_agreement_with_torch": {b: float((assigned[b] == assigned["torch"]).mean()) for b in BACKENDS},
+        "scores": {b: {m: round(100 * v, 2) for m, v in clustering_scores(labels, assigned[b]).items()
+                       if m in ("acc", "nmi")} for b in BACKENDS},
+        "k": int(k),
+    }
+    text = json.dumps(result, indent=2)
+    print(text)
+    if args.output is not None:
+        args.output.write_text(text + "\n")
+    return result
+
+
+if __name__ == "__main__":
+    main()
