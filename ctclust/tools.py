@@ -32,7 +32,7 @@ COMMANDS = {
                         "a model on clustering, STS, transfer, few-shot, MTEB; compare result files"),
     "sts": Command("ctclust.commands.sts", "a model on the STS tasks alone"),
     "transfer": Command("ctclust.commands.transfer", "a model on the SentEval transfer tasks alone"),
-    "choose-k": Command("evaluation.model_io.embed_and_choose_k", "the number of clusters, without labels"),
+    "choose-k": Command("ctclust.commands.choose_k", "the number of clusters, without labels"),
     "predict": Command("evaluation.model_io.predict", "assign new texts to a run's clusters", info_logs=True),
     "export": Command("evaluation.model_io.export", "a run's encoder as sentence-transformers and Hub folders"),
     "describe": Command("evaluation.run_report.describe",

@@ -13,16 +13,12 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
-from evaluation.clustering.choose_k import RULES, choose_k, conf_defaults, parse_k, scan_rows, write_outputs
+from evaluation.clustering.choose_k import choose_k, parse_k, scan_rows, write_outputs
 from evaluation.model_io import run_files
-from textcore import console, run_folder
-from textcore.device_settings import OUTSIDE_TRAINING
-from textcore.errors import ConfigError, MissingFileError, exit_on_user_error
-from textcore.kmeans import KMEANS_BACKENDS
+from textcore.errors import ConfigError, MissingFileError
 
 
 def read_texts(path: Path, text_column: str, encoding: str | None = None) -> list[str]:
@@ -63,73 +59,41 @@ def embed_texts(texts: list[str], model: str, pooling: str | None, max_length: i
     return EmbeddingCache(encoder, cache_dir, batch_size).encode(texts, pool)
 
 
-@exit_on_user_error
-def main(argv: Sequence[str] | None = None) -> dict:
-    parser = console.tool_parser("choose-k", __doc__)
-    defaults = conf_defaults()  # conf/config.yaml's choose_k, as a run's num_clusters=auto scans
-    source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--run", type=Path, help="a run folder: its end-of-run embeddings, nothing embedded")
-    source.add_argument("--input", type=Path,
-                        help="a text file (CSV/TSV, JSON Lines, Parquet, one text per line), embedded with --model")
-    parser.add_argument("--text-column", default="text", help="column of the texts (plain text files: text)")
-    parser.add_argument("--encoding", default=None, help="encoding of --input (default utf-8)")
-    parser.add_argument("--model", default="minilm", help="encoder for --input: run folder, checkpoint, model folder, "
-                        "Hub name, minilm (default) or tiny")
-    parser.add_argument("--pooling", default=None, choices=("mean", "cls", "cls_before_pooler"),
-                        help="default: the model's own")
-    parser.add_argument("--max-length", type=int, default=32, help="token limit (the papers' clustering length: 32)")
-    parser.add_argument("--k", default=defaults["k"], help="lo:hi, lo:hi:step or a list")
-    parser.add_argument("--kmeans-runs", type=int, default=defaults["kmeans_runs"],
-                        help="KMeans runs per K, with seeds 0..N-1 (stability compares them)")
-    parser.add_argument("--rule", default=defaults["rule"], choices=tuple(RULES), help="the criterion that picks K")
-    parser.add_argument("--silhouette-sample", type=int, default=defaults["silhouette_sample"],
-                        help="texts the silhouette is computed on")
-    parser.add_argument("--max-texts", type=int, default=defaults["max_texts"],
-                        help="scan a seeded sample of this many texts (0: all; the cost grows with N x K)")
-    parser.add_argument("--hdbscan-min-cluster-size", type=int, default=10,
-                        help="HDBSCAN's smallest cluster (its number of clusters is shown beside the scan)")
-    parser.add_argument("--kmeans-backend", default=OUTSIDE_TRAINING["kmeans_backend"], choices=KMEANS_BACKENDS,
-                        help="KMeans implementation (default %(default)s)")
-    parser.add_argument("--batch-size", type=int, default=128, help="texts per encoder batch")
-    parser.add_argument("--embedding-cache", type=Path, default=None,
-                        help="folder keeping the embeddings of --input for later scans")
-    parser.add_argument("--output", type=Path, default=None, help="folder for choose_k.json/.md/.png "
-                        "(default: <run>/choose_k or outputs/choose_k/<file stem>)")
-    run_folder.add_trust_option(parser)
-    args = parser.parse_args(argv)
+def recommend_k(*, run, input, text_column, encoding, model, pooling, max_length, k, kmeans_runs, rule,
+                silhouette_sample, max_texts, hdbscan_min_cluster_size, kmeans_backend, batch_size, embedding_cache,
+                output, trust_checkpoint) -> dict:
+    """``python tools.py choose-k`` (its options, ctclust.commands.choose_k): the embeddings of a run folder or of the
+    texts of ``input``, the scan over ``k``, the recommended K printed and written to ``output``."""
 
     def log(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
 
-    if args.run is not None:
-        if not args.run.is_dir():
-            raise MissingFileError(f"--run '{args.run}' is not a folder (give a run folder, or a text file "
+    if run is not None:
+        if not run.is_dir():
+            raise MissingFileError(f"--run '{run}' is not a folder (give a run folder, or a text file "
                                    "with --input).")
-        embeddings, title = saved_embeddings(args.run), args.run.name
-        parse_k(args.k, min(len(embeddings), args.max_texts or len(embeddings)))
-        out = args.output or args.run / "choose_k"
-    elif args.input.is_file():
-        texts = read_texts(args.input, args.text_column, args.encoding)
-        parse_k(args.k, min(len(texts), args.max_texts or len(texts)))  # before the (slow) embedding
-        keep = scan_rows(len(texts), args.max_texts)
+        embeddings, title = saved_embeddings(run), run.name
+        parse_k(k, min(len(embeddings), max_texts or len(embeddings)))
+        out = output or run / "choose_k"
+    elif input.is_file():
+        texts = read_texts(input, text_column, encoding)
+        parse_k(k, min(len(texts), max_texts or len(texts)))  # before the (slow) embedding
+        keep = scan_rows(len(texts), max_texts)
         if keep is not None:  # the scan's sample is all that is embedded
             texts = [texts[i] for i in keep]
-        log(f"choose_k: embedding {len(texts)} texts of {args.input} with {args.model}")
-        embeddings = embed_texts(texts, args.model, args.pooling, args.max_length, args.batch_size,
-                                 args.embedding_cache, args.trust_checkpoint)
-        title = f"{args.input.name} ({args.model})"
-        out = args.output or Path("outputs") / "choose_k" / args.input.stem
+        log(f"choose_k: embedding {len(texts)} texts of {input} with {model}")
+        embeddings = embed_texts(texts, model, pooling, max_length, batch_size,
+                                 embedding_cache, trust_checkpoint)
+        title = f"{input.name} ({model})"
+        out = output or Path("outputs") / "choose_k" / input.stem
     else:
-        raise MissingFileError(f"--input '{args.input}' is not a file (a run folder goes with --run).")
-    result = choose_k(embeddings, args.k, args.kmeans_runs, args.rule, args.silhouette_sample,
-                      args.hdbscan_min_cluster_size, kmeans_backend=args.kmeans_backend, log=log,
-                      max_texts=args.max_texts)
+        raise MissingFileError(f"--input '{input}' is not a file (a run folder goes with --run).")
+    result = choose_k(embeddings, k, kmeans_runs, rule, silhouette_sample,
+                      hdbscan_min_cluster_size, kmeans_backend=kmeans_backend, log=log,
+                      max_texts=max_texts)
     paths = write_outputs(result, out, title)
     rec = result["recommended"]
     print(f"recommended K = {rec['k']} ({rec['rule_text']}); HDBSCAN: {result['hdbscan'].get('clusters')} clusters")
     print("wrote " + ", ".join(str(p) for p in paths))
     return result
 
-
-if __name__ == "__main__":
-    console.run_cli(main)

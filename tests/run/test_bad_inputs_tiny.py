@@ -119,7 +119,7 @@ def test_study_storage_checks(tmp_path):
 def test_choose_k_with_a_reversed_range_names_the_number_of_texts(tmp_path):
     texts = tmp_path / "five.txt"
     texts.write_text("a cat\na dog\na stock\na bond\na goal\n")
-    proc = subprocess.run([sys.executable, "-m", "evaluation.model_io.embed_and_choose_k", "--input", str(texts),
+    proc = subprocess.run([sys.executable, "-m", "ctclust.commands.choose_k", "--input", str(texts),
                            "--model", "tiny",
                            "--k", "20:2"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == USER_ERROR_EXIT_CODE, proc.stderr[-2000:]
@@ -129,7 +129,7 @@ def test_choose_k_with_a_reversed_range_names_the_number_of_texts(tmp_path):
 
 @pytest.mark.parametrize("max_length", ["0", "129"])
 def test_choose_k_max_length_beyond_the_backbone_is_one_line(tmp_path, capsys, max_length):
-    from evaluation.model_io.embed_and_choose_k import main
+    from ctclust.commands.choose_k import main
 
     texts = tmp_path / "five.txt"
     texts.write_text("a cat\na dog\na stock\na bond\na goal\n")

@@ -132,7 +132,7 @@ def test_choose_k_finds_well_separated_blobs():
 
 
 def test_choose_k_cli_on_a_file_without_labels(tmp_path):
-    from evaluation.model_io.embed_and_choose_k import main
+    from ctclust.commands.choose_k import main
 
     texts = [f"{w} {i}" for i in range(10) for w in ("football match goal", "pasta tomato sauce", "stock market")]
     (tmp_path / "mine.txt").write_text("\n".join(texts) + "\n")
@@ -146,7 +146,7 @@ def test_choose_k_cli_on_a_file_without_labels(tmp_path):
 
 
 def test_choose_k_cli_on_a_run_folder_reads_its_embeddings(tmp_path, capsys):
-    from evaluation.model_io.embed_and_choose_k import main
+    from ctclust.commands.choose_k import main
     from textcore.errors import USER_ERROR_EXIT_CODE
 
     x, _ = blobs(k=3, per=20, spread=0.02)
