@@ -21,8 +21,8 @@ from typing import Sequence
 
 import numpy as np
 
-from textcore import console, run_folder
-from textcore.errors import ConfigError, MissingFileError, exit_on_user_error
+from textcore import run_folder
+from textcore.errors import ConfigError, MissingFileError
 
 TABLES = Path(__file__).resolve().parent / "paper_tables"
 # where a row's numbers come from: a run's results.json (metrics by dotted path, the run's own dataset),
@@ -172,30 +172,21 @@ def markdown(table: dict, result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-@exit_on_user_error
-def main(argv: Sequence[str] | None = None) -> str:
-    parser = console.tool_parser("paper-table", __doc__)
-    parser.add_argument("table", nargs="?", help=f"one of: {', '.join(available())} (or a .yaml file)")
-    parser.add_argument("--runs", type=Path,
-                        help=f"folder searched for {run_folder.RESULTS} and evaluate_model JSON files")
-    parser.add_argument("--output", type=Path, default=None, help="also write the Markdown here")
-    parser.add_argument("--list", action="store_true", help="list the paper tables")
-    args = parser.parse_args(argv)
-    if args.list or not args.table:
+def compare_with_paper(*, table: str | None, runs: Path | None, output: Path | None, list: bool) -> str:
+    """``python tools.py paper-table`` (its options, ctclust.commands.paper_table): the paper tables' names
+    (``list``, or no ``table``), else ``table`` beside the results under ``runs``, printed and written to ``output``."""
+    if list or not table:
         text = "\n".join(available())
         print(text)
         return text
-    table = load_table(args.table)
-    if args.runs is None or not args.runs.is_dir():
-        raise MissingFileError(f"--runs '{args.runs}' is not a folder (give the folder holding the runs' results).")
-    runs, evaluations = find_results(args.runs)
+    table = load_table(table)
+    if runs is None or not runs.is_dir():
+        raise MissingFileError(f"--runs '{runs}' is not a folder (give the folder holding the runs' results).")
+    runs, evaluations = find_results(runs)
     text = markdown(table, compare(table, runs, evaluations))
-    if args.output:
-        args.output.parent.mkdir(parents=True, exist_ok=True)
-        args.output.write_text(text, encoding="utf-8")
+    if output:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(text, encoding="utf-8")
     print(text)
     return text
 
-
-if __name__ == "__main__":
-    console.run_cli(main)

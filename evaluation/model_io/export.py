@@ -25,10 +25,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Sequence
 
-from textcore import console, run_folder
-from textcore.errors import ConfigError, UserError, exit_on_user_error
+from textcore import run_folder
+from textcore.errors import ConfigError, UserError
 
 ST_POOLING = {"mean": "mean", "cls_before_pooler": "cls", "cls": "cls"}
 
@@ -52,7 +51,7 @@ def write_cards(run_ref: str | Path, info: dict, repo_id: str | None) -> list[st
     return written
 
 
-def push_to_hub(folder: str | Path, repo_id: str) -> str:
+def upload_to_hub(folder: str | Path, repo_id: str) -> str:
     """Upload ``folder`` to the model repository ``repo_id`` (created if needed); the checks come first."""
     import os
 
@@ -181,28 +180,17 @@ def copy_cluster_files(model_ref: str | Path, st_dir: Path) -> list[str]:
     return copied
 
 
-@exit_on_user_error
-def main(argv: Sequence[str] | None = None) -> dict:
-    parser = console.tool_parser("export", __doc__)
-    parser.add_argument("--run", required=True, help="run dir, .ckpt, or any model reference load_encoder accepts")
-    parser.add_argument("--output", required=True, type=Path, help="output folder (hf/ and sentence-transformers/)")
-    parser.add_argument("--pooling", default=None, choices=sorted(ST_POOLING), help="default: the model's eval pooling")
-    parser.add_argument("--max-seq-length", type=int, default=None, help="default: the encoder's max_length")
-    parser.add_argument("--push-to-hub", metavar="REPO_ID", default=None,
-                        help="upload the sentence-transformers folder (with its model card) to this Hub repository")
-    parser.add_argument("--dry-run", action="store_true", help="write the folders and the card, upload nothing")
-    run_folder.add_trust_option(parser)
-    args = parser.parse_args(argv)
-    info = export(args.run, args.output, args.pooling, args.max_seq_length, args.trust_checkpoint)
-    cards = write_cards(args.run, info, args.push_to_hub)
+def export_model(*, run: str, output: Path, pooling: str | None, max_seq_length: int | None, push_to_hub: str | None,
+                 dry_run: bool, trust_checkpoint: bool) -> dict:
+    """``python tools.py export`` (its options, ctclust.commands.export): the encoder's folders and model card in
+    ``output``, ``export.json`` beside them, and the upload to ``push_to_hub`` unless ``dry_run``."""
+    info = export(run, output, pooling, max_seq_length, trust_checkpoint)
+    cards = write_cards(run, info, push_to_hub)
     if cards:
         info["model_card"] = cards
-    (Path(args.output) / "export.json").write_text(json.dumps(info, indent=2))
-    if args.push_to_hub and not args.dry_run:
-        info["hub_commit"] = push_to_hub(info["sentence_transformers"], args.push_to_hub)
+    (Path(output) / "export.json").write_text(json.dumps(info, indent=2))
+    if push_to_hub and not dry_run:
+        info["hub_commit"] = upload_to_hub(info["sentence_transformers"], push_to_hub)
     print(json.dumps(info, indent=2))
     return info
 
-
-if __name__ == "__main__":
-    console.run_cli(main)

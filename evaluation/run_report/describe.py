@@ -31,9 +31,7 @@ import numpy as np
 
 from evaluation.model_io import run_files
 from evaluation.run_report.ctfidf import top_words
-from evaluation.run_report.plots import PROJECTIONS
-from textcore import console, run_folder
-from textcore.errors import exit_on_user_error, writing
+from textcore.errors import writing
 
 log = logging.getLogger(__name__)
 
@@ -198,49 +196,28 @@ def markdown(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-@exit_on_user_error
-def main(argv: Sequence[str] | None = None) -> dict:
-    parser = console.tool_parser("describe", __doc__)
-    parser.add_argument("--run", required=True, type=Path, help="run folder (holds predictions.csv)")
-    parser.add_argument("--top-words", type=int, default=10, help="words per cluster (default 10)")
-    parser.add_argument("--representatives", type=int, default=3, help="texts per cluster (default 3)")
-    parser.add_argument("--tokenizer", default="auto",
-                        help="c-TF-IDF terms: auto (character bigrams for Chinese, Japanese, Thai, ...; else words), "
-                        "word, char:A-B, or backbone (the run's tokenizer)")
-    parser.add_argument("--html", action="store_true",
-                        help=f"also write {run_files.REPORT_HTML}: the map, the clusters, the summary and the curves "
-                        "in one page (runs write it themselves; this makes it for older runs)")
-    parser.add_argument("--projection", choices=PROJECTIONS, default=None,
-                        help="--html: the map's projection (default: the run's callbacks.report.projection, else tsne)")
-    parser.add_argument("--max-points", type=int, default=None,
-                        help="--html: texts on the map, a seeded sample (default: the run's own, else 3000; 0: all)")
-    run_folder.add_trust_option(parser)  # a run without embeddings/after.npy: its encoder embeds the texts
-    args = parser.parse_args(argv)
-    if not args.html and (args.projection or args.max_points is not None):
-        parser.error("--projection and --max-points choose the map of report.html: add --html")
-    if args.max_points is not None and args.max_points < 0:
-        parser.error(f"--max-points must be >= 0 (0: every text), got {args.max_points}")
+def write_descriptions(*, run: Path, top_words: int, representatives: int, tokenizer: str, html: bool,
+                       projection: str | None, max_points: int | None, trust_checkpoint: bool) -> dict:
+    """``python tools.py describe`` (its options, ctclust.commands.describe): the run's cluster descriptions, and
+    with ``html`` its page (the map's ``projection`` and ``max_points`` default to the run's report settings)."""
     embeddings = None
-    if args.html or args.trust_checkpoint:  # read once, for the descriptions and the map
-        embeddings = run_files.run_embeddings(args.run, run_files.load_predictions(args.run).texts,
-                                              args.trust_checkpoint)
-    report = describe_run(args.run, args.top_words, args.representatives, embeddings=embeddings,
-                          tokenizer=args.tokenizer)
-    print(f"wrote {args.run / run_files.CLUSTERS_MD} and {args.run / run_files.CLUSTERS_JSON}")
-    if args.html:
+    if html or trust_checkpoint:  # read once, for the descriptions and the map
+        embeddings = run_files.run_embeddings(run, run_files.load_predictions(run).texts,
+                                              trust_checkpoint)
+    report = describe_run(run, top_words, representatives, embeddings=embeddings,
+                          tokenizer=tokenizer)
+    print(f"wrote {run / run_files.CLUSTERS_MD} and {run / run_files.CLUSTERS_JSON}")
+    if html:
         from evaluation.run_report.html import write_run_page
 
-        cfg = run_files.load_config(args.run)
+        cfg = run_files.load_config(run)
         setting = run_files.config_value(cfg, "callbacks.report.html_max_points")
         setting = setting if setting is not None else run_files.config_value(cfg, "callbacks.report.max_points")
-        max_points = args.max_points if args.max_points is not None else (3000 if setting is None else int(setting))
-        projection = args.projection or run_files.config_value(cfg, "callbacks.report.projection") or "tsne"
+        max_points = max_points if max_points is not None else (3000 if setting is None else int(setting))
+        projection = projection or run_files.config_value(cfg, "callbacks.report.projection") or "tsne"
         seed = run_files.config_value(cfg, "callbacks.report.seed")
-        path = write_run_page(args.run, report, embeddings, projection=projection, max_points=max_points,
+        path = write_run_page(run, report, embeddings, projection=projection, max_points=max_points,
                               seed=int(seed) if isinstance(seed, int) else 0)
         print(f"wrote {path}")
     return report
 
-
-if __name__ == "__main__":
-    console.run_cli(main, info_logs=True)

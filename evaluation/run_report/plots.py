@@ -37,8 +37,6 @@ import numpy as np
 from evaluation.clustering.confusion import matched_confusion
 from evaluation.figures import new_figure, save_figure
 from evaluation.model_io import run_files
-from textcore import console, run_folder
-from textcore.errors import exit_on_user_error
 
 log = logging.getLogger(__name__)
 
@@ -411,25 +409,15 @@ def _cluster_plots(run_dir, out, title, projection, max_points, seed, partition,
     return written
 
 
-@exit_on_user_error
-def main(argv: Sequence[str] | None = None) -> list[Path]:
-    parser = console.tool_parser("plots", __doc__)
-    parser.add_argument("--run", required=True, type=Path, help="run folder")
-    parser.add_argument("--projection", default="tsne", choices=PROJECTIONS, help="2-D map (default tsne)")
-    parser.add_argument("--max-points", type=int, default=3000, help="texts drawn on the maps (default 3000)")
-    parser.add_argument("--seed", type=int, default=0, help="subsample and projection seed (default 0)")
-    parser.add_argument("--partition", choices=("head", "kmeans"), default=None,
-                        help="clusters to show (default: the head when the method has one)")
-    run_folder.add_trust_option(parser)  # a run without embeddings/after.npy: its encoder embeds the texts
-    args = parser.parse_args(argv)
+def plot_run(*, run: Path, projection: str, max_points: int, seed: int, partition: str | None,
+             trust_checkpoint: bool) -> list[Path]:
+    """``python tools.py plots`` (its options, ctclust.commands.plots): :func:`make_plots`, the run's encoder embedding
+    the texts when ``trust_checkpoint`` lets it load a run without saved embeddings."""
     embeddings = None
-    if args.trust_checkpoint and (args.run / run_files.PREDICTIONS).is_file():
-        embeddings = run_files.run_embeddings(args.run, run_files.load_predictions(args.run).texts, True)
-    paths = make_plots(args.run, args.projection, args.max_points, args.seed, args.partition, embeddings)
+    if trust_checkpoint and (run / run_files.PREDICTIONS).is_file():
+        embeddings = run_files.run_embeddings(run, run_files.load_predictions(run).texts, True)
+    paths = make_plots(run, projection, max_points, seed, partition, embeddings)
     for path in paths:
         print(f"wrote {path}")
     return paths
 
-
-if __name__ == "__main__":
-    console.run_cli(main, info_logs=True)

@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("command, named", [
-    (["-m", "evaluation.model_io.export", "--run", "no/such/run", "--output", "out"], "no/such/run"),
+    (["-m", "ctclust.commands.export", "--run", "no/such/run", "--output", "out"], "no/such/run"),
     (["-m", "evaluation.model_io.predict", "--run", "no/such/run", "--input", "x.csv", "--output", "y.csv"],
      "x.csv"),
     ([str(ROOT / "tools.py"), "export", "--run", "no/such/run", "--output", "out"], "no/such/run"),

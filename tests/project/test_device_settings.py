@@ -119,7 +119,7 @@ def test_below_the_configuration_nothing_chooses_a_setting_by_itself(toy_corpus)
         kmeans_fit(np.zeros((4, 2), dtype=np.float32), 2)
 
 
-@pytest.mark.parametrize("command", ["evaluation.model_io.embed_and_choose_k",
+@pytest.mark.parametrize("command", ["ctclust.commands.choose_k",
                                      "evaluation.benchmarks.evaluate_model"])
 def test_the_evaluation_commands_show_the_value_outside_training(command, capsys):
     import importlib

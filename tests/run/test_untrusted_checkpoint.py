@@ -105,7 +105,7 @@ def test_evaluate_refuses_the_run_and_its_checkpoint(planted, tmp_path, capsys):
 
 
 def test_export_refuses_the_run_and_its_checkpoint_then_exports_with_the_opt_in(planted, tmp_path, capsys):
-    from evaluation.model_io.export import main
+    from ctclust.commands.export import main
 
     run, marker = planted
     for reference in (run, RunFolder(run).checkpoint_path()):
@@ -118,8 +118,8 @@ def test_export_refuses_the_run_and_its_checkpoint_then_exports_with_the_opt_in(
 
 def test_describe_and_plots_of_a_run_without_saved_embeddings_refuse_it_then_use_the_opt_in(planted, capsys):
     """Their run's encoder embeds the texts when embeddings/after.npy is gone (a run of an earlier version)."""
+    from ctclust.commands import describe, plots
     from evaluation.model_io import run_files
-    from evaluation.run_report import describe, plots
 
     run, marker = planted
     (run / run_files.EMBEDDINGS_AFTER).unlink()

@@ -5,7 +5,8 @@ import json
 
 import pytest
 
-from evaluation.across_runs.paper_table import available, compare, find_results, load_table, main
+from ctclust.commands.paper_table import main
+from evaluation.across_runs.paper_table import available, compare, find_results, load_table
 from textcore.errors import ConfigError
 
 

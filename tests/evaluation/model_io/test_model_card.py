@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ctclust.commands.export import main as export_main
 from ctclust.training.train import train
-from evaluation.model_io.export import main as export_main
 from evaluation.model_io.model_card import build_card
 from tests.helpers import compose_config, toy_overrides
 

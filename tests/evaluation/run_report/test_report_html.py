@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from ctclust.commands import describe
 from ctclust.training.train import train
-from evaluation.run_report import describe
 from evaluation.run_report.html.curves import nice_ticks
 from evaluation.run_report.html.data import page_data
 from evaluation.run_report.html.page import render_page, script_json

@@ -6,9 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from ctclust.commands import describe, plots
 from ctclust.training.train import train
 from evaluation.model_io import predict
-from evaluation.run_report import describe, plots
 from tests.helpers import compose_config, toy_overrides
 from tests.helpers.data_files import write_csv
 
