@@ -40,7 +40,7 @@ COMMANDS = {
                         info_logs=True),
     "plots": Command("ctclust.commands.plots", "a run's embedding maps, confusion matrix, training curves",
                      info_logs=True),
-    "aggregate": Command("evaluation.across_runs.aggregate",
+    "aggregate": Command("ctclust.commands.aggregate",
                          "one table from many runs: mean and std over seeds"),
     "paper-table": Command("ctclust.commands.paper_table", "a paper's published table beside your runs"),
     "reproduce": Command("launching.reproduce", "one paper table: check the data, run every row, compare"),

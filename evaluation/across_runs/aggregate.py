@@ -27,7 +27,6 @@ Writes ``aggregate.md``, ``aggregate.csv`` (one line per cell and metric) and ``
 """
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import os
@@ -40,9 +39,9 @@ from typing import Iterable, Sequence
 
 from evaluation.benchmarks.clustering_tasks import BENCHMARKS, SHORT_NAMES
 from evaluation.clustering import catalogue
-from textcore import console, run_folder
+from textcore import run_folder
 from textcore.atomic_files import atomic_open, atomic_write_text
-from textcore.errors import UserError, exit_on_user_error
+from textcore.errors import UserError
 from textcore.run_folder import is_finite_number
 
 STS_TASKS = ("STS12", "STS13", "STS14", "STS15", "STS16", "STSB", "SICKR")
@@ -477,31 +476,19 @@ def aggregate_folders(paths: Sequence[str | Path]) -> tuple[dict, list[Run]]:
 
 
 # -- CLI --------------------------------------------------------------------------------------------------------
-def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = console.tool_parser(
-        "aggregate", "Mean ± std over seeds of many runs: clustering (datasets as columns) and STS tables.")
-    parser.add_argument("--runs", nargs="+", required=True, help="multirun folder(s) and/or run folders")
-    parser.add_argument("--output", help="folder for aggregate.md/.csv/.json (default: the folder given, if only one)")
-    parser.add_argument("--title", default=None, help="heading of the Markdown file")
-    return parser.parse_args(argv)
-
-
-@exit_on_user_error
-def main(argv: Sequence[str] | None = None) -> None:
-    args = parse_args(argv)
-    agg, _ = aggregate_folders(args.runs)
-    title = args.title or ("Results of " + ", ".join(str(p) for p in args.runs))
+def aggregate_command(runs: Sequence[str | Path], output: str | Path | None = None, title: str | None = None) -> None:
+    """``python tools.py aggregate`` (ctclust.commands.aggregate): the tables of the runs under ``runs`` printed and,
+    in ``output`` (default: the one multirun folder given), written as aggregate.md/.csv/.json."""
+    agg, _ = aggregate_folders(runs)
+    title = title or ("Results of " + ", ".join(str(p) for p in runs))
     text = markdown(agg, title)
     print(text)
-    out = Path(args.output) if args.output else None
-    if out is None and len(args.runs) == 1 and not run_folder.is_run(Path(args.runs[0])):
-        out = Path(args.runs[0])  # a multirun folder: the tables go next to its jobs
+    out = Path(output) if output else None
+    if out is None and len(runs) == 1 and not run_folder.is_run(Path(runs[0])):
+        out = Path(runs[0])  # a multirun folder: the tables go next to its jobs
     if out is None:
         print("(not written: pass --output DIR to write aggregate.md/.csv/.json)", file=sys.stderr)
         return
     for path in write_outputs(agg, out, title):
         print(f"wrote {path}", file=sys.stderr)
 
-
-if __name__ == "__main__":
-    console.run_cli(main)

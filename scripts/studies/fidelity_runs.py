@@ -14,7 +14,7 @@ Meant to run on an otherwise idle machine, one group after the other (each run u
     python scripts/studies/fidelity_runs.py --groups aecl_forms --only method.reference=true
 
 Each group is ONE Hydra multirun (``run.py -m``) whose runs go to ``<out>/<group>/`` (default
-``logs/fidelity``), so ``python -m evaluation.across_runs.aggregate --runs <out>/<group>`` makes the group's table
+``logs/fidelity``), so ``python tools.py aggregate --runs <out>/<group>`` makes the group's table
 (mean ± std over the seeds per setting); the driver calls it after each group when that module
 exists. Every group writes ``<out>/<group>/command.txt`` (the exact command) and the driver adds
 the group's wall time to ``<out>/timings.json``. A group whose multirun fails stops the driver
@@ -222,11 +222,11 @@ def estimate(groups: list[Group]) -> list[tuple[str, int, float]]:
 
 
 def aggregate(folder: Path) -> int | None:
-    if importlib.util.find_spec("evaluation.across_runs.aggregate") is None:
-        print(f"evaluation.across_runs.aggregate is not there yet: make the table later with "
-              f"`python -m evaluation.across_runs.aggregate --runs {folder}`", flush=True)
+    if importlib.util.find_spec("ctclust.commands.aggregate") is None:
+        print(f"ctclust.commands.aggregate is not there yet: make the table later with "
+              f"`python tools.py aggregate --runs {folder}`", flush=True)
         return None
-    return subprocess.call([sys.executable, "-m", "evaluation.across_runs.aggregate", "--runs", str(folder)], cwd=ROOT)
+    return subprocess.call([sys.executable, "-m", "ctclust.commands.aggregate", "--runs", str(folder)], cwd=ROOT)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,7 +6,8 @@ import statistics
 import pytest
 import yaml
 
-from evaluation.across_runs.aggregate import aggregate, aggregate_folders, load_run, main, markdown
+from ctclust.commands.aggregate import main
+from evaluation.across_runs.aggregate import aggregate, aggregate_folders, load_run, markdown
 from evaluation.across_runs.sweep_trials import trials, write_trials
 from textcore.run_folder import find_runs
 
