@@ -43,7 +43,7 @@ COMMANDS = {
     "aggregate": Command("ctclust.commands.aggregate",
                          "one table from many runs: mean and std over seeds"),
     "paper-table": Command("ctclust.commands.paper_table", "a paper's published table beside your runs"),
-    "reproduce": Command("launching.reproduce", "one paper table: check the data, run every row, compare"),
+    "reproduce": Command("ctclust.commands.reproduce", "one paper table: check the data, run every row, compare"),
 }
 
 

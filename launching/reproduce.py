@@ -44,10 +44,9 @@ from omegaconf import DictConfig, OmegaConf
 
 from evaluation.across_runs import paper_table
 from launching.gpu_figures import gpu_figures
-from textcore import console, run_folder
+from textcore import run_folder
 from textcore.checkout import ROOT
-from textcore.command_line import seed_list
-from textcore.errors import USER_ERROR_EXIT_CODE, ConfigError, exit_on_user_error
+from textcore.errors import USER_ERROR_EXIT_CODE, ConfigError
 
 os.environ.setdefault("PROJECT_ROOT", str(ROOT))  # conf/paths/default.yaml reads it
 # the GPU figures name the method (ClusterNS on BERT-large has a row of its own)
@@ -221,29 +220,30 @@ def launch_packed(jobs: list[tuple[str, int, list[str]]], slot_list: list, out: 
     return failed, record
 
 
-def packing_plan(runs: list[Run], args, overrides: Sequence[str]) -> list:
+def packing_plan(runs: list[Run], launcher: str, runs_per_gpu: int, run_memory_gib: float | None,
+                 overrides: Sequence[str]) -> list:
     """The slots of ``--runs-per-gpu``, after checking that that many runs fit into every device's memory."""
     from launching import packing
 
-    if args.launcher != "local":
-        raise ConfigError(f"--runs-per-gpu applies to the local launcher; with --launcher {args.launcher} every run is "
+    if launcher != "local":
+        raise ConfigError(f"--runs-per-gpu applies to the local launcher; with --launcher {launcher} every run is "
                           "a job of its own (set the job's resources there)")
     use_gpu = not any(o.split("=", 1)[0].lstrip("+") == "trainer" and o.endswith("=cpu") for o in overrides)
     found = packing.devices(use_gpu)
     on_gpu = found[0].index is not None
     bench = gpu_figures()
     for run in [r for r in runs if r.fresh or r.resume]:  # finished rows need no room
-        if args.run_memory_gib is not None:
-            run_gib, source = args.run_memory_gib, "--run-memory-gib"
+        if run_memory_gib is not None:
+            run_gib, source = run_memory_gib, "--run-memory-gib"
         else:
             run_gib, source = packing.estimate_run_gib(run.cfg, bench, on_gpu)
         if run_gib is None:
-            raise ConfigError(f"--runs-per-gpu {args.runs_per_gpu}: no memory figure for {run.experiment} ({source}); "
+            raise ConfigError(f"--runs-per-gpu {runs_per_gpu}: no memory figure for {run.experiment} ({source}); "
                               "give --run-memory-gib <GiB> measured for one run (its peak in nvidia-smi)")
-        print(f"memory: {run.experiment}: {run_gib:.1f} GiB a run ({source}); {args.runs_per_gpu} a device on "
+        print(f"memory: {run.experiment}: {run_gib:.1f} GiB a run ({source}); {runs_per_gpu} a device on "
               + ", ".join(f"{d.label} with {d.free_gib:.1f} GiB free" for d in found), flush=True)
-        packing.check_fits(found, args.runs_per_gpu, run_gib, source)
-    return packing.slots(found, args.runs_per_gpu)
+        packing.check_fits(found, runs_per_gpu, run_gib, source)
+    return packing.slots(found, runs_per_gpu)
 
 
 # -- GPU hours from the benchmarks' GPU figures -----------------------------------------------------------
@@ -364,40 +364,26 @@ def describe(table_name: str, table: dict, runs: list[Run], baselines: list[str]
     return "\n".join(lines)
 
 
-@exit_on_user_error
-def main(argv: Sequence[str] | None = None) -> str:
-    parser = console.tool_parser("reproduce", __doc__)
-    parser.add_argument("table", help=f"one of: {', '.join(paper_table.available())} (or a .yaml file)")
-    parser.add_argument("--seeds", type=seed_list, default=[0, 1, 2], metavar="0,1,2",
-                        help="training seeds: every row runs once with each")
-    parser.add_argument("--rows", default=None, help="experiments of the table to run (default: all)")
-    parser.add_argument("--launcher", choices=("local", "slurm"), default="local",
-                        help="local: the runs one after another here; slurm: one SLURM job each")
-    parser.add_argument("--output", type=Path, default=None, help="default: logs/reproduce/<table>")
-    parser.add_argument("--dry-run", action="store_true", help="list runs, commands, data and GPU hours; run nothing")
-    parser.add_argument("--runs-per-gpu", type=int, default=None, metavar="N",
-                        help="N runs side by side on every GPU (on the CPUs without one), memory checked first")
-    parser.add_argument("--run-memory-gib", type=float, default=None, metavar="GIB",
-                        help="one run's memory, measured (default: estimated; see --runs-per-gpu)")
-    parser.add_argument("--precision", choices=tuple(TRAINING_PRECISIONS), default=None,
-                        help="train every run in fp32 (the papers'), tf32 (float32 with TF32 products) or bf16 "
-                        "autocast (default: each experiment's own)")
-    parser.add_argument("overrides", nargs="*", help="Hydra overrides for every run, e.g. trainer.devices=4")
-    args = parser.parse_intermixed_args(argv)  # overrides may come before or after the options
-    seeds = args.seeds
-    out = (args.output or ROOT / "logs" / "reproduce" / Path(args.table).stem).resolve()
-    only = [r.strip() for r in args.rows.split(",") if r.strip()] if args.rows else None
-    overrides = [*TRAINING_PRECISIONS.get(args.precision, []), *args.overrides]  # the command line's last: it wins
-    table, runs, baselines = plan(args.table, seeds, only, out, overrides)
+def reproduce(table_name: str, seeds: Sequence[int] = (0, 1, 2), rows: str | None = None, launcher: str = "local",
+              output: Path | None = None, dry_run: bool = False, runs_per_gpu: int | None = None,
+              run_memory_gib: float | None = None, precision: str | None = None, overrides: Sequence[str] = ()) -> str:
+    """``python tools.py reproduce`` (ctclust.commands.reproduce): the plan of ``table_name``'s rows x ``seeds``
+    printed; unless ``dry_run``, the data checked, every run launched, the table beside the paper's written."""
+    seeds = list(seeds)
+    out = (output or ROOT / "logs" / "reproduce" / Path(table_name).stem).resolve()
+    only = [r.strip() for r in rows.split(",") if r.strip()] if rows else None
+    overrides = [*TRAINING_PRECISIONS.get(precision, []), *overrides]  # the command line's last: it wins
+    table, runs, baselines = plan(table_name, seeds, only, out, overrides)
     threads = None
-    if args.runs_per_gpu is not None:
+    if runs_per_gpu is not None:
         from textcore.device_settings import usable_cores
 
-        slot_list = packing_plan(runs, args, overrides)  # refuses before anything runs when they do not fit
+        # refuses before anything runs when they do not fit
+        slot_list = packing_plan(runs, launcher, runs_per_gpu, run_memory_gib, overrides)
         threads = max(1, usable_cores() // len(slot_list))  # each run its share of the cores
-    text = describe(args.table, table, runs, baselines, seeds, out, args.launcher, overrides, threads)
+    text = describe(table_name, table, runs, baselines, seeds, out, launcher, overrides, threads)
     print(text, flush=True)
-    if args.dry_run:
+    if dry_run:
         return text
     missing = [(path, command) for run in runs for path, command in run.files if not path.exists()]
     for path, command in dict.fromkeys(missing):
@@ -406,24 +392,24 @@ def main(argv: Sequence[str] | None = None) -> str:
     if missing:
         sys.exit(USER_ERROR_EXIT_CODE)
     failed = []
-    if args.runs_per_gpu is not None:
+    if runs_per_gpu is not None:
         jobs = [(run.experiment, seed, command) for run in runs
                 for seed, command in packed_commands(run, out, overrides, threads)]
         failed, record = launch_packed(jobs, slot_list, out)
         if jobs:
             (out / "packing.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
             print(f"packing: {record['runs_finished']} runs in {record['wall_seconds']:.0f} s, "
-                  f"{args.runs_per_gpu} a device: {record['runs_per_hour']} runs per hour", flush=True)
-    for run in runs if args.runs_per_gpu is None else []:
-        for command in launch_commands(run, out, args.launcher, overrides):
+                  f"{runs_per_gpu} a device: {record['runs_per_hour']} runs per hour", flush=True)
+    for run in runs if runs_per_gpu is None else []:
+        for command in launch_commands(run, out, launcher, overrides):
             print("$ " + " ".join(shlex.quote(part) for part in ["python", *command[1:]]), flush=True)
             if subprocess.run(command, cwd=ROOT).returncode != 0:
                 failed.append(run.experiment)
     runs_found, evaluations = paper_table.find_results(out)
     result = paper_table.markdown(table, paper_table.compare(table, runs_found, evaluations))
-    if args.precision:
-        result += (f"\n\nTrained in {args.precision} (`--precision {args.precision}`: "
-                   f"{' '.join(TRAINING_PRECISIONS[args.precision])}).\n")
+    if precision:
+        result += (f"\n\nTrained in {precision} (`--precision {precision}`: "
+                   f"{' '.join(TRAINING_PRECISIONS[precision])}).\n")
     (out / "paper_table.md").parent.mkdir(parents=True, exist_ok=True)
     (out / "paper_table.md").write_text(result, encoding="utf-8")
     print(result)
@@ -434,6 +420,3 @@ def main(argv: Sequence[str] | None = None) -> str:
         sys.exit(1)
     return result
 
-
-if __name__ == "__main__":
-    console.run_cli(main)

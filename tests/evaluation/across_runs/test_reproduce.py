@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from ctclust.commands import reproduce as reproduce_command
 from launching import reproduce
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -21,7 +22,7 @@ TINY = ["trainer=cpu", "backbone=tiny", "batch_size=8", "max_length=16", "traine
 
 
 def test_dry_run_lists_the_eight_rows_three_seeds_and_their_files(tmp_path, capsys):
-    text = reproduce.main(["sccl_table1", "--dry-run", "--output", str(tmp_path / "out")])
+    text = reproduce_command.main(["sccl_table1", "--dry-run", "--output", str(tmp_path / "out")])
     assert text.splitlines()[0].startswith("sccl_table1: SCCL (Zhang et al., NAACL 2021), Table 1: 8 rows x 3 seeds = "
                                            "24 runs")
     sets = ["agnews", "searchsnippets", "stackoverflow", "biomedical", "googlenews_ts", "googlenews_t",
@@ -38,7 +39,7 @@ def test_dry_run_lists_the_eight_rows_three_seeds_and_their_files(tmp_path, caps
 
 
 def test_sts_rows_list_the_senteval_folder_too(tmp_path):
-    text = reproduce.main(["clusterns_table1", "--rows", "simcse_bert_base", "--seeds", "0", "--dry-run",
+    text = reproduce_command.main(["clusterns_table1", "--rows", "simcse_bert_base", "--seeds", "0", "--dry-run",
                            "--output", str(tmp_path)])
     assert "wiki/wiki1m_for_simcse.txt" in text and "senteval/downstream" in text
     assert "1 rows x 1 seeds = 1 runs" in text
@@ -46,7 +47,7 @@ def test_sts_rows_list_the_senteval_folder_too(tmp_path):
 
 def test_a_sample_is_refused(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
-        reproduce.main(["sccl_table1", "--dry-run", "--output", str(tmp_path), "dataset.sample=true"])
+        reproduce_command.main(["sccl_table1", "--dry-run", "--output", str(tmp_path), "dataset.sample=true"])
     assert exit_info.value.code == 2
     assert "dataset.sample=true: a paper table compares runs on the papers' corpora" in capsys.readouterr().err
 
@@ -121,7 +122,7 @@ def test_two_rows_two_seeds_launch_skip_resume_and_table(tmp_path):
         "    command: 'python run.py experiment=sccl_{dataset} seed=<seed>'\n"
         "    values: {tweet: [78.2, 89.2], searchsnippets: [85.2, 71.1]}\n")
     out = tmp_path / "out"
-    command = [sys.executable, "-m", "launching.reproduce", str(table), "--seeds", "0,1",
+    command = [sys.executable, "-m", "ctclust.commands.reproduce", str(table), "--seeds", "0,1",
                "--output", str(out),
                f"data_dir={data}", *TINY]
     env = {**os.environ, "PROJECT_ROOT": str(ROOT)}
@@ -159,7 +160,8 @@ def test_two_rows_two_seeds_launch_skip_resume_and_table(tmp_path):
 def test_a_missing_file_stops_before_any_run(tmp_path, capsys):
     folder = tmp_path / "short_text"
     with pytest.raises(SystemExit) as exit_info:
-        reproduce.main(["sccl_table1", "--rows", "sccl_tweet", "--output", str(tmp_path / "out"), f"data_dir={folder}"])
+        reproduce_command.main(["sccl_table1", "--rows", "sccl_tweet", "--output", str(tmp_path / "out"),
+                                f"data_dir={folder}"])
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert err.strip() == (f"error: {folder / 'tweet_trans_subst_20.csv'} is missing; get it with "
@@ -205,8 +207,8 @@ def test_runs_that_do_not_fit_are_refused_before_any_starts(tmp_path, monkeypatc
     started = []
     monkeypatch.setattr(reproduce, "launch_packed", lambda *a, **k: started.append(a))
     with pytest.raises(SystemExit) as exit_info:
-        reproduce.main(["sccl_table1", "--rows", "sccl_tweet", "--output", str(tmp_path / "out"), f"data_dir={folder}",
-                        "--runs-per-gpu", "4", "--run-memory-gib", "15"])
+        reproduce_command.main(["sccl_table1", "--rows", "sccl_tweet", "--output", str(tmp_path / "out"),
+                                f"data_dir={folder}", "--runs-per-gpu", "4", "--run-memory-gib", "15"])
     assert exit_info.value.code == 2 and not started
     err = capsys.readouterr().err
     assert ("--runs-per-gpu 4: 4 runs need about 4 x 15.0 GiB = 60.0 GiB (--run-memory-gib), but GPU 0 "
@@ -289,7 +291,7 @@ def test_two_runs_side_by_side_on_the_cpu_finish_and_write_the_table(tmp_path):
     data.mkdir()
     write_views(data, "tweet")
     out = tmp_path / "out"
-    command = [sys.executable, "-m", "launching.reproduce", "sccl_table1", "--rows", "sccl_tweet",
+    command = [sys.executable, "-m", "ctclust.commands.reproduce", "sccl_table1", "--rows", "sccl_tweet",
                "--seeds", "0,1", "--output", str(out), "--runs-per-gpu", "2", "--precision", "fp32",
                f"data_dir={data}", *TINY]
     env = {**os.environ, "PROJECT_ROOT": str(ROOT)}
