@@ -1,7 +1,8 @@
 """The project's tools in one command: ``python tools.py <command> [options]``; training is ``python run.py``.
 
-Each command is named by what it does and runs the ``main`` of one module (which also runs as ``python -m
-<module>``): ``python tools.py`` lists them, ``python tools.py <command> --help`` gives a command's options.
+Each command is named by what it does and runs the ``main`` of its module in ``ctclust/commands/`` (which also runs
+as ``python -m ctclust.commands.<name>``): ``python tools.py`` lists them, ``python tools.py <command> --help`` gives
+a command's options.
 A command imports torch, Lightning and transformers only once it needs them, so the lists and ``--help``
 answer at once and ``download`` without network says what to fetch without loading a model library.
 """
@@ -28,12 +29,12 @@ COMMANDS = {
     "download": Command("ctclust.commands.download", "fetch the benchmark data (offline: what to fetch and where)"),
     "prepare": Command("ctclust.commands.prepare", "the authors' preparation: PairSupCon's NLI pairs"),
     "augment": Command("ctclust.commands.augment", "add augmented columns (EDA, contextual) to a text table"),
-    "evaluate": Command("evaluation.benchmarks.evaluate_model",
+    "evaluate": Command("ctclust.commands.evaluate",
                         "a model on clustering, STS, transfer, few-shot, MTEB; compare result files"),
     "sts": Command("ctclust.commands.sts", "a model on the STS tasks alone"),
     "transfer": Command("ctclust.commands.transfer", "a model on the SentEval transfer tasks alone"),
     "choose-k": Command("ctclust.commands.choose_k", "the number of clusters, without labels"),
-    "predict": Command("evaluation.model_io.predict", "assign new texts to a run's clusters", info_logs=True),
+    "predict": Command("ctclust.commands.predict", "assign new texts to a run's clusters", info_logs=True),
     "export": Command("ctclust.commands.export", "a run's encoder as sentence-transformers and Hub folders"),
     "describe": Command("ctclust.commands.describe",
                         "what each cluster of a run is about (--html: a page)",

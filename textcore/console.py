@@ -21,13 +21,10 @@ to stderr, so ``python run.py ... > table.txt`` captures only the table.
 """
 from __future__ import annotations
 
-import argparse
 import logging
 import sys
 import warnings
 from typing import Callable
-
-from textcore.command_line import ShowDefaults
 
 # messages Lightning logs to advertise its commercial products (see its logger/callback connectors)
 ADVERT_PREFIXES = ("💡 Tip:",)
@@ -126,14 +123,6 @@ def _configure(root_handlers_present: bool | None) -> None:
 
 
 TOOLS = "python tools.py"  # how a user starts a tool: tools.py beside run.py (ctclust.tools)
-
-
-def tool_parser(command: str, description: str, **kwargs) -> argparse.ArgumentParser:
-    """The head of every tool: the parser of ``python tools.py <command>``, whose help opens with the first line of
-    ``description`` (a module's docstring may be given whole) and shows every option's default
-    (``textcore.command_line.ShowDefaults``); ``kwargs`` go to ``argparse.ArgumentParser``."""
-    kwargs.setdefault("formatter_class", ShowDefaults)
-    return argparse.ArgumentParser(prog=f"{TOOLS} {command}", description=description.split("\n")[0], **kwargs)
 
 
 def run_cli(main: Callable[[], object], info_logs: bool = False) -> None:

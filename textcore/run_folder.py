@@ -328,10 +328,3 @@ class RunFolder:
         import pandas as pd
 
         return pd.read_csv(path, dtype={"text": str, "label": str}, keep_default_na=False)
-
-
-def add_trust_option(parser) -> None:
-    """The commands' opt-in for a checkpoint that needs more than ``weights_only`` (an argparse parser)."""
-    parser.add_argument(TRUST_OPTION, action="store_true", dest="trust_checkpoint",
-                        help="load a checkpoint holding pickled objects, which can run code: only for a file you "
-                             "trust (default: tensors and plain values only)")

@@ -48,3 +48,13 @@ def add_trust_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(TRUST_OPTION, action="store_true", dest="trust_checkpoint",
                         help="load a checkpoint holding pickled objects, which can run code: only for a file you "
                              "trust (default: tensors and plain values only)")
+
+
+def add_backend_argument(parser) -> None:
+    """``--backend`` of the commands that embed a corpus (predict, evaluate)."""
+    from textcore.encoding.backends import BACKENDS
+
+    parser.add_argument("--backend", default="torch", choices=BACKENDS,
+                        help="what embeds the texts: torch, or ONNX Runtime on the CPU (onnx: float32, the same "
+                             "embeddings; onnx-int8: quantised, faster, close); the export is cached beside the "
+                             "model and reused")

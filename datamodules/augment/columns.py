@@ -4,7 +4,7 @@ New columns are ``<prefix>_1 .. <prefix>_<n>`` (prefix ``eda`` / ``ctx`` by defa
 with EDA, ``--copies`` per masked LM with the contextual substitution (``--model a,b``: SCCL's two views are one
 copy from each of roberta-base and bert-base-uncased). The settings of every run that produced a column of the
 output are kept in ``<output>.augment.json``; running the tool again in place to add columns appends to that
-record. The command line (``__main__``) only parses the arguments and calls :func:`augment_file`.
+record. The command (``ctclust.commands.augment``) only parses the arguments and calls :func:`augment_file`.
 """
 from __future__ import annotations
 

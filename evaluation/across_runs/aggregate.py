@@ -475,7 +475,7 @@ def aggregate_folders(paths: Sequence[str | Path]) -> tuple[dict, list[Run]]:
     return aggregate(runs), runs
 
 
-# -- CLI --------------------------------------------------------------------------------------------------------
+# -- what `python tools.py aggregate` does (ctclust.commands.aggregate) ------------------------------------------
 def aggregate_command(runs: Sequence[str | Path], output: str | Path | None = None, title: str | None = None) -> None:
     """``python tools.py aggregate`` (ctclust.commands.aggregate): the tables of the runs under ``runs`` printed and,
     in ``output`` (default: the one multirun folder given), written as aggregate.md/.csv/.json."""

@@ -15,7 +15,7 @@ BENCHMARKS.json, and BENCHMARKS.md is rendered from every part recorded there):
 - ``eval``: the 10-seed clustering protocol on the benchmarks in ``--data-dir``: each set embedded
   once (timed), then KMeans with seeds 0-9 for each backend (scikit-learn float64, the
   older protocol, scikit-learn float32, fast and faiss float32; 10 restarts each): seconds, ACC and NMI side by side.
-- ``e2e``: wall time of ``python -m evaluation.benchmarks.evaluate_model --model minilm --tasks clustering``
+- ``e2e``: wall time of ``python tools.py evaluate --model minilm --tasks clustering``
   (the default backend), the command a user runs.
 - ``inrun``: one periodic in-run evaluation of SCCL on StackOverflow (what ``ClusteringEvaluator``
   does every N steps): encoder pass over the 20,000 texts, KMeans, metrics; old (sklearn float64)
@@ -372,7 +372,7 @@ def part_eval(args) -> dict:
 # ----------------------------------------------------------------------------- part: e2e
 def part_e2e(args) -> dict:
     out_dir = ROOT / "logs" / "bench" / "e2e"
-    command = [sys.executable, "-m", "evaluation.benchmarks.evaluate_model", "--model", BACKBONE,
+    command = [sys.executable, str(ROOT / "tools.py"), "evaluate", "--model", BACKBONE,
                "--tasks", "clustering",
                "--short-text-dir", args.data_dir, "--output", str(out_dir)]
     command += ["--datasets", args.sets] if args.sets else []
@@ -382,7 +382,7 @@ def part_e2e(args) -> dict:
     result = json.loads((out_dir / f"{BACKBONE}.json").read_text())
     clustering = result["clustering"]
     return {
-        "command": f"python -m evaluation.benchmarks.evaluate_model --model {BACKBONE} --tasks clustering",
+        "command": f"python tools.py evaluate --model {BACKBONE} --tasks clustering",
         "wall_seconds": wall,
         "kmeans": clustering.get("kmeans"),
         "embed_seconds": sum(d.get("embed_seconds", 0.0) for d in clustering["datasets"].values()),

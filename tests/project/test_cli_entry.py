@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.mark.parametrize("command, named", [
     (["-m", "ctclust.commands.export", "--run", "no/such/run", "--output", "out"], "no/such/run"),
-    (["-m", "evaluation.model_io.predict", "--run", "no/such/run", "--input", "x.csv", "--output", "y.csv"],
+    (["-m", "ctclust.commands.predict", "--run", "no/such/run", "--input", "x.csv", "--output", "y.csv"],
      "x.csv"),
     ([str(ROOT / "tools.py"), "export", "--run", "no/such/run", "--output", "out"], "no/such/run"),
     ([str(ROOT / "tools.py"), "predict", "--run", "no/such/run", "--input", "x.csv", "--output", "y.csv"], "x.csv"),

@@ -120,7 +120,7 @@ def test_below_the_configuration_nothing_chooses_a_setting_by_itself(toy_corpus)
 
 
 @pytest.mark.parametrize("command", ["ctclust.commands.choose_k",
-                                     "evaluation.benchmarks.evaluate_model"])
+                                     "ctclust.commands.evaluate"])
 def test_the_evaluation_commands_show_the_value_outside_training(command, capsys):
     import importlib
 

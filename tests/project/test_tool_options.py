@@ -1,4 +1,4 @@
-"""The tools speak one language (textcore/command_line.py): every command of ``python tools.py``, read from its
+"""The tools speak one language (ctclust/commands/common.py): every command of ``python tools.py``, read from its
 own argparse parser, names one run folder ``--run`` (several: ``--runs``; any model reference, a run folder among
 them: ``--model``), what it writes ``--output``, a list of training seeds ``--seeds`` and one seed ``--seed``; other
 counts have their own names; and its ``--help`` shows every default."""
@@ -10,8 +10,8 @@ import re
 import pytest
 
 from ctclust import tools
+from ctclust.commands.common import ShowDefaults, seed_list
 from tests.helpers.tool_parsers import sub_parsers, tool_parser
-from textcore.command_line import ShowDefaults, seed_list
 
 # what names a run folder: one, several, or any model reference (a run folder, a checkpoint, a Hub name, ...)
 RUN_FOLDER_OPTIONS = ("--run", "--runs", "--model")
@@ -67,7 +67,7 @@ def problems(parsers: dict[str, argparse.ArgumentParser]) -> list[str]:
                     r"\brun (folder|dir)", action.help or ""):
                 found.append(f"{where}: names a run folder: --run (any model reference: --model)")
             if "--seeds" in options and converted(action, "0,1,2") != [0, 1, 2]:
-                found.append(f"{where}: --seeds is a list of training seeds (type textcore.command_line.seed_list)")
+                found.append(f"{where}: --seeds is a list of training seeds (type ctclust.commands.common.seed_list)")
             if "--seed" in options and converted(action, "3") != 3:
                 found.append(f"{where}: --seed is one integer seed")
             if worth_showing(action.default) and "default" not in help_of(parser, action).lower():

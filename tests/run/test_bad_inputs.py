@@ -510,7 +510,7 @@ def test_run_py_console_for_an_unwritable_run_folder(tmp_path):
 
 
 def test_evaluate_model_with_a_path_that_does_not_exist(tmp_path):
-    proc = run_entry_point(["-m", "evaluation.benchmarks.evaluate_model",
+    proc = run_entry_point(["-m", "ctclust.commands.evaluate",
                             "--model", str(tmp_path / "nonexistent"),
                             "--output", str(tmp_path / "out")])
     line = assert_one_error_line(proc, f"model '{tmp_path / 'nonexistent'}' does not exist")

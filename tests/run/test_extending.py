@@ -64,7 +64,7 @@ def test_the_guides_toy_method_trains_predicts_and_declares_its_data(guide_metho
 
     new = tmp_path / "new.csv"
     new.write_text("text\nhow do I sort a list in python\nbest pasta recipe with tomatoes\n")
-    done = run(["-m", "evaluation.model_io.predict", "--run", str(out), "--input", str(new), "--output",
+    done = run(["-m", "ctclust.commands.predict", "--run", str(out), "--input", str(new), "--output",
                 str(tmp_path / "assigned.csv")])
     assert done.returncode == 0, done.stderr[-3000:]
     rows = list(csv.DictReader((tmp_path / "assigned.csv").open()))

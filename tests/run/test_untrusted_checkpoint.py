@@ -77,7 +77,7 @@ def assert_names_the_file_and_the_opt_in(line: str, run: Path) -> None:
 
 # -- the commands -------------------------------------------------------------------------------------------------
 def test_predict_refuses_the_run_and_its_checkpoint_then_loads_with_the_opt_in(planted, new_texts, tmp_path, capsys):
-    from evaluation.model_io.predict import main
+    from ctclust.commands.predict import main
 
     run, marker = planted
     for reference in (run, RunFolder(run).checkpoint_path()):
@@ -91,7 +91,7 @@ def test_predict_refuses_the_run_and_its_checkpoint_then_loads_with_the_opt_in(p
 
 
 def test_evaluate_refuses_the_run_and_its_checkpoint(planted, tmp_path, capsys):
-    from evaluation.benchmarks.evaluate_model import main
+    from ctclust.commands.evaluate import main
     from evaluation.model_io.load import load_encoder
 
     run, marker = planted
@@ -189,7 +189,7 @@ def test_a_config_naming_no_method_class_is_one_line_and_nothing_is_called(demo_
     import os
 
     from ctclust import TextClusterer
-    from evaluation.model_io.predict import main
+    from ctclust.commands.predict import main
     from lightning_modules.shared.registry import NotAMethodError
 
     calls = []
@@ -211,7 +211,7 @@ def test_a_config_naming_no_method_class_is_one_line_and_nothing_is_called(demo_
 
 # -- each checkpoint read once ------------------------------------------------------------------------------------
 def test_predict_reads_the_runs_checkpoint_once(demo_run, new_texts, tmp_path, monkeypatch):
-    from evaluation.model_io.predict import main
+    from ctclust.commands.predict import main
 
     loads = []
     original = torch.load

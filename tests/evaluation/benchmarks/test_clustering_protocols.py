@@ -4,7 +4,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from evaluation.benchmarks.evaluate_model import main as evaluate_main
+from ctclust.commands.evaluate import main as evaluate_main
 
 
 def write_agnews(folder):

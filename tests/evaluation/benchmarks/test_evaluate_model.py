@@ -5,9 +5,9 @@ import json
 import numpy as np
 import pytest
 
+from ctclust.commands.evaluate import main
 from evaluation.benchmarks.clustering_tasks import clustering_markdown, clustering_set, evaluate_clustering
 from evaluation.benchmarks.encoder_evaluation import compare, evaluate_encoder
-from evaluation.benchmarks.evaluate_model import main
 from tests.helpers.data_files import write_csv
 from tests.helpers.speed import KMEANS
 

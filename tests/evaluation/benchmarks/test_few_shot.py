@@ -63,7 +63,7 @@ def test_missing_tasks_are_skipped_and_the_average_covers_the_rest(tmp_path):
 
 
 def test_cli_table(tmp_path):
-    from evaluation.benchmarks.evaluate_model import main
+    from ctclust.commands.evaluate import main
 
     write_mr(tmp_path / "senteval" / "MR")
     result = main(["--model", "tiny", "--tasks", "few_shot", "--senteval-dir", str(tmp_path / "senteval"),

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy.stats import spearmanr
 
-from evaluation.benchmarks.evaluate_model import main as evaluate_main
+from ctclust.commands.evaluate import main as evaluate_main
 from evaluation.benchmarks.mteb_eval import MtebUnavailableError, check_data_available, evaluate_mteb, resolve_tasks
 from textcore.errors import ConfigError
 

@@ -38,7 +38,7 @@ def test_cli_reports_absent_senteval_in_one_line_before_loading_a_model(no_sente
 
 
 def test_evaluate_model_reports_absent_senteval_before_loading_a_model(no_senteval, capsys):
-    from evaluation.benchmarks.evaluate_model import main as evaluate_main
+    from ctclust.commands.evaluate import main as evaluate_main
 
     # 'no-such-model' would fail to load: the SentEval error shows the check runs first
     argv = ["--model", "no-such-model", "--tasks", "transfer", "--transfer-protocol", "senteval-toolkit"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from evaluation.benchmarks.evaluate_model import main as evaluate_main
+from ctclust.commands.evaluate import main as evaluate_main
 from evaluation.clustering.bow_baseline import features
 from evaluation.clustering.metrics import sparse_kmeans_scores
 

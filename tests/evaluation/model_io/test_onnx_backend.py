@@ -94,7 +94,7 @@ def run(tmp_path_factory):
 
 
 def test_tools_predict_on_onnx_writes_the_columns_and_clusters_of_torch(run, tmp_path):
-    from evaluation.model_io.predict import main
+    from ctclust.commands.predict import main
 
     source = tmp_path / "new.csv"
     pd.DataFrame({"text": texts(150) + [""]}).to_csv(source, index=False)

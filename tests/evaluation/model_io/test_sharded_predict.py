@@ -146,7 +146,7 @@ def test_a_folder_of_another_prediction_is_refused_and_parts_round_trip(tmp_path
 
 
 def test_help_names_the_devices_options(capsys):
-    from evaluation.model_io.predict import main
+    from ctclust.commands.predict import main
 
     with pytest.raises(SystemExit) as exit_info:
         main(["--help"])

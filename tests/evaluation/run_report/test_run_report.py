@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from ctclust.commands import describe, plots
+from ctclust.commands import predict as predict_command
 from ctclust.training.train import train
 from evaluation.model_io import predict
 from tests.helpers import compose_config, toy_overrides
@@ -89,7 +90,7 @@ def test_predict_assigns_texts_of_a_training_cluster_back_to_it(demo_run, tmp_pa
     texts = predictions.loc[predictions["head_cluster"] == largest, "text"].head(25).tolist()
     new = write_csv(tmp_path / "new.csv", ["id", "text"], [[i, t] for i, t in enumerate(texts)])
     output = tmp_path / "assigned.csv"
-    predict.main(["--run", str(out), "--input", str(new), "--output", str(output)])
+    predict_command.main(["--run", str(out), "--input", str(new), "--output", str(output)])
     with open(output) as handle:
         rows = list(csv.DictReader(handle))
     assert len(rows) == 25 and {r["assigned_by"] for r in rows} == {"head"}
@@ -135,7 +136,7 @@ def test_predict_bad_input_gets_one_line_errors(demo_run, tmp_path, capsys):
     (tmp_path / "latin.csv").write_bytes("text\ncaf\xe9 au lait\n".encode("latin-1"))
     for name, (path, message) in cases.items():
         with pytest.raises(SystemExit) as exit_info:
-            predict.main(["--run", str(out), "--input", str(path), "--output", str(tmp_path / "o.csv")])
+            predict_command.main(["--run", str(out), "--input", str(path), "--output", str(tmp_path / "o.csv")])
         err = capsys.readouterr().err
         assert exit_info.value.code == 2 and message in err and "Traceback" not in err, name
     # the encoding option reads it
