@@ -25,9 +25,10 @@ def api_output(verbose: bool):
     ``verbose``."""
     from textcore import console
 
-    console.configure_tool()  # adverts dropped, transformers' loading bars off, Lightning's handler kept
     loggers = [logging.getLogger(name) for name in LIGHTNING_LOGGERS]
-    levels = [logger.level for logger in loggers]
+    # the caller's logging, as it was: the block changes Lightning's loggers for its own time only
+    saved = [(logger.level, list(logger.handlers), logger.propagate, list(logger.filters)) for logger in loggers]
+    console.configure_tool()  # adverts dropped, transformers' loading bars off, Lightning's handler kept
     for logger in loggers:
         logger.setLevel(logging.WARNING if verbose else logging.ERROR)
     try:
@@ -39,8 +40,11 @@ def api_output(verbose: bool):
                 warnings.simplefilter("ignore")
             yield
     finally:
-        for logger, level in zip(loggers, levels):
+        for logger, (level, handlers, propagate, filters) in zip(loggers, saved):
             logger.setLevel(level)
+            logger.handlers[:] = handlers
+            logger.propagate = propagate
+            logger.filters[:] = filters
 
 
 def print_budget(cfg, texts: int | None) -> None:

@@ -74,6 +74,31 @@ def senteval_part(result: dict, task: str, encoder, encode, senteval_dir, length
                         if "skipped" in r]
 
 
+def mteb_part(result: dict, encoder, encode, mteb_options: dict | None, batch_size: int, log) -> None:
+    """The MTEB task at the encoder's own token limit (or ``mteb_options['max_length']``)."""
+    from evaluation.benchmarks.mteb_eval import evaluate_mteb
+
+    options = dict(mteb_options or {})
+    length = options.pop("max_length", None) or encoder.max_length
+    with max_length(encoder, length):
+        result["mteb"] = evaluate_mteb(
+            encode, options.pop("tasks", ()), options.pop("out_dir", "outputs/evaluation/mteb"),
+            options.pop("label", "model"), max_tokens=length, batch_size=batch_size, log=log, **options)
+    result["mteb"]["max_length"] = length
+
+
+def _embedding_cache(encoder, pooling: str, backend: str, backend_cache, embedding_cache, batch_size: int):
+    """The one cache every task embeds through, by the torch encoder or the backend's export."""
+    from evaluation.model_io.embedding_cache import EmbeddingCache
+
+    embedder = None
+    if backend != "torch":
+        from textcore.encoding.onnx_runtime import embedder as backend_embedder
+
+        embedder = backend_embedder(encoder, pooling, backend, backend_cache)
+    return EmbeddingCache(encoder, embedding_cache, batch_size, embedder)
+
+
 def evaluate_encoder(
     encoder,
     pooling: str,
@@ -119,14 +144,7 @@ def evaluate_encoder(
     if unknown:
         raise ConfigError(f"unknown task(s) {unknown}; choose from {TASKS}")
 
-    from evaluation.model_io.embedding_cache import EmbeddingCache
-
-    embedder = None
-    if backend != "torch":
-        from textcore.encoding.onnx_runtime import embedder as backend_embedder
-
-        embedder = backend_embedder(encoder, pooling, backend, backend_cache)
-    cache = EmbeddingCache(encoder, embedding_cache, batch_size, embedder)
+    cache = _embedding_cache(encoder, pooling, backend, backend_cache, embedding_cache, batch_size)
 
     def encode(texts: list[str]) -> np.ndarray:
         return cache.encode(texts, pooling)
@@ -148,15 +166,7 @@ def evaluate_encoder(
             senteval_part(result, task, encoder, encode, senteval_dir, transfer_max_length, log,
                           transfer_options if task == "transfer" else few_shot_options)
         elif task == "mteb":
-            from evaluation.benchmarks.mteb_eval import evaluate_mteb
-
-            options = dict(mteb_options or {})
-            length = options.pop("max_length", None) or encoder.max_length
-            with max_length(encoder, length):
-                result["mteb"] = evaluate_mteb(
-                    encode, options.pop("tasks", ()), options.pop("out_dir", "outputs/evaluation/mteb"),
-                    options.pop("label", "model"), max_tokens=length, batch_size=batch_size, log=log, **options)
-            result["mteb"]["max_length"] = length
+            mteb_part(result, encoder, encode, mteb_options, batch_size, log)
         result["seconds"][task] = round(time.perf_counter() - start, 1)
     return result
 

@@ -262,21 +262,10 @@ def predict(reference, input_path, text_column: str = "text", output=None, assig
     from evaluation.model_io import corpus_shards as shards
     from evaluation.model_io.sharded_predict import predict_on_devices
 
-    if assign not in ASSIGNERS:
-        raise PredictInputError(f"--assign must be one of {ASSIGNERS}, got '{assign}'")
     shard_rows = CHUNK_ROWS if shard_rows is None else shard_rows
-    if batch_size < 1 or top_n < 0 or (context_size is not None and context_size < 1) or shard_rows < 1 \
-            or num_nodes < 1:
-        raise PredictInputError("--batch-size, --shard-rows, --num-nodes and --context-size must be >= 1, "
-                                "--top-words >= 0")
     output = Path(output) if output is not None else None
+    _check_options(assign, batch_size, top_n, context_size, shard_rows, num_nodes, devices, output, embeddings)
     to_file = output is not None and output.suffix.lower() in (".csv", ".parquet")
-    if embeddings and (output is None or output.suffix.lower() == ".csv"):
-        raise PredictInputError("--embeddings: the embeddings go into Parquet; give --output a .parquet file or a "
-                                "folder (its part-<shard>.parquet files).")
-    if output is None and (devices not in (1, "1") or num_nodes != 1):
-        raise PredictInputError("rows returned in memory come from one process: give an output (a folder or a "
-                                ".csv/.parquet file) to predict on several devices.")
     accelerator = _backend_accelerator(backend, accelerator)
     input_path = Path(input_path)
     next(text_chunks(input_path, text_column, encoding))  # the file's problems before the model is loaded
@@ -320,6 +309,23 @@ def predict(reference, input_path, text_column: str = "text", output=None, assig
             return predict_on_devices(model, chunks, folder, plan, shard_rows, **options)
     folder = output.with_name(output.name + ".parts") if to_file else output
     return predict_on_devices(model, chunks, folder, plan, shard_rows, **options)
+
+
+def _check_options(assign, batch_size, top_n, context_size, shard_rows, num_nodes, devices, output: Path | None,
+                   embeddings: bool) -> None:
+    """predict's options, checked before the input or the model is read."""
+    if assign not in ASSIGNERS:
+        raise PredictInputError(f"--assign must be one of {ASSIGNERS}, got '{assign}'")
+    if batch_size < 1 or top_n < 0 or (context_size is not None and context_size < 1) or shard_rows < 1 \
+            or num_nodes < 1:
+        raise PredictInputError("--batch-size, --shard-rows, --num-nodes and --context-size must be >= 1, "
+                                "--top-words >= 0")
+    if embeddings and (output is None or output.suffix.lower() == ".csv"):
+        raise PredictInputError("--embeddings: the embeddings go into Parquet; give --output a .parquet file or a "
+                                "folder (its part-<shard>.parquet files).")
+    if output is None and (devices not in (1, "1") or num_nodes != 1):
+        raise PredictInputError("rows returned in memory come from one process: give an output (a folder or a "
+                                ".csv/.parquet file) to predict on several devices.")
 
 
 def _backend_accelerator(backend: str, accelerator: str) -> str:

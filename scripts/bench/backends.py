@@ -50,7 +50,8 @@ def main(argv=None) -> dict:
     from evaluation.clustering.metrics import clustering_scores
     from evaluation.model_io.load import load_encoder
     from evaluation.model_io.predict import nearest_centroid
-    from textcore.encoding.onnx_runtime import embedder, usable_cores
+    from textcore.device_settings import usable_cores
+    from textcore.encoding.onnx_runtime import embedder
 
     frame = pd.read_csv(args.data, nrows=args.texts, keep_default_na=False)
     texts, labels = frame[args.text_column].astype(str).tolist(), frame["label"].to_numpy()

@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 import torch
 
+from textcore.device_settings import usable_cores
 from textcore.encoding.backends import BACKENDS, check_backend
 from textcore.errors import UserError
 
@@ -50,14 +50,6 @@ CHECK_TEXTS = (
 
 class BackendError(UserError, ValueError):
     """A backend that cannot be used here (unknown, not installed, or an export that disagrees with torch)."""
-
-
-def usable_cores() -> int:
-    """The CPU cores this process may run on (a job's share of a node, not the node's count)."""
-    try:
-        return max(len(os.sched_getaffinity(0)), 1)
-    except AttributeError:  # pragma: no cover - macOS, Windows
-        return max(os.cpu_count() or 1, 1)
 
 
 def _onnxruntime():
