@@ -273,9 +273,10 @@ def _load(reference: str, backend: str, trust_checkpoint: bool) -> _Loaded:
         model = assigning.load_cluster_model(path, trust_checkpoint)
         if backend != "torch":
             assigning.use_backend(model, backend)
-        # the head when the method has one, else the KMeans centres; neither: transform only (predict raises the
-        # command's message)
-        use_head = True if model.has_head else False if model.centroids is not None else None
+        # the command's rule (the head, unless the run clustered in a UMAP; else the KMeans centres); neither:
+        # transform only (predict raises the command's message)
+        use_head = assigning._uses_head(model, reference, "auto") if model.has_head or model.centroids is not None \
+            else None
     else:  # a model the tools load (a Hub name, minilm, a model folder): transform only
         from evaluation.model_io.load import load_encoder
         from textcore.encoding.onnx_runtime import embedder

@@ -1,13 +1,7 @@
-"""Turn public files into what the paper recipes read (docs/data.md, "Preparing the authors' data").
+"""``python tools.py prepare``: the command line of ``datamodules.prepare`` (what each preparation writes is
+documented there and in docs/data.md, "Preparing the authors' data").
 
-    # SimCSE's NLI triplets (nli_for_simcse.csv: sent0, sent1, hard_neg) as PairSupCon's labelled pairs:
     python tools.py prepare nli-pairs --input nli_for_simcse.csv [--output nli_pairs.csv]
-
-``nli-pairs`` writes ``sentence1, sentence2, gold_label``: every triplet gives (premise, entailment
-hypothesis, entailment) and (premise, hard negative, contradiction), which is what PairSupCon trains on
-(neutral pairs dropped); the file reads with ``dataset=nli dataset.file=<output>``. SCCL's
-contextual-substitution views are the augment tool's (``datamodules.augment.columns``; ``download <set>_views``
-writes them in the authors' layout).
 """
 from __future__ import annotations
 
@@ -15,6 +9,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ctclust.commands.common import tool_parser
+from datamodules import prepare
 from datamodules.prepare import nli_pairs
 from textcore import console
 from textcore.errors import MissingFileError, exit_on_user_error
@@ -22,7 +17,7 @@ from textcore.errors import MissingFileError, exit_on_user_error
 
 @exit_on_user_error
 def main(argv: Sequence[str] | None = None):
-    parser = tool_parser("prepare", __doc__)
+    parser = tool_parser("prepare", prepare.__doc__)  # the library's page is the help
     sub = parser.add_subparsers(dest="command", required=True)
     n = sub.add_parser("nli-pairs", help="SimCSE's NLI triplets as PairSupCon's labelled pairs",
                        formatter_class=parser.formatter_class)

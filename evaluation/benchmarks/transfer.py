@@ -301,19 +301,9 @@ def evaluate_model_transfer(model: str, pooling: str | None = None, data_dir: st
         torch.set_num_threads(threads)
     from evaluation.model_io.load import load_encoder
 
-    options = dict(
-        tasks=list(tasks),
-        seed=seed,
-        max_train=max_train,
-        kfold=kfold,
-        inner_kfold=inner_kfold,
-        mrpc_features=mrpc_features,
-        protocol=protocol,
-        setting=setting,
-        jobs=jobs,
-        toolkit_classifier=toolkit_classifier,
-        batch_size=batch_size,
-    )
+    options = dict(tasks=list(tasks), seed=seed, max_train=max_train, kfold=kfold, inner_kfold=inner_kfold,
+                   mrpc_features=mrpc_features, protocol=protocol, setting=setting, jobs=jobs,
+                   toolkit_classifier=toolkit_classifier, batch_size=batch_size)
     if protocol != "senteval-toolkit":
         del options["toolkit_classifier"], options["batch_size"]
     check_transfer_options(options)  # before loading the model

@@ -93,10 +93,15 @@ def main(argv=None) -> dict:
                        if m in ("acc", "nmi")} for b in BACKENDS},
         "k": int(k),
     }
+    return print_result(result, args.output)
+
+
+def print_result(result: dict, output: Path | None) -> dict:
+    """The measurement as JSON on stdout, and in ``output`` when given."""
     text = json.dumps(result, indent=2)
     print(text)
-    if args.output is not None:
-        args.output.write_text(text + "\n")
+    if output is not None:
+        output.write_text(text + "\n")
     return result
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from scripts.bench.backends import print_result  # noqa: E402
 from scripts.bench.scale import run_at, timed_process, user_command, write_corpus  # noqa: E402
 from textcore.run_folder import RunFolder  # noqa: E402
 
@@ -52,11 +53,7 @@ def main(argv=None) -> dict:
         other = pd.read_csv(outputs[backend])
         result["backends"][backend]["same_columns"] = list(other.columns) == list(reference.columns)
         result["backends"][backend]["cluster_agreement"] = float((other["cluster"] == reference["cluster"]).mean())
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.output is not None:
-        args.output.write_text(text + "\n")
-    return result
+    return print_result(result, args.output)
 
 
 if __name__ == "__main__":
