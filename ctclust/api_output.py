@@ -13,10 +13,6 @@ import logging
 import warnings
 from contextlib import contextmanager
 
-# Lightning writes its device lines, tips and "`Trainer.fit` stopped" notes at INFO through these loggers
-LIGHTNING_LOGGERS = ("lightning", "lightning.pytorch", "lightning.fabric", "pytorch_lightning", "lightning_fabric",
-                     "lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero")
-
 
 @contextmanager
 def api_output(verbose: bool):
@@ -25,7 +21,7 @@ def api_output(verbose: bool):
     ``verbose``."""
     from textcore import console
 
-    loggers = [logging.getLogger(name) for name in LIGHTNING_LOGGERS]
+    loggers = [logging.getLogger(name) for name in console.LIGHTNING_LOGGER_NAMES]
     # the caller's logging, as it was: the block changes Lightning's loggers for its own time only
     saved = [(logger.level, list(logger.handlers), logger.propagate, list(logger.filters)) for logger in loggers]
     console.configure_tool()  # adverts dropped, transformers' loading bars off, Lightning's handler kept

@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from textcore.errors import ConfigError
+from textcore.kmeans import squared_distances
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +72,8 @@ class SpaceSettings:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
                 raise ConfigError(f"umap.{name}={value!r}: a whole number >= {minimum}.")
-        if isinstance(self.min_dist, bool) or not isinstance(self.min_dist, (int, float)) or not 0 <= self.min_dist <= 1:
+        min_dist = self.min_dist
+        if isinstance(min_dist, bool) or not isinstance(min_dist, (int, float)) or not 0 <= min_dist <= 1:
             raise ConfigError(f"umap.min_dist={self.min_dist!r}: a number from 0 to 1 (UMAP's min_dist).")
         if self.metric not in METRICS:
             raise ConfigError(f"umap.metric={self.metric!r}: choose one of {' | '.join(METRICS)}.")
@@ -123,7 +125,7 @@ class SpaceMap:
             if self.settings.metric == "cosine":
                 dist = 1.0 - block @ anchors.T
             else:
-                dist = np.sqrt(np.maximum((block ** 2).sum(1)[:, None] - 2 * block @ anchors.T + anchor_sq, 0))
+                dist = np.sqrt(np.maximum(squared_distances(block, anchors, centres_squared=anchor_sq), 0))
             np.maximum(dist, 0, out=dist)
             idx = np.argpartition(dist, k - 1, axis=1)[:, :k]
             near = np.take_along_axis(dist, idx, axis=1)

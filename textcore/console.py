@@ -30,6 +30,8 @@ from typing import Callable
 ADVERT_PREFIXES = ("💡 Tip:",)
 _LIGHTNING_LOGGERS = ("lightning", "lightning.pytorch", "lightning.fabric", "pytorch_lightning", "lightning_fabric")
 _RANK_ZERO_LOGGERS = ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero")
+# every logger Lightning writes its device lines, tips and notes through
+LIGHTNING_LOGGER_NAMES = _LIGHTNING_LOGGERS + _RANK_ZERO_LOGGERS
 
 
 class DropAdverts(logging.Filter):
