@@ -19,6 +19,7 @@ from lightning_modules.shared.eval_outputs import cached_eval_outputs, outputs_k
 from lightning_modules.shared.periodic_evaluation import PeriodicEvaluation
 from textcore.cluster_space import SpaceSettings, space_record
 from textcore.console import format_duration
+from textcore.encoding.backends import check_backend
 from textcore.errors import ConfigError
 from textcore.kmeans import check_kmeans_backend, kmeans_fit, sample_rows
 from validation.renamed_keys import refuse_renamed
@@ -113,6 +114,12 @@ class ClusteringEvaluator(PeriodicEvaluation):
         label_free: log the label-free criteria (their cost: a silhouette on ``label_free_sample`` texts
             and three torchmetrics scores per prediction).
         output_dir: the run folder: an evaluation pass too large for memory is mapped into its ``embeddings/``.
+        encode_backend: what embeds the texts of the end-of-run evaluation (every text; predictions.csv,
+            ``embeddings/after.npy`` and the report come from it): ``torch``, or ``onnx`` / ``onnx-int8``, the trained
+            encoder exported to ONNX into the run folder's ``onnx/`` and run by ONNX Runtime
+            (``textcore.encoding.onnx_runtime``), checked against torch on a few texts first. The evaluations
+            before and during training stay on torch (the weights still change). ONNX Runtime runs here on the
+            CPU: a run on a GPU (or in several processes) keeps torch and says so in the log.
         stop_when_changed_below, stop_patience, stop_key: moved to ``dataset.callbacks.clustering_stop``
             (``validation.renamed_keys``); only None is accepted, anything else is an error naming the new key.
     The final evaluation's partitions, embeddings and KMeans centres stay here (``predictions``, ``outputs``,
@@ -137,6 +144,7 @@ class ClusteringEvaluator(PeriodicEvaluation):
         label_free_sample: int = 2000,
         cluster_space: str = "embeddings",
         umap: dict | None = None,
+        encode_backend: str = "torch",
         stop_when_changed_below: float | None = None,
         stop_patience: int | None = None,
         stop_key: str | None = None,
@@ -159,6 +167,9 @@ class ClusteringEvaluator(PeriodicEvaluation):
         self.kmeans_n_init = kmeans_n_init
         self.kmeans_backend = check_kmeans_backend(kmeans_backend)
         self.kmeans_sample = kmeans_sample
+        self.encode_backend = check_backend(encode_backend, "encode_backend")
+        self.final_backend = "torch"  # what embeds the end-of-run pass in this process (``setup`` decides)
+        self.final_check: dict | None = None  # the export's differences to torch on the check texts
         self.space = SpaceSettings.from_config(cluster_space, umap)  # where KMeans clusters (conf cluster_space)
         self.space_map = None  # the final evaluation's UMAP (cluster_space=umap), for predictions and new texts
         self.sample = sample
@@ -189,19 +200,24 @@ class ClusteringEvaluator(PeriodicEvaluation):
     def setup(self, trainer, pl_module, stage: str) -> None:
         if self.output_dir is not None:  # an evaluation pass too large for memory is mapped into the run folder
             pl_module._eval_spill_dir = self.output_dir / "embeddings"
+        self.final_backend = final_pass_backend(self.encode_backend, trainer, pl_module)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        # the last step of a corpus larger than the sample: the final evaluation (every text) is this step's, so
-        # the sample's would be a pass for nothing (20,000 texts of MiniLM are minutes on a CPU)
+        # the last step of a corpus larger than the sample, or of a run whose end-of-run pass is an export's: the
+        # final evaluation (every text, on its backend) is this step's, so this one would be a pass for nothing
         last_step = trainer.max_steps is not None and trainer.global_step == trainer.max_steps
-        if last_step and self.sample_rows(len(trainer.datamodule.texts)) is not None:
+        if last_step and (self.sample_rows(len(trainer.datamodule.texts)) is not None
+                          or self.final_backend != "torch"):
             return
         super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
 
     def on_train_end(self, trainer, pl_module) -> None:
         last = self._evaluated(trainer.global_step)
-        if last is not None and last.get("texts", len(trainer.datamodule.texts)) != len(trainer.datamodule.texts):
-            self.history.remove(last)  # an entry of the sample: the final evaluation (every text) replaces it
+        # an entry of the sample, or of torch where the end-of-run pass is an export's (training stopped early
+        # after it): the final evaluation (every text, on its backend) replaces it
+        if last is not None and (last.get("texts", len(trainer.datamodule.texts)) != len(trainer.datamodule.texts)
+                                 or last.get("encode_backend", "torch") != self.final_backend):
+            self.history.remove(last)
         self._final = True
         try:
             super().on_train_end(trainer, pl_module)
@@ -220,7 +236,8 @@ class ClusteringEvaluator(PeriodicEvaluation):
         n = len(dm.texts)
         sampled = self.sample_rows(n)
         rows = None if self._final else sampled
-        outputs = cached_eval_outputs(trainer, pl_module, rows)
+        embedder = self._final_embedder(pl_module) if self._final and self.final_backend != "torch" else None
+        outputs = cached_eval_outputs(trainer, pl_module, rows, embedder)
         embedded = time.perf_counter()
         labels = dm.labels if dm.labels is None or rows is None else dm.labels[rows]
         kmeans = outputs_kmeans(outputs, dm.num_clusters, self.kmeans_seed, self.kmeans_n_init, self.kmeans_backend,
@@ -237,6 +254,8 @@ class ClusteringEvaluator(PeriodicEvaluation):
         entry = {"step": trainer.global_step, "epoch": trainer.current_epoch, **metrics}
         entry["texts"] = n if rows is None else len(rows)
         entry["kmeans_fitted_on"] = kmeans.fitted_rows
+        if outputs.backend != "torch":
+            entry["encode_backend"] = outputs.backend
         self.kmeans_device = kmeans.device
         entry["eval_seconds"] = round(time.perf_counter() - start, 3)
         embedding = embedded - start
@@ -260,6 +279,15 @@ class ClusteringEvaluator(PeriodicEvaluation):
                      f"{entry['texts']:,}", format_duration(entry["eval_seconds"]), embedded,
                      format_duration(entry["eval_seconds"] - embedding))
         return entry
+
+    def _final_embedder(self, pl_module):
+        """The trained encoder's export for the end-of-run pass: written into (or found in) the run folder's
+        ``onnx/``, where ``tools.py predict`` looks for a run's export, and checked against torch first."""
+        from textcore.encoding.onnx_runtime import embedder
+
+        onnx_encoder = embedder(pl_module.encoder, pl_module.eval_pooling, self.final_backend, self.output_dir)
+        self.final_check = onnx_encoder.agreement
+        return onnx_encoder
 
     def _explain_undefined(self, undefined: dict, rank_zero: bool) -> None:
         """Each reason for a null criterion once in the log: every evaluation of a small file would repeat it."""
@@ -306,13 +334,39 @@ class ClusteringEvaluator(PeriodicEvaluation):
                          "kmeans_backend": self.kmeans_backend, "kmeans_device": self.kmeans_device,
                          "kmeans_n_init": self.kmeans_n_init,
                          "kmeans_seed": self.kmeans_seed, "label_free_sample": self.label_free_sample,
-                         "cluster_space": space_record(self.space)},
+                         "cluster_space": space_record(self.space),
+                         # what embedded the end-of-run pass (every text): torch, onnx or onnx-int8
+                         "encode_backend": self.final.get("encode_backend", "torch") if self.final else None},
         }
+        if self.final_check is not None:
+            out["protocol"]["encode_check"] = {k: float(f"{v:.3g}") for k, v in self.final_check.items()}
         if monitor != self.monitor:
             out["best_monitor_note"] = f"monitor {self.monitor} needs labels; chosen by {monitor} instead"
         if self.stopped_early:
             out["stopped_early"] = self.stopped_early
         return out
+
+
+def final_pass_backend(backend: str, trainer, pl_module) -> str:
+    """What embeds the end-of-run pass: ``backend`` (conf ``encode_backend``), or torch where ONNX Runtime does
+    not run the pass here (a GPU run, several processes), which the log says. A pooling the export cannot take,
+    or ONNX Runtime missing, stops before training."""
+    if backend == "torch":
+        return backend
+    device, world = trainer.strategy.root_device, trainer.world_size
+    if device.type != "cpu" or world > 1:
+        log.info("encode_backend=%s ignored: ONNX Runtime embeds on the CPU in one process, this run is on %s%s; "
+                 "the end-of-run pass stays on torch", backend, device.type,
+                 f" in {world} processes" if world > 1 else "")
+        return "torch"
+    from textcore.encoding.onnx_runtime import ONNX_POOLINGS, _onnxruntime
+
+    if pl_module.eval_pooling not in ONNX_POOLINGS:
+        raise ConfigError(f"encode_backend={backend}: the evaluation pooling '{pl_module.eval_pooling}' takes "
+                          f"several backbone calls and is not exported (poolings {', '.join(ONNX_POOLINGS)} are); "
+                          "use encode_backend=torch.")
+    _onnxruntime()  # not installed: one line naming the extra, now rather than after training
+    return backend
 
 
 def evaluator_before(trainer, follower, follower_section: str) -> ClusteringEvaluator | None:

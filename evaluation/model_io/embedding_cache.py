@@ -45,7 +45,7 @@ class EmbeddingCache:
         directory: where to keep embeddings between runs (None: memory only).
         batch_size: texts per encoder batch (``TextEncoder.encode``; batches are length-sorted).
         embedder: what embeds the texts in place of ``encoder`` (an ONNX Runtime export of it:
-            ``textcore.encoding.onnx_runtime``); its backend is part of the key.
+            ``textcore.encoding.onnx_runtime``); its backend and the hash of its recipe are part of the key.
     """
 
     def __init__(self, encoder, directory: str | Path | None = None, batch_size: int = 128, embedder=None):
@@ -57,6 +57,8 @@ class EmbeddingCache:
         backend = getattr(embedder, "backend", None)
         if backend is not None:  # another backend's embeddings differ in rounding: never read for torch's
             self.fingerprint += f"-{backend}"
+            recipe = getattr(embedder, "recipe", None)  # an int8 export made another way embeds otherwise
+            self.fingerprint += f"-{recipe}" if recipe else ""
         self._memory: dict[tuple[str, int], dict[str, np.ndarray]] = {}
         self.encoded_texts = 0  # texts that went through the encoder (the rest came from the cache)
 

@@ -92,6 +92,9 @@ class TextRepresentationModule(L.LightningModule):
         raise NotImplementedError(f"{type(self).__name__} has no cluster head")
 
     encoder_defaults: dict = {}
+    # what embeds token batches instead of the encoder during one evaluation pass (an ONNX Runtime export of it:
+    # the end-of-run pass of a run with encode_backend=onnx*; lightning_modules.shared.eval_outputs sets it)
+    pass_embedder = None
 
     def __init__(self, **encoder):
         super().__init__()
@@ -167,6 +170,8 @@ class TextRepresentationModule(L.LightningModule):
 
     def embed(self, tokens: dict[str, torch.Tensor], pooling: str | None = None) -> torch.Tensor:
         """Embeddings [N, d] of one token batch (the encoder chunks it by length when set to)."""
+        if self.pass_embedder is not None:
+            return self.pass_embedder.embed_tokens(tokens, pooling=pooling)
         return self.encoder(**tokens, pooling=pooling)
 
     def embed_views(self, views: list[dict[str, torch.Tensor]], pooling: str | None = None) -> list[torch.Tensor]:

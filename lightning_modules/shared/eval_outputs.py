@@ -27,6 +27,7 @@ class EvalOutputs(dict):
 
     batches: object = None
     kmeans: dict | None = None  # settings -> KMeansResult of ``embeddings`` (outputs_kmeans)
+    backend: str = "torch"  # what embedded the texts: torch, or an export's backend (``embedder`` of the pass)
 
 
 def outputs_kmeans(outputs: EvalOutputs, num_clusters: int, seed: int, n_init: int, backend: str, sample: int,
@@ -46,7 +47,8 @@ def outputs_kmeans(outputs: EvalOutputs, num_clusters: int, seed: int, n_init: i
     return outputs.kmeans[key]
 
 
-def collect_eval_outputs(pl_module, dataloader, spill_dir: str | Path | None = None, strategy=None) -> EvalOutputs:
+def collect_eval_outputs(pl_module, dataloader, spill_dir: str | Path | None = None, strategy=None,
+                         embedder=None) -> EvalOutputs:
     """Run ``pl_module.eval_step(batch)`` over ``dataloader`` and put each output row at its position.
 
     Batches must carry an ``index`` tensor of positions (the loader may reorder rows, e.g. to group texts of
@@ -60,6 +62,9 @@ def collect_eval_outputs(pl_module, dataloader, spill_dir: str | Path | None = N
     the rows are then summed across the processes (each row is another process's zeros, so the sum is exact), so
     every process holds every row and each text went through the encoder once. The batches are those of one
     process, so the outputs equal one process's.
+
+    ``embedder``: embeds the token batches in place of the module's encoder for this pass (``pass_embedder`` of the
+    module: an ``OnnxEncoder``, ``textcore.encoding.onnx_runtime``); the heads still run in torch.
     """
     world = getattr(strategy, "world_size", 1) if strategy is not None else 1
     rank = strategy.global_rank if world > 1 else 0
@@ -70,6 +75,7 @@ def collect_eval_outputs(pl_module, dataloader, spill_dir: str | Path | None = N
     total = len(dataset) if dataset is not None else sum(len(b["index"]) for b in dataloader)
     mine = rank_batches(dataloader, rank, world) if world > 1 else dataloader
     arrays: dict[str, np.ndarray] = {}
+    pl_module.pass_embedder = embedder
     try:
         tokens = getattr(getattr(mine, "batch_sampler", None), "tokens", None)  # the ETA by tokens left
         rows = _rows_of(mine) if world > 1 else total
@@ -85,11 +91,13 @@ def collect_eval_outputs(pl_module, dataloader, spill_dir: str | Path | None = N
                     arrays[key][positions] = value
                 progress.advance(len(positions), sum(counts) if counts and tokens else None)
     finally:
+        pl_module.pass_embedder = None
         pl_module.train(was_training)
     if world > 1:
         arrays = _summed_across_ranks(arrays, total, strategy, pl_module.device, spill_dir)
     outputs = EvalOutputs({key: torch.from_numpy(array) for key, array in arrays.items()})
     outputs.batches = getattr(dataloader, "batch_sampler", None)
+    outputs.backend = getattr(embedder, "backend", "torch")
     return outputs
 
 
@@ -168,7 +176,7 @@ def available_memory() -> int | None:
         return None
 
 
-def cached_eval_outputs(trainer, pl_module, rows: np.ndarray | None = None) -> EvalOutputs:
+def cached_eval_outputs(trainer, pl_module, rows: np.ndarray | None = None, embedder=None) -> EvalOutputs:
     """Evaluation outputs of ``rows`` (sorted corpus rows; every row when None) for the current step, computed once
     even if several callbacks ask.
 
@@ -177,10 +185,15 @@ def cached_eval_outputs(trainer, pl_module, rows: np.ndarray | None = None) -> E
     the end-of-training callbacks (where Lightning may already count the next epoch) share one
     encoder pass. An output too large for memory is mapped into ``pl_module._eval_spill_dir`` when a callback set
     one (the clustering evaluator: ``<run>/embeddings``), else into the system's temporary folder.
+
+    ``embedder``: the pass is made with it (``collect_eval_outputs``), and a cached pass made otherwise is not
+    reused; without one, the cached pass of this step is taken whatever embedded it (the callbacks after the
+    end-of-run evaluation share its pass, an export's when the run asked for one).
     """
     key = (id(trainer), trainer.global_step, _rows_key(rows))
     cache = getattr(pl_module, "_eval_outputs_cache", None)
-    if cache is None or cache[0] != key:
+    wanted = getattr(embedder, "backend", None)
+    if cache is None or cache[0] != key or (wanted is not None and cache[1].backend != wanted):
         pl_module._eval_outputs_cache = None  # the last pass's arrays can go before the next is made
         # the global RNG is left as it was (creating the loader's iterator draws from it): whether the
         # outputs come from the cache must not change the dropout masks that follow (exact resume)
@@ -188,7 +201,7 @@ def cached_eval_outputs(trainer, pl_module, rows: np.ndarray | None = None) -> E
             datamodule = trainer.datamodule
             dataloader = datamodule.eval_dataloader() if rows is None else datamodule.eval_dataloader(rows=rows)
             outputs = collect_eval_outputs(pl_module, dataloader, getattr(pl_module, "_eval_spill_dir", None),
-                                           getattr(trainer, "strategy", None))
+                                           getattr(trainer, "strategy", None), embedder)
         pl_module._eval_outputs_cache = (key, outputs)
     return pl_module._eval_outputs_cache[1]
 

@@ -41,6 +41,41 @@ def test_onnx_embeddings_equal_torch_within_1e_4_and_int8_close(tiny, tmp_path):
     assert float(cosine.min()) > 0.99 and float((int8 - reference).abs().max()) > 1e-6  # quantised: close, not equal
 
 
+def test_the_export_is_fused_by_the_transformer_optimiser_and_still_equals_torch(tiny, tmp_path):
+    """The tiny BERT's graph fuses like MiniLM's: one Attention per layer, the embeddings' LayerNorm, the residual
+    LayerNorms and GELUs; int8 quantises the Attention nodes' Q/K/V weights. The backbone keeps its attention."""
+    import onnx
+
+    encoder, pooling = tiny
+    before = encoder.backbone.config._attn_implementation
+    fp32 = embedder(encoder, pooling, "onnx", tmp_path)
+    assert encoder.backbone.config._attn_implementation == before  # eager only while the export was traced
+    ops = [n.op_type for n in onnx.load(str(fp32.path)).graph.node]
+    layers = encoder.backbone.config.num_hidden_layers
+    assert ops.count("Attention") == layers and ops.count("EmbedLayerNormalization") == 1
+    assert ops.count("SkipLayerNormalization") == 2 * layers and ops.count("BiasGelu") == layers
+    assert "Softmax" not in ops
+    assert fp32.agreement["max_abs"] < 1e-4
+    reference = encoder.encode(texts(), batch_size=16, pooling=pooling)
+    assert float((fp32.encode(texts(), batch_size=16) - reference).abs().max()) < 1e-4
+    int8 = embedder(encoder, pooling, "onnx-int8", tmp_path)
+    ops = [n.op_type for n in onnx.load(str(int8.path)).graph.node]
+    assert ops.count("QAttention") == layers and "Attention" not in ops
+
+
+def test_a_changed_recipe_changes_the_export_name(tiny, tmp_path, monkeypatch):
+    """An export made another way is never taken from the cache for this recipe."""
+    encoder, pooling = tiny
+    fp32, int8 = (onnx_runtime.export_path(encoder, pooling, b, tmp_path) for b in ("onnx", "onnx-int8"))
+    recipe = {k: dict(v) for k, v in onnx_runtime.RECIPE.items()}
+    recipe["onnx-int8"]["ops"] = ["MatMul"]
+    monkeypatch.setattr(onnx_runtime, "RECIPE", recipe)
+    assert onnx_runtime.export_path(encoder, pooling, "onnx", tmp_path) == fp32
+    assert onnx_runtime.export_path(encoder, pooling, "onnx-int8", tmp_path) != int8
+    recipe["onnx"]["opset"] = 18
+    assert onnx_runtime.export_path(encoder, pooling, "onnx", tmp_path) != fp32
+
+
 def test_the_export_is_cached_by_weights_and_reused(tiny, tmp_path, monkeypatch):
     encoder, pooling = tiny
     first = embedder(encoder, pooling, "onnx", tmp_path)
@@ -131,7 +166,7 @@ def test_evaluate_embeds_through_the_backend_under_its_own_cache_key(tiny, tmp_p
     onnx = embedder(encoder, pooling, "onnx", tmp_path / "export")
     plain = EmbeddingCache(encoder, tmp_path / "cache")
     through = EmbeddingCache(encoder, tmp_path / "cache", embedder=onnx)
-    assert through.fingerprint == plain.fingerprint + "-onnx"
+    assert through.fingerprint == plain.fingerprint + "-onnx-" + onnx_runtime.recipe_key("onnx")
     with max_length(encoder, 8):  # evaluation's per-task limit reaches the export's tokenizer
         short = through.encode(corpus, pooling)
         assert np.abs(short - plain.encode(corpus, pooling)).max() < 1e-4
