@@ -12,8 +12,12 @@ shared machine slows them alike: the ratios to torch are the numbers to read. Th
   assigned to its centres (what ``tools.py predict --assign kmeans`` does with a run's centroids): the share of texts
   assigned as torch assigns them, and ACC/NMI against the labels.
 
+``--int8-float-feed-forward`` measures another int8 recipe than the code's (``RECIPE`` of
+``textcore/encoding/onnx_runtime.py``): the layers whose feed-forward output projection stays float (``all``,
+``none`` or layer numbers such as ``0,1``); the result records the recipe it measured.
+
 Usage: python scripts/bench/backends.py --data <labelled.csv> [--texts 20000] [--chunks 4] [--text-column text0]
-       [--output backends.json]
+       [--int8-float-feed-forward 0,1] [--output backends.json]
 """
 from __future__ import annotations
 
@@ -40,6 +44,9 @@ def main(argv=None) -> dict:
     parser.add_argument("--chunks", type=int, default=4, help="the texts are embedded in this many parts, every "
                         "backend on a part before the next part")
     parser.add_argument("--batch-size", type=int, default=128)
+    parser.add_argument("--int8-float-feed-forward", default=None,
+                        help="all, none or layer numbers (0,1): the int8 recipe's float feed-forward outputs "
+                             "(default: the code's)")
     parser.add_argument("--output", type=Path, default=None, help="a JSON file for the results")
     args = parser.parse_args(argv)
 
@@ -51,7 +58,10 @@ def main(argv=None) -> dict:
     from evaluation.model_io.load import load_encoder
     from evaluation.model_io.predict import nearest_centroid
     from textcore.device_settings import usable_cores
-    from textcore.encoding.onnx_runtime import embedder
+    from textcore.encoding.onnx_runtime import RECIPE, embedder
+
+    if args.int8_float_feed_forward is not None:
+        RECIPE["onnx-int8"]["float_feed_forward"] = float_layers(args.int8_float_feed_forward)
 
     frame = pd.read_csv(args.data, nrows=args.texts, keep_default_na=False)
     texts, labels = frame[args.text_column].astype(str).tolist(), frame["label"].to_numpy()
@@ -84,6 +94,7 @@ def main(argv=None) -> dict:
         "chunks": args.chunks, "seconds": {b: round(seconds[b], 1) for b in BACKENDS},
         "threads": {"torch": torch.get_num_threads(), "onnxruntime": usable_cores()},
         "export_seconds": export_seconds,
+        "recipe": RECIPE,
         "texts_per_second": {b: round(rate[b], 1) for b in BACKENDS},
         "ratio_to_torch": {b: round(rate[b] / rate["torch"], 2) for b in BACKENDS},
         "max_abs_difference_to_torch": {b: float(np.abs(embeddings[b] - embeddings["torch"]).max())
@@ -94,6 +105,13 @@ def main(argv=None) -> dict:
         "k": int(k),
     }
     return print_result(result, args.output)
+
+
+def float_layers(value: str):
+    """``all``, ``none`` (no layer: every feed-forward output quantised) or comma-separated layer numbers."""
+    if value in ("all", "none"):
+        return "all" if value == "all" else []
+    return [int(layer) for layer in value.split(",")]
 
 
 def print_result(result: dict, output: Path | None) -> dict:

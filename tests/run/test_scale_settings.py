@@ -29,9 +29,9 @@ def passes(monkeypatch) -> list[int]:
     made = []
     collect = eval_outputs.collect_eval_outputs
 
-    def counted(pl_module, dataloader, spill_dir=None, strategy=None):
+    def counted(pl_module, dataloader, spill_dir=None, strategy=None, embedder=None):
         made.append(len(dataloader.dataset))
-        return collect(pl_module, dataloader, spill_dir, strategy)
+        return collect(pl_module, dataloader, spill_dir, strategy, embedder)
 
     monkeypatch.setattr(eval_outputs, "collect_eval_outputs", counted)
     return made

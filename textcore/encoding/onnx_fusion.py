@@ -1,9 +1,10 @@
 """ONNX Runtime's transformer graph optimiser on an export of the encoder (``textcore.encoding.onnx_runtime``).
 
-``onnxruntime.transformers.optimizer.optimize_model`` (model type ``bert``: ``RECIPE`` of ``onnx_runtime``) replaces each layer's self-attention
-subgraph by one ``Attention`` node, the embeddings' sum and LayerNorm by ``EmbedLayerNormalization``, each residual
-add and LayerNorm by ``SkipLayerNormalization`` and the feed-forward bias and GELU by ``BiasGelu``: fewer, larger
-kernels, and an ``Attention`` whose Q/K/V projection is one int8 matrix product once quantised.
+``onnxruntime.transformers.optimizer.optimize_model`` (model type ``bert``: ``RECIPE`` of ``onnx_runtime``)
+replaces each layer's self-attention subgraph by one ``Attention`` node, the embeddings' sum and LayerNorm by
+``EmbedLayerNormalization``, each residual add and LayerNorm by ``SkipLayerNormalization`` and the feed-forward bias
+and GELU by ``BiasGelu``: fewer, larger kernels, and an ``Attention`` whose Q/K/V projection is one int8 matrix
+product once quantised.
 
 Its attention pattern needs two things of the exported graph:
 

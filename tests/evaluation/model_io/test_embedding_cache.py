@@ -64,8 +64,9 @@ def test_in_run_callbacks_share_one_encoder_pass_per_step(toy_corpus, monkeypatc
     module = SCCL(num_clusters=3, backbone="tiny", chunk_tokens=CHUNKS)
     passes = []
     real = eval_outputs.collect_eval_outputs
-    monkeypatch.setattr(eval_outputs, "collect_eval_outputs", lambda m, loader, spill_dir=None, strategy=None:
-                        passes.append(1) or real(m, loader, spill_dir, strategy))
+    monkeypatch.setattr(eval_outputs, "collect_eval_outputs",
+                        lambda m, loader, spill_dir=None, strategy=None, embedder=None:
+                        passes.append(1) or real(m, loader, spill_dir, strategy, embedder))
     trainer = SimpleNamespace(global_step=10, current_epoch=0, datamodule=dm)
     first = eval_outputs.cached_eval_outputs(trainer, module)
     trainer.current_epoch = 1  # the same weights seen from the next epoch's start
