@@ -275,7 +275,7 @@ def _load(reference: str, backend: str, trust_checkpoint: bool) -> _Loaded:
             assigning.use_backend(model, backend)
         # the command's rule (the head, unless the run clustered in a UMAP; else the KMeans centres); neither:
         # transform only (predict raises the command's message)
-        use_head = assigning._uses_head(model, reference, "auto") if model.has_head or model.centroids is not None \
+        use_head = assigning.uses_head(model, reference, "auto") if model.has_head or model.centroids is not None \
             else None
     else:  # a model the tools load (a Hub name, minilm, a model folder): transform only
         from evaluation.model_io.load import load_encoder
@@ -294,7 +294,7 @@ def _load(reference: str, backend: str, trust_checkpoint: bool) -> _Loaded:
 
     def make_context(batch_size: int):
         if use_head is None:
-            assigning._uses_head(model, reference, "auto")  # no head, no centroids: the command's error
+            assigning.uses_head(model, reference, "auto")  # no head, no centroids: the command's error
         if use_head and model.module.cluster_context:
             return assigning._context_embeddings(model, None, 0, batch_size)
         return None

@@ -272,7 +272,7 @@ def predict(reference, input_path, text_column: str = "text", output=None, assig
     model = load_cluster_model(reference, trust_checkpoint)
     if backend != "torch":
         use_backend(model, backend)
-    use_head = _uses_head(model, reference, assign)
+    use_head = uses_head(model, reference, assign)
     partition = "head" if use_head else "kmeans"
     words = cluster_words(model.folder, partition, top_n) if top_n else {}
     plan = {"input": shards.input_fingerprint(input_path), "text_column": text_column, "encoding": encoding,
@@ -341,7 +341,9 @@ def _backend_accelerator(backend: str, accelerator: str) -> str:
     return "cpu"
 
 
-def _uses_head(model: ClusterModel, reference, assign: str) -> bool:
+def uses_head(model: ClusterModel, reference, assign: str) -> bool:
+    """Whether ``assign`` (head | kmeans | auto) assigns by the model's cluster head; a choice the model cannot serve is
+    a one-line ``PredictInputError`` naming ``reference``. The command and the API both decide here."""
     has_head = model.has_head
     if assign == "head" and not has_head:
         raise PredictInputError(
