@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from textcore.errors import ConfigError
+from textcore.errors import ConfigError, MissingFileError
 from textcore.kmeans import squared_distances
 
 log = logging.getLogger(__name__)
@@ -88,7 +88,8 @@ class SpaceSettings:
             raise ConfigError(f"umap.metric={self.metric!r}: choose one of {' | '.join(METRICS)}.")
         if self.refine not in REFINEMENTS:
             raise ConfigError(f"umap.refine={self.refine!r}: choose one of {' | '.join(REFINEMENTS)} (linear: the "
-                              "UMAP's KMeans clusters refined by a linear classifier of the embeddings; none: as fitted).")
+                              "UMAP's KMeans clusters refined by a linear classifier of the embeddings; none: as "
+                              "fitted).")
         if 0 < self.fit_sample <= self.n_neighbors:
             raise ConfigError(f"umap.fit_sample={self.fit_sample}: more texts than umap.n_neighbors "
                               f"({self.n_neighbors}), or 0 (every text).")
@@ -201,8 +202,8 @@ class SpaceMap:
         if settings.refine == "linear":
             for name in ("weights.npy", "bias.npy"):
                 if not (folder / name).is_file():
-                    raise ConfigError(f"{folder / 'space.json'}: refine=linear but {name} is missing beside it; copy "
-                                      f"the run's whole {FOLDER}/ folder.")
+                    raise MissingFileError(f"{folder / 'space.json'}: refine=linear but {name} is missing beside it; "
+                                           f"copy the run's whole {FOLDER}/ folder.")
             weights = np.load(folder / "weights.npy", allow_pickle=False)
             bias = np.load(folder / "bias.npy", allow_pickle=False)
         return cls(np.load(folder / "anchors.npy", allow_pickle=False),

@@ -9,7 +9,7 @@ import pytest
 
 from tests.helpers import compose_config
 from textcore.cluster_space import SpaceMap, SpaceSettings, space_kmeans
-from textcore.errors import ConfigError
+from textcore.errors import ConfigError, MissingFileError
 from validation.settings import validate
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -141,7 +141,7 @@ def test_the_linear_refinement_is_seeded_saved_and_assigns_new_texts(tmp_path):
     assert ((top[:, 0] >= top[:, 1]) & (top[:, 0] <= 1) & (top[:, 1] >= 0)).all()
 
     (folder / "bias.npy").unlink()  # half a classifier: one line naming the file
-    with pytest.raises(ConfigError, match="bias.npy is missing"):
+    with pytest.raises(MissingFileError, match="bias.npy is missing"):
         SpaceMap.load(tmp_path)
 
 
@@ -212,6 +212,14 @@ def test_a_umap_run_is_repeatable_and_predict_gives_its_own_clusters(tmp_path):
     assert (cluster == runs[0].labels_).all()
     assert ((confidence > 0) & (confidence <= 1) & (margin >= 0) & (margin <= confidence)).all()
 
+    # an export carries the classifier beside the centroids (tools.py export copies cluster_space/ whole)
+    from evaluation.model_io.export import copy_cluster_files
+
+    (tmp_path / "st").mkdir()
+    copy_cluster_files(runs[0].run_dir_, tmp_path / "st")
+    exported = SpaceMap.load(tmp_path / "st")
+    assert exported.refined and np.array_equal(exported.weights, model.space.weights)
+
     # the same folder in the layout of a run saved before the refinement (no refine, no classifier): it loads and
     # assigns as before, by the nearest KMeans centre of the UMAP placement, i.e. the KMeans's own clusters
     import shutil
@@ -226,3 +234,19 @@ def test_a_umap_run_is_repeatable_and_predict_gives_its_own_clusters(tmp_path):
         (old / "cluster_space" / name).unlink()
     kmeans_own = assign_nearest(np.load(old / "cluster_space" / "coords.npy"), np.load(old / "kmeans_centroids.npy"))[0]
     assert ((TextClusterer.load(old).predict(texts) == kmeans_own).mean() >= 0.99)
+
+
+def test_the_summary_says_when_the_umap_clusters_were_refined():
+    from evaluation.run_report.summary import summary_rows
+
+    def first_row(record: dict) -> str:
+        entry = {"kmeans_acc": 0.5, "kmeans_nmi": 0.5}
+        results = {"clustering": {"before": entry, "protocol": {"cluster_space": record}}}
+        return summary_rows(results)[0]["what"]
+
+    umap = {"space": "umap", "n_components": 5}
+    assert first_row({**umap, "refine": "linear"}) == "KMeans in a UMAP (5-d) of the embeddings, refined linearly, " \
+                                                     "before training"
+    for unrefined in ({**umap, "refine": "none"}, umap):  # the second: results.json of a run before the refinement
+        assert first_row(unrefined) == "KMeans in a UMAP (5-d) of the embeddings, before training"
+    assert first_row({"space": "embeddings"}) == "KMeans on embeddings, before training"
