@@ -20,6 +20,9 @@ Rows, each for the seeds of ``--seeds`` (seeded: the UMAP's random_state, KMeans
   refined by the linear classifier of ``umap.refine=linear``) on the same cached embeddings: what a run's evaluation
   before training assigns, on this encoder;
 - ``project_space_norefine``: the same with ``umap.refine=none`` (the KMeans of the UMAP as it is);
+- ``project_space_auto``: K not given: K chosen as ``num_clusters=auto`` chooses it before training
+  (``evaluation.clustering.choose_k`` with conf/config.yaml's ``choose_k`` settings, in the UMAP of its sample), then
+  ``project_space`` with that K: the untrained half of ``project_auto``;
 - ``project``: ``ctclust.TextClusterer(num_clusters=K).fit(texts, labels)`` with nothing else set, in its own
   process; its results.json gives the row before training (``project_untrained``: the project's KMeans before
   training, in the run's clustering space), after training (``project``: the run's own assignment ``labels_``: the
@@ -54,7 +57,8 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 
 SETS = ["agnews", "biomedical", "googlenews_s", "googlenews_t", "searchsnippets", "stackoverflow", "tweet"]
-ROWS = ["kmeans", "bertopic", "bertopic_kmeans", "project_space", "project_space_norefine", "project", "project_auto"]
+ROWS = ["kmeans", "bertopic", "bertopic_kmeans", "project_space", "project_space_norefine", "project_space_auto",
+        "project", "project_auto"]
 TABLE_ROWS = [  # (results key, label in the table)
     ("kmeans", "KMeans(K) on the embeddings"),
     ("bertopic", "BERTopic default (UMAP 5d + HDBSCAN)"),
@@ -63,6 +67,8 @@ TABLE_ROWS = [  # (results key, label in the table)
                       "defaults, KMeans 10 restarts)"),
     ("project_space_norefine", "project's clustering space, untrained, without the refinement: UMAP + KMeans "
                                "(`umap.refine=none`)"),
+    ("project_space_auto", "project's clustering space, untrained, K not given: `num_clusters=\"auto\"`'s K, then "
+                           "UMAP + KMeans + linear refinement"),
     ("project_untrained", "project, untrained (`before` row)"),
     ("project", "project default, `TextClusterer(num_clusters=K).fit` (its `labels_`)"),
     ("project_head", "project default, SCCL's cluster head after training"),
@@ -203,6 +209,19 @@ def project_worker(data_dir: Path, name: str, seed: int, auto: bool, run_root: P
     return out
 
 
+def space_auto(emb: np.ndarray, seed: int) -> tuple[np.ndarray, int, float]:
+    """``project_space_auto``: K chosen as a run with ``num_clusters=auto`` chooses it (its settings, its clustering
+    space), then the default clustering space's KMeans with that K: (labels, K, seconds)."""
+    from evaluation.clustering.choose_k import choose_k
+    from textcore.cluster_space import SpaceSettings, space_kmeans
+
+    start = time.perf_counter()
+    space = SpaceSettings(space="umap")
+    chosen = int(choose_k(emb, kmeans_backend="fast", space=space, seed=seed)["recommended"]["k"])
+    found = space_kmeans(emb, chosen, seed, 10, "fast", 50000, space).labels_
+    return found, chosen, time.perf_counter() - start
+
+
 def current(record: dict) -> bool:
     """False for a ``project_space`` line written before the row was refined (no ``refine`` in it): it measured what
     ``project_space_norefine`` measures now, so it is run again and left out of the table."""
@@ -241,7 +260,8 @@ def run(args) -> None:
                     continue
                 print(f"[run] {name} (n={len(texts)}, K={k}) {row} seed {seed}", flush=True)
                 record = {"set": name, "row": row, "seed": seed, "k": k, "n": len(texts),
-                          "max_length": args.max_length, "max_texts": args.max_texts, "date": time.strftime("%Y-%m-%d %H:%M:%S")}
+                          "max_length": args.max_length, "max_texts": args.max_texts,
+                          "date": time.strftime("%Y-%m-%d %H:%M:%S")}
                 if row == "kmeans":
                     from textcore.kmeans import kmeans_fit
 
@@ -257,6 +277,9 @@ def run(args) -> None:
                                          SpaceSettings(space="umap", refine=refine)).labels_
                     record["refine"] = refine
                     record[row] = {**scores(labels, found), "seconds": time.perf_counter() - start + embed_seconds}
+                elif row == "project_space_auto":
+                    found, chosen, seconds = space_auto(emb, seed)
+                    record[row] = {**scores(labels, found), "chosen_k": chosen, "seconds": seconds + embed_seconds}
                 elif row in ("bertopic", "bertopic_kmeans"):
                     shared = umap_model is not None and row == "bertopic_kmeans"
                     umap_model = umap_model if shared else TimedUMAP(seed)
