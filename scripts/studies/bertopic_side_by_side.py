@@ -190,7 +190,7 @@ def project_worker(data_dir: Path, name: str, seed: int, auto: bool, run_root: P
     start = time.perf_counter()
     clusterer = TextClusterer(num_clusters="auto" if auto else k, seed=seed, overrides=overrides or None,
                               run_dir=run_root / f"{name}_{'auto' if auto else 'k'}_{seed}")
-    clusterer.fit(texts, labels=list(labels))
+    clusterer.fit(texts, list(labels))
     seconds = time.perf_counter() - start
     out = {"project" if not auto else "project_auto": {**scores(labels, clusterer.labels_), "seconds": seconds},
            "run_dir": str(clusterer.run_dir_)}
