@@ -195,7 +195,9 @@ class TextClusterer(ClusterMixin, TransformerMixin, BaseEstimator):
     # -- new texts --------------------------------------------------------------------------------------------
     def predict(self, X, batch_size: int = 128) -> np.ndarray:
         """The cluster of each text of ``X`` (a list, a Series or a file path) in the trained run's clusters: its
-        cluster head when the method has one, else the nearest KMeans centre; -1 for an empty text. The model is
+        cluster head when the method has one (unless the run clustered in a UMAP), else the run's KMeans: the nearest
+        centre, or, in a UMAP refined by its linear classifier (``umap.refine=linear``, the default), that
+        classifier's cluster; -1 for an empty text (the rule of ``tools.py predict``, docs/clusters.md). The model is
         loaded at the first call and kept for the next ones."""
         from ctclust.api_output import api_output
         from evaluation.model_io.predict import assign_texts
@@ -273,9 +275,10 @@ def _load(reference: str, backend: str, trust_checkpoint: bool) -> _Loaded:
         model = assigning.load_cluster_model(path, trust_checkpoint)
         if backend != "torch":
             assigning.use_backend(model, backend)
-        # the command's rule (the head, unless the run clustered in a UMAP; else the KMeans centres); neither:
+        # the command's rule (the head, unless the run clustered in a UMAP; else the KMeans: its centres or its
+        # UMAP's linear classifier, evaluation.model_io.predict._assign); neither:
         # transform only (predict raises the command's message)
-        use_head = assigning._uses_head(model, reference, "auto") if model.has_head or model.centroids is not None \
+        use_head = assigning.uses_head(model, reference, "auto") if model.has_head or model.centroids is not None \
             else None
     else:  # a model the tools load (a Hub name, minilm, a model folder): transform only
         from evaluation.model_io.load import load_encoder
@@ -294,7 +297,7 @@ def _load(reference: str, backend: str, trust_checkpoint: bool) -> _Loaded:
 
     def make_context(batch_size: int):
         if use_head is None:
-            assigning._uses_head(model, reference, "auto")  # no head, no centroids: the command's error
+            assigning.uses_head(model, reference, "auto")  # no head, no centroids: the command's error
         if use_head and model.module.cluster_context:
             return assigning._context_embeddings(model, None, 0, batch_size)
         return None

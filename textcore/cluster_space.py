@@ -11,7 +11,14 @@ coordinates of its ``n_neighbors`` nearest sample texts (the weights of ``umap.u
 blocks. A text equal to a sample text (distance below ``EXACT``) takes that text's coordinates, as UMAP's transform
 does, so the training texts of a run come back to the run's own assignments.
 
-The fitted map is plain arrays (:class:`SpaceMap`: the sample's embeddings, their coordinates, the settings as JSON),
+Refinement (``umap.refine=linear``, the default): the KMeans clusters of the fitted texts are taught to a linear
+classifier on their embeddings (``textcore.linear_assigner``), and its argmax over every text is the final
+assignment: it smooths UMAP's boundary errors in the original space (docs/clusters.md). ``cluster_centers_`` stay
+the KMeans centres in UMAP coordinates; ``labels_`` are then the classifier's, not those centres' nearest. New texts
+go through the classifier alone (no UMAP placement).
+
+The fitted map is plain arrays (:class:`SpaceMap`: the sample's embeddings, their coordinates, the classifier's
+weights and bias when refined, the settings as JSON),
 saved in the run folder under ``cluster_space/`` and read back with ``numpy.load(allow_pickle=False)``: reading a
 run folder runs no code from it. On a GPU, cuML's UMAP fits the sample when cuML is installed.
 """
@@ -25,14 +32,15 @@ from pathlib import Path
 
 import numpy as np
 
-from textcore.errors import ConfigError
+from textcore.errors import ConfigError, MissingFileError
 from textcore.kmeans import squared_distances
 
 log = logging.getLogger(__name__)
 
 SPACES = ("embeddings", "umap")
 METRICS = ("cosine", "euclidean")
-FOLDER = "cluster_space"  # in a run folder: anchors.npy, coords.npy, space.json
+REFINEMENTS = ("linear", "none")
+FOLDER = "cluster_space"  # in a run folder: anchors.npy, coords.npy, space.json (+ weights.npy, bias.npy: refined)
 EXACT = 1e-4  # a distance below this to a sample text is that text (re-embedding differs by float rounding)
 BLOCK_ROWS = 1024  # texts placed per block: distances and neighbour indices to 20,000 sample texts, about 250 MB
 
@@ -47,6 +55,7 @@ class SpaceSettings:
     min_dist: float = 0.0
     metric: str = "cosine"
     fit_sample: int = 20000
+    refine: str = "linear"  # linear: the KMeans clusters taught to a linear classifier of the embeddings; none
 
     @property
     def umap(self) -> bool:
@@ -77,6 +86,10 @@ class SpaceSettings:
             raise ConfigError(f"umap.min_dist={self.min_dist!r}: a number from 0 to 1 (UMAP's min_dist).")
         if self.metric not in METRICS:
             raise ConfigError(f"umap.metric={self.metric!r}: choose one of {' | '.join(METRICS)}.")
+        if self.refine not in REFINEMENTS:
+            raise ConfigError(f"umap.refine={self.refine!r}: choose one of {' | '.join(REFINEMENTS)} (linear: the "
+                              "UMAP's KMeans clusters refined by a linear classifier of the embeddings; none: as "
+                              "fitted).")
         if 0 < self.fit_sample <= self.n_neighbors:
             raise ConfigError(f"umap.fit_sample={self.fit_sample}: more texts than umap.n_neighbors "
                               f"({self.n_neighbors}), or 0 (every text).")
@@ -104,12 +117,30 @@ def settings_of(cfg) -> SpaceSettings:
 @dataclass
 class SpaceMap:
     """A fitted UMAP as arrays: ``anchors`` [m, d] (the fitted texts' embeddings, unit length for the cosine metric),
-    ``coords`` [m, c] (their UMAP coordinates) and the settings."""
+    ``coords`` [m, c] (their UMAP coordinates) and the settings; with ``umap.refine=linear``, ``weights`` [K, d] and
+    ``bias`` [K] of the classifier that assigns texts (``textcore.linear_assigner``), None before it is fitted."""
 
     anchors: np.ndarray
     coords: np.ndarray
     settings: SpaceSettings
     seed: int = 0
+    weights: np.ndarray | None = None
+    bias: np.ndarray | None = None
+
+    @property
+    def refined(self) -> bool:
+        """Whether texts are assigned by the linear classifier (else by the nearest KMeans centre of their
+        coordinates)."""
+        return self.weights is not None
+
+    def assign(self, embeddings, block_rows: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(cluster [n], probabilities [n, 2] of it and of the runner-up) of ``embeddings`` [n, d] under the
+        classifier, each block prepared as the fitted texts were (unit length for cosine)."""
+        from textcore import linear_assigner
+
+        metric = self.settings.metric
+        return linear_assigner.assign(embeddings, self.weights, self.bias,
+                                      block_rows or linear_assigner.BLOCK_ROWS, lambda b: _prepared(b, metric))
 
     def transform(self, embeddings, block_rows: int = BLOCK_ROWS) -> np.ndarray:
         """UMAP coordinates [n, c] of ``embeddings`` [n, d], in blocks of ``block_rows`` texts."""
@@ -149,6 +180,9 @@ class SpaceMap:
         folder.mkdir(parents=True, exist_ok=True)
         np.save(folder / "anchors.npy", self.anchors.astype(np.float32), allow_pickle=False)
         np.save(folder / "coords.npy", self.coords.astype(np.float32), allow_pickle=False)
+        if self.refined:
+            np.save(folder / "weights.npy", self.weights.astype(np.float32), allow_pickle=False)
+            np.save(folder / "bias.npy", self.bias.astype(np.float32), allow_pickle=False)
         atomic_write_text(folder / "space.json", json.dumps({**asdict(self.settings), "seed": self.seed,
                                                              "fitted_texts": int(len(self.anchors))}, indent=1))
         return folder
@@ -162,9 +196,18 @@ class SpaceMap:
         meta = json.loads((folder / "space.json").read_text())
         seed = int(meta.pop("seed", 0))
         meta.pop("fitted_texts", None)
+        meta.setdefault("refine", "none")  # a map saved before the refinement existed assigned without it
         settings = SpaceSettings.from_config(meta.pop("space"), meta)
+        weights = bias = None
+        if settings.refine == "linear":
+            for name in ("weights.npy", "bias.npy"):
+                if not (folder / name).is_file():
+                    raise MissingFileError(f"{folder / 'space.json'}: refine=linear but {name} is missing beside it; "
+                                           f"copy the run's whole {FOLDER}/ folder.")
+            weights = np.load(folder / "weights.npy", allow_pickle=False)
+            bias = np.load(folder / "bias.npy", allow_pickle=False)
         return cls(np.load(folder / "anchors.npy", allow_pickle=False),
-                   np.load(folder / "coords.npy", allow_pickle=False), settings, seed)
+                   np.load(folder / "coords.npy", allow_pickle=False), settings, seed, weights, bias)
 
 
 def _prepared(data: np.ndarray, metric: str) -> np.ndarray:
@@ -179,13 +222,11 @@ def fit_space(embeddings, settings: SpaceSettings, seed: int) -> tuple[SpaceMap,
     Fitted on a seeded sample of ``settings.fit_sample`` rows when there are more (0: every row); the others are
     placed by :meth:`SpaceMap.transform`. The same seed gives the same coordinates (umap-learn with a
     ``random_state`` runs single-threaded and is repeatable)."""
-    from textcore.kmeans import sample_rows
-
     data = np.asarray(embeddings)
     if len(data) <= settings.n_neighbors:
         raise ConfigError(f"cluster_space=umap: {len(data)} texts, fewer than umap.n_neighbors+1 "
                           f"({settings.n_neighbors + 1}); lower umap.n_neighbors or set cluster_space=embeddings.")
-    rows = sample_rows(len(data), settings.fit_sample or None, seed)
+    rows = fitted_rows(len(data), settings, seed)
     fitted = _prepared(np.asarray(data if rows is None else data[rows], dtype=np.float32), settings.metric)
     coords = _umap_fit(fitted, settings, seed)
     space = SpaceMap(fitted, coords, settings, seed)
@@ -194,6 +235,13 @@ def fit_space(embeddings, settings: SpaceSettings, seed: int) -> tuple[SpaceMap,
     everything = space.transform(data)
     everything[rows] = coords
     return space, everything
+
+
+def fitted_rows(n: int, settings: SpaceSettings, seed: int) -> np.ndarray | None:
+    """The rows of ``n`` that UMAP is fitted on (sorted), or None: every row."""
+    from textcore.kmeans import sample_rows
+
+    return sample_rows(n, settings.fit_sample or None, seed)
 
 
 def _umap_fit(data: np.ndarray, settings: SpaceSettings, seed: int) -> np.ndarray:
@@ -229,9 +277,11 @@ def space_kmeans(embeddings, num_clusters: int, seed: int, n_init: int, backend:
                  settings: SpaceSettings = EMBEDDINGS, **options):
     """``textcore.kmeans.kmeans_fit`` in the clustering space of ``settings``.
 
-    With the embeddings' space this is ``kmeans_fit`` itself. With UMAP, KMeans runs on the coordinates; the result
-    keeps ``space`` (the :class:`SpaceMap`, for saving and for new texts), ``coords`` and ``embedding_centers_``
-    ([K, d]: each cluster's mean embedding, what a cluster head starts from)."""
+    With the embeddings' space this is ``kmeans_fit`` itself. With UMAP, KMeans runs on the coordinates; with
+    ``refine=linear`` a linear classifier is then taught those clusters on the embeddings of the texts UMAP was fitted
+    on, and ``labels_`` are its argmax over every row (``space_labels_``: the KMeans's own, nearest of
+    ``cluster_centers_``). The result keeps ``space`` (the :class:`SpaceMap`, for saving and for new texts),
+    ``coords`` and ``embedding_centers_`` ([K, d]: each cluster's mean embedding, what a cluster head starts from)."""
     from textcore.kmeans import kmeans_fit
 
     data = np.asarray(embeddings)
@@ -244,8 +294,23 @@ def space_kmeans(embeddings, num_clusters: int, seed: int, n_init: int, backend:
     result = kmeans_fit(coords, num_clusters, seed, n_init, backend, sample=sample, **options)
     result.space = space
     result.coords = coords
+    result.space_labels_ = result.labels_
+    if settings.refine == "linear":
+        result.labels_ = refine_linear(space, data, result.labels_, num_clusters)
     result.embedding_centers_ = cluster_means(data, result.labels_, num_clusters)
     return result
+
+
+def refine_linear(space: SpaceMap, embeddings: np.ndarray, labels: np.ndarray, num_clusters: int) -> np.ndarray:
+    """The clusters [n] of every row of ``embeddings`` under a linear classifier taught ``labels`` (the KMeans of the
+    UMAP) on the rows UMAP was fitted on (their prepared embeddings are ``space.anchors``); the classifier is kept in
+    ``space`` for saving and for new texts."""
+    from textcore import linear_assigner
+
+    rows = fitted_rows(len(embeddings), space.settings, space.seed)
+    taught = labels if rows is None else labels[rows]
+    space.weights, space.bias = linear_assigner.fit(space.anchors, taught, num_clusters, space.seed)
+    return space.assign(embeddings)[0]
 
 
 def cluster_means(embeddings: np.ndarray, labels: np.ndarray, num_clusters: int) -> np.ndarray:

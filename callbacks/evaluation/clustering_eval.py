@@ -181,7 +181,9 @@ class ClusteringEvaluator(PeriodicEvaluation):
         self.predictions: dict | None = None
         self.before_predictions: dict | None = None  # KMeans of the embeddings before training
         self.outputs: dict | None = None  # evaluation outputs behind ``predictions``
-        self.kmeans_centers = None  # [K, d] centres of the KMeans behind ``predictions["kmeans"]``
+        # [K, d] centres of the KMeans behind ``predictions["kmeans"]`` (in a refined UMAP, umap.refine=linear, the
+        # predictions are its linear classifier's, not the nearest of these centres: space_map holds the classifier)
+        self.kmeans_centers = None
         self.kmeans_device: str | None = None  # where the last KMeans ran (cpu, cuda:0): results.json's protocol
 
     def state_dict(self) -> dict:

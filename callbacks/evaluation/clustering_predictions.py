@@ -88,11 +88,16 @@ def space_metadata(space_map) -> dict:
     """The clustering space of the centres when it is a UMAP (cluster_space=umap): nothing otherwise."""
     if space_map is None:
         return {}
-    return {"cluster_space": "umap",
-            "space": f"UMAP ({space_map.settings.n_components} dimensions) of the evaluation embeddings of the trained "
-                     f"encoder, saved in {FOLDER}/; new texts are placed by their nearest fitted texts "
-                     "(textcore.cluster_space), then assigned to the nearest centroid (Euclidean); kmeans_cluster "
-                     "in predictions.csv"}
+    where = (f"UMAP ({space_map.settings.n_components} dimensions) of the evaluation embeddings of the trained "
+             f"encoder, saved in {FOLDER}/")
+    if space_map.refined:  # the centres made the KMeans; the classifier made (and makes) the assignments
+        how = ("the KMeans clusters of these centres refined by a linear classifier of the embeddings (umap.refine="
+               f"linear; weights.npy and bias.npy in {FOLDER}/): new texts are assigned by that classifier, not by "
+               "the nearest centroid")
+    else:
+        how = ("new texts are placed by their nearest fitted texts (textcore.cluster_space), then assigned to the "
+               "nearest centroid (Euclidean)")
+    return {"cluster_space": "umap", "space": f"{where}; {how}; kmeans_cluster in predictions.csv"}
 
 
 class ClusteringPredictionWriter(Callback):

@@ -25,12 +25,14 @@ def resolve_auto_clusters(cfg: DictConfig, datamodule, output_dir: Path) -> dict
     results.json's ``num_clusters_choice``.
 
     The texts are embedded by the untrained backbone with the method's pooling and the run's token
-    limit, and ``evaluation.clustering.choose_k`` scans ``choose_k.k`` under ``choose_k.rule``. The choice is kept in
+    limit, and ``evaluation.clustering.choose_k`` scans ``choose_k.k`` under ``choose_k.rule``, in the run's clustering
+    space (``cluster_space``: with a UMAP, K is chosen among the UMAP's clusters, where the run's KMeans will be). The choice is kept in
     ``<run>/choose_k/choose_k.json``, so a resumed run reuses it instead of choosing again.
     """
     if getattr(datamodule, "requested_clusters", None) != "auto":
         return None
     from evaluation.clustering.choose_k import choose_k, scan_rows, write_outputs
+    from textcore.cluster_space import settings_of
     from textcore.device_settings import OUTSIDE_TRAINING
     from textcore.encoding.encoder import EncoderSettings, TextEncoder
 
@@ -54,7 +56,8 @@ def resolve_auto_clusters(cfg: DictConfig, datamodule, output_dir: Path) -> dict
         embeddings = encoder.encode(texts, batch_size=128).numpy()
         result = choose_k(embeddings, settings.k, int(settings.kmeans_runs), settings.rule,
                           int(settings.silhouette_sample), kmeans_backend=OUTSIDE_TRAINING["kmeans_backend"],
-                          log=log.info, max_texts=int(settings.max_texts))
+                          log=log.info, max_texts=int(settings.max_texts), space=settings_of(cfg),
+                          seed=int(cfg.get("seed") or 0))
         with writing(saved):
             write_outputs(result, folder, f"{cfg.dataset.name} ({cfg.backbone.name}, before training)")
     datamodule.requested_clusters = int(result["recommended"]["k"])

@@ -46,28 +46,30 @@ def conf_defaults() -> dict:
 
 
 def parse_k(spec: str | Sequence[int], n_texts: int | None = None) -> list[int]:
-    """``"2:60"`` (every K), ``"2:60:2"`` (a step), ``"4,8,20"`` (a list) -> sorted Ks >= 2 (and < n_texts)."""
+    """``"2:60"`` (every K), ``"2:60:2"`` (a step), ``"4,8,20"`` (a list), or ranges and Ks joined by commas
+    (``"2:60,65:200:5"``) -> sorted Ks >= 2 (and < n_texts)."""
     if isinstance(spec, (list, tuple)):
         ks = [int(k) for k in spec]
     else:
-        text = str(spec).strip()
         try:
-            if ":" in text:
-                parts = [int(p) for p in text.split(":")]
-                if len(parts) not in (2, 3):
-                    raise ValueError
-                lo, hi, step = parts[0], parts[1], parts[2] if len(parts) == 3 else 1
-                if step < 1:
-                    raise ValueError
-                ks = list(range(lo, hi + 1, step))
-            else:
-                ks = [int(p) for p in text.split(",") if p.strip()]
+            ks = [k for part in str(spec).split(",") if part.strip() for k in _k_part(part.strip())]
         except ValueError:
-            raise ConfigError(f"K range '{spec}': use lo:hi, lo:hi:step or a list such as 4,8,20") from None
+            raise ConfigError(f"K range '{spec}': use lo:hi, lo:hi:step, a list such as 4,8,20, or ranges joined "
+                              "by commas such as 2:60,65:200:5") from None
     ks = sorted({k for k in ks if k >= 2 and (n_texts is None or k < n_texts)})
     if not ks:
         raise ConfigError(f"K range '{spec}' holds no K " + _k_bounds(spec, n_texts))
     return ks
+
+
+def _k_part(text: str) -> list[int]:
+    """The Ks of one comma-separated part: ``lo:hi``, ``lo:hi:step`` or one K (ValueError when malformed)."""
+    if ":" not in text:
+        return [int(text)]
+    parts = [int(p) for p in text.split(":")]
+    if len(parts) not in (2, 3) or (len(parts) == 3 and parts[2] < 1):
+        raise ValueError(text)
+    return list(range(parts[0], parts[1] + 1, parts[2] if len(parts) == 3 else 1))
 
 
 def _k_bounds(spec, n_texts: int | None) -> str:
@@ -84,14 +86,17 @@ def _k_bounds(spec, n_texts: int | None) -> str:
             f"Use e.g. 2:{min(n_texts - 1, 20)}.")
 
 
-def hdbscan_reference(embeddings: np.ndarray, min_cluster_size: int = 10, sample: int = 5000, seed: int = 0) -> dict:
-    """HDBSCAN's number of clusters on (a seeded sample of) the L2-normalised embeddings, and its noise share."""
+def hdbscan_reference(embeddings: np.ndarray, min_cluster_size: int = 10, sample: int = 5000, seed: int = 0,
+                      normalise: bool = True) -> dict:
+    """HDBSCAN's number of clusters on (a seeded sample of) the embeddings, L2-normalised unless ``normalise`` is
+    False (UMAP coordinates), and its noise share."""
     from sklearn.cluster import HDBSCAN
 
     n = len(embeddings)
     rows = np.arange(n) if n <= sample else np.random.default_rng(seed).choice(n, sample, replace=False)
     data = np.asarray(embeddings, dtype=np.float64)[rows]
-    data /= np.linalg.norm(data, axis=1, keepdims=True).clip(min=1e-12)  # Euclidean on the sphere ~ cosine
+    if normalise:
+        data /= np.linalg.norm(data, axis=1, keepdims=True).clip(min=1e-12)  # Euclidean on the sphere ~ cosine
     labels = HDBSCAN(min_cluster_size=min(min_cluster_size, max(2, len(rows) // 2)), copy=True).fit(data).labels_
     return {
         "clusters": int(len(set(labels.tolist()) - {-1})),
@@ -109,8 +114,10 @@ def scan_k(
     *,
     kmeans_backend: str,
     log: Callable[[str], None] | None = None,
+    metric: str = "cosine",
 ) -> list[dict]:
-    """One row per K: silhouette, calinski_harabasz, davies_bouldin, stability, inertia, seconds."""
+    """One row per K: silhouette (``metric`` distance), calinski_harabasz, davies_bouldin, stability, inertia,
+    seconds."""
     from sklearn.metrics import adjusted_rand_score
 
     from evaluation.clustering.label_free import label_free_report
@@ -125,7 +132,7 @@ def scan_k(
         start = time.perf_counter()
         fits = [kmeans_fit(data, k, seed, 1, kmeans_backend) for seed in range(seeds)]
         best = min(fits, key=lambda f: f.inertia_)
-        scores = label_free_report(data, best.labels_, k, sample=silhouette_sample)[0]
+        scores = label_free_report(data, best.labels_, k, sample=silhouette_sample, metric=metric)[0]
         stability = float(np.mean([adjusted_rand_score(a.labels_, b.labels_)
                                    for a, b in itertools.combinations(fits, 2)]))
         row = {"k": int(k), "silhouette": scores["silhouette"], "calinski_harabasz": scores["calinski_harabasz"],
@@ -166,8 +173,15 @@ def choose_k(
     kmeans_backend: str,
     log: Callable[[str], None] | None = None,
     max_texts: int | None = None,
+    space=None,
+    seed: int = 0,
 ) -> dict:
     """Scan K over ``embeddings`` [n, d]; ``{"ks", "rows", "recommended", "hdbscan", ...}``.
+
+    ``space`` (``textcore.cluster_space.SpaceSettings``): where the run's KMeans clusters. With a UMAP
+    (``cluster_space=umap``) the scan fits that UMAP on the scanned sample (``seed``) and runs KMeans, the criteria
+    (silhouette with Euclidean distance, as KMeans sees the coordinates) and HDBSCAN on its coordinates: K is then
+    chosen where the run will cluster.
 
     ``max_texts``: KMeans and the criteria run on a seeded sample of this many texts (0: all); the
     cost of a scan grows with N x K, and K is a property of the corpus that a sample shows. A setting left None
@@ -188,12 +202,20 @@ def choose_k(
         embeddings = np.asarray(embeddings[keep])
     ks = parse_k(k, len(embeddings))
     start = time.perf_counter()
-    rows = scan_k(embeddings, ks, seeds, silhouette_sample, kmeans_backend=kmeans_backend, log=log)
+    metric, where = "cosine", {"space": "embeddings"}
+    if space is not None and space.umap:
+        from textcore.cluster_space import fit_space, space_record
+
+        if log:
+            log(f"choose_k: UMAP of the {len(embeddings)} scanned texts (cluster_space=umap), then the scan there")
+        embeddings = fit_space(embeddings, space, seed)[1]
+        metric, where = "euclidean", space_record(space)
+    rows = scan_k(embeddings, ks, seeds, silhouette_sample, kmeans_backend=kmeans_backend, log=log, metric=metric)
     try:
-        reference = hdbscan_reference(embeddings, hdbscan_min_cluster_size)
+        reference = hdbscan_reference(embeddings, hdbscan_min_cluster_size, normalise=metric == "cosine")
     except ValueError as err:  # too few texts for HDBSCAN
         reference = {"clusters": None, "note": str(err)}
-    return {"texts": int(total), "texts_scanned": int(len(embeddings)), "ks": ks, "seeds": seeds,
+    return {"texts": int(total), "texts_scanned": int(len(embeddings)), "ks": ks, "seeds": seeds, "space": where,
             "silhouette_sample": silhouette_sample, "rows": rows, "recommended": recommend(rows, rule),
             "hdbscan": reference, "seconds": round(time.perf_counter() - start, 1)}
 

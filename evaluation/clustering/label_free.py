@@ -41,16 +41,17 @@ import numpy as np
 from evaluation.clustering.catalogue import cluster_accuracy
 
 
-def silhouette_cosine(embeddings: np.ndarray, assignments: np.ndarray, sample: int = 2000, seed: int = 0) -> float:
-    """Mean cosine silhouette on a seeded sample of ``sample`` rows (all rows when fewer); NaN unless the sample
-    holds 2 <= K <= n - 1 clusters (the range where it is defined)."""
+def silhouette_cosine(embeddings: np.ndarray, assignments: np.ndarray, sample: int = 2000, seed: int = 0,
+                      metric: str = "cosine") -> float:
+    """Mean cosine silhouette (or another scikit-learn ``metric``) on a seeded sample of ``sample`` rows (all rows when
+    fewer); NaN unless the sample holds 2 <= K <= n - 1 clusters (the range where it is defined)."""
     from sklearn.metrics import silhouette_score
 
     assignments = np.asarray(assignments)
     rows = _silhouette_rows(len(assignments), sample, seed)
     if partition_problem(len(rows), len(np.unique(assignments[rows]))) is not None:
         return float("nan")
-    return float(silhouette_score(np.asarray(embeddings[rows]), assignments[rows], metric="cosine"))
+    return float(silhouette_score(np.asarray(embeddings[rows]), assignments[rows], metric=metric))
 
 
 def _silhouette_rows(n: int, sample: int, seed: int) -> np.ndarray:
@@ -171,12 +172,13 @@ def label_free_report(
     sample: int = 2000,
     seed: int = 0,
     previous_rows: np.ndarray | None = None,
+    metric: str = "cosine",
 ) -> tuple[dict[str, float | None], dict[str, str]]:
     """(scores, reasons): all criteria of the module docstring for one clustering (``changed`` only with
     ``previous``, the assignments of the rows ``previous_rows`` of these, every row when None: the last
     evaluation of a large corpus compares the sample the earlier ones evaluated). A criterion that is undefined for
     this partition is None in ``scores`` and ``reasons[name]`` says why (e.g. K = N, identical embeddings, NaN in
-    the embeddings)."""
+    the embeddings). ``metric``: the silhouette's distance (cosine for embeddings, euclidean for UMAP coordinates)."""
     assignments = np.asarray(assignments)
     x = embeddings if getattr(embeddings, "ndim", 0) == 2 else np.asarray(embeddings).reshape(len(assignments), -1)
     scores: dict[str, float | None] = dict.fromkeys(GEOMETRIC)
@@ -191,7 +193,7 @@ def label_free_report(
         sampled = partition_problem(len(rows), len(np.unique(assignments[rows])))
         if sampled is None:  # quadratic in N: on the sample only, in float64 as the scores below
             scores["silhouette"] = silhouette_cosine(np.asarray(x[rows], dtype=np.float64), assignments[rows],
-                                                     len(rows), seed)
+                                                     len(rows), seed, metric=metric)
         else:
             reasons["silhouette"] = f"{sampled} (in the sample of {len(rows)} texts it is computed on)"
         spread, why = _spread_scores(x, assignments)

@@ -13,7 +13,10 @@ The texts are embedded with the run's trained encoder (its evaluation pooling an
   (``kmeans_centroids.npy`` in the run folder, copied beside an export by ``evaluation.model_io.export``), by
   Euclidean distance as KMeans assigns. ``confidence`` is the cosine similarity to that centroid,
   ``margin`` = 1 - d1/d2 (d1, d2: distances to the nearest and second-nearest centroid; 0 = halfway
-  between two clusters, near 1 = deep inside one).
+  between two clusters, near 1 = deep inside one). A run that clustered in a UMAP (``cluster_space=umap``) places
+  the text in its map first; when the map was refined (``umap.refine=linear``, the default) its linear classifier
+  assigns the embedding instead (no UMAP placement): ``confidence`` is the classifier's probability of the cluster,
+  ``margin`` its lead over the second most probable one.
 
 AECL's clustering network reads H, the output of a sample-level attention over the samples of a
 BATCH, so a text's cluster depends on which texts share its batch. Here every new text is placed in
@@ -272,7 +275,7 @@ def predict(reference, input_path, text_column: str = "text", output=None, assig
     model = load_cluster_model(reference, trust_checkpoint)
     if backend != "torch":
         use_backend(model, backend)
-    use_head = _uses_head(model, reference, assign)
+    use_head = uses_head(model, reference, assign)
     partition = "head" if use_head else "kmeans"
     words = cluster_words(model.folder, partition, top_n) if top_n else {}
     plan = {"input": shards.input_fingerprint(input_path), "text_column": text_column, "encoding": encoding,
@@ -341,7 +344,9 @@ def _backend_accelerator(backend: str, accelerator: str) -> str:
     return "cpu"
 
 
-def _uses_head(model: ClusterModel, reference, assign: str) -> bool:
+def uses_head(model: ClusterModel, reference, assign: str) -> bool:
+    """Whether ``assign`` (head | kmeans | auto) assigns by the model's cluster head; a choice the model cannot serve is
+    a one-line ``PredictInputError`` naming ``reference``. The command and the API both decide here."""
     has_head = model.has_head
     if assign == "head" and not has_head:
         raise PredictInputError(
@@ -393,7 +398,8 @@ def assign_texts(model: ClusterModel, texts: Sequence[str], blank: np.ndarray | 
 
 
 def _assign(model: ClusterModel, embeddings: torch.Tensor, context, use_head: bool):
-    """(cluster, confidence, margin) of each row of ``embeddings``, computed on the model's device."""
+    """(cluster, confidence, margin) of each row of ``embeddings``, computed on the model's device (a refined UMAP's
+    linear classifier: on the CPU, a matrix product in blocks)."""
     import torch
 
     device = next(model.encoder.parameters()).device
@@ -401,6 +407,9 @@ def _assign(model: ClusterModel, embeddings: torch.Tensor, context, use_head: bo
         with torch.no_grad():
             p = model.module.cluster_probabilities(embeddings.to(device), context)  # [N, K]
         return probabilities_to_assignment(p)
+    if model.space is not None and model.space.refined:  # the run's clusters are its linear classifier's argmax
+        cluster, top = model.space.assign(embeddings.float().cpu().numpy())
+        return cluster, top[:, 0], top[:, 0] - top[:, 1]
     if model.space is not None:  # centroids in the run's UMAP: the texts go through it first
         embeddings = torch.from_numpy(model.space.transform(embeddings.float().cpu().numpy()))
     return nearest_centroid(embeddings, model.centroids, device)

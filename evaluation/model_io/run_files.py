@@ -9,7 +9,9 @@ the final embeddings and KMeans) and ``callbacks.evaluation.run_report.RunReport
   ``eval_sample`` the rows listed in ``embeddings/before_rows.npy``);
 - ``embeddings/before_kmeans.npy``: KMeans clusters of the "before" embeddings (int32 [N]);
 - ``kmeans_centroids.npy`` (float32 [K, d]) + ``kmeans_centroids.json``: the final KMeans of the
-  evaluation embeddings, for ``evaluation.model_io.predict``;
+  evaluation embeddings, for ``evaluation.model_io.predict`` (with ``cluster_space=umap`` its centres in UMAP
+  coordinates; with ``umap.refine=linear`` the clusters of ``predictions.csv`` are those of the classifier in
+  ``cluster_space/``, not these centres' nearest);
 - ``clusters.md``, ``clusters.json``: cluster descriptions (``evaluation.run_report.describe``);
 - ``plots/*.png``: ``evaluation.run_report.plots``;
 - ``report.html``: one self-contained page with the map, the clusters, the summary and the curves

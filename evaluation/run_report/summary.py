@@ -30,8 +30,11 @@ def summary_rows(results: dict) -> list[dict]:
     monitor = clustering.get("best_monitor") or "kmeans_acc"
     how = "chosen with labels" if clustering.get("best_selected_with_labels") else "chosen without labels"
     # where KMeans clustered (cluster_space): the embeddings, or their UMAP
-    space = ((clustering.get("protocol") or {}).get("cluster_space") or {}).get("space", "embeddings")
+    record = (clustering.get("protocol") or {}).get("cluster_space") or {}
+    space = record.get("space", "embeddings")
     where = "on embeddings" if space == "embeddings" else f"in a UMAP ({space_dims(clustering)}-d) of the embeddings"
+    if space != "embeddings" and record.get("refine") == "linear":  # a run from before the refinement has no key
+        where += ", refined linearly"
     entries = [
         (f"KMeans {where}, before training", clustering.get("before"), "kmeans"),
         (f"KMeans {where}, after training", clustering.get("final"), "kmeans"),

@@ -16,8 +16,13 @@ Rows, each for the seeds of ``--seeds`` (seeded: the UMAP's random_state, KMeans
 - ``bertopic_kmeans``: BERTopic with ``hdbscan_model=KMeans(K)`` (its documented fixed-K recipe, scikit-learn's
   KMeans with its defaults) after the same UMAP;
 - ``project_space``: the project's KMeans in its default clustering space (``textcore.cluster_space.space_kmeans``
-  with ``cluster_space=umap``'s defaults: UMAP 5 x 15, cosine, min_dist 0; KMeans with 10 restarts) on the same cached
-  embeddings: what a run's evaluation before training assigns, on this encoder;
+  with ``cluster_space=umap``'s defaults: UMAP 5 x 15, cosine, min_dist 0; KMeans with 10 restarts; its clusters
+  refined by the linear classifier of ``umap.refine=linear``) on the same cached embeddings: what a run's evaluation
+  before training assigns, on this encoder;
+- ``project_space_norefine``: the same with ``umap.refine=none`` (the KMeans of the UMAP as it is);
+- ``project_space_auto``: K not given: K chosen as ``num_clusters=auto`` chooses it before training
+  (``evaluation.clustering.choose_k`` with conf/config.yaml's ``choose_k`` settings, in the UMAP of its sample), then
+  ``project_space`` with that K: the untrained half of ``project_auto``;
 - ``project``: ``ctclust.TextClusterer(num_clusters=K).fit(texts, labels)`` with nothing else set, in its own
   process; its results.json gives the row before training (``project_untrained``: the project's KMeans before
   training, in the run's clustering space), after training (``project``: the run's own assignment ``labels_``: the
@@ -52,12 +57,18 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 
 SETS = ["agnews", "biomedical", "googlenews_s", "googlenews_t", "searchsnippets", "stackoverflow", "tweet"]
-ROWS = ["kmeans", "bertopic", "bertopic_kmeans", "project_space", "project", "project_auto"]
+ROWS = ["kmeans", "bertopic", "bertopic_kmeans", "project_space", "project_space_norefine", "project_space_auto",
+        "project", "project_auto"]
 TABLE_ROWS = [  # (results key, label in the table)
     ("kmeans", "KMeans(K) on the embeddings"),
     ("bertopic", "BERTopic default (UMAP 5d + HDBSCAN)"),
     ("bertopic_kmeans", "BERTopic + KMeans(K) after its UMAP"),
-    ("project_space", "project's clustering space, untrained: `cluster_space=umap` defaults, KMeans 10 restarts"),
+    ("project_space", "project's clustering space, untrained: UMAP + KMeans + linear refinement (`cluster_space=umap` "
+                      "defaults, KMeans 10 restarts)"),
+    ("project_space_norefine", "project's clustering space, untrained, without the refinement: UMAP + KMeans "
+                               "(`umap.refine=none`)"),
+    ("project_space_auto", "project's clustering space, untrained, K not given: `num_clusters=\"auto\"`'s K, then "
+                           "UMAP + KMeans + linear refinement"),
     ("project_untrained", "project, untrained (`before` row)"),
     ("project", "project default, `TextClusterer(num_clusters=K).fit` (its `labels_`)"),
     ("project_head", "project default, SCCL's cluster head after training"),
@@ -179,7 +190,7 @@ def project_worker(data_dir: Path, name: str, seed: int, auto: bool, run_root: P
     start = time.perf_counter()
     clusterer = TextClusterer(num_clusters="auto" if auto else k, seed=seed, overrides=overrides or None,
                               run_dir=run_root / f"{name}_{'auto' if auto else 'k'}_{seed}")
-    clusterer.fit(texts, labels=list(labels))
+    clusterer.fit(texts, list(labels))
     seconds = time.perf_counter() - start
     out = {"project" if not auto else "project_auto": {**scores(labels, clusterer.labels_), "seconds": seconds},
            "run_dir": str(clusterer.run_dir_)}
@@ -198,11 +209,30 @@ def project_worker(data_dir: Path, name: str, seed: int, auto: bool, run_root: P
     return out
 
 
+def space_auto(emb: np.ndarray, seed: int) -> tuple[np.ndarray, int, float]:
+    """``project_space_auto``: K chosen as a run with ``num_clusters=auto`` chooses it (its settings, its clustering
+    space), then the default clustering space's KMeans with that K: (labels, K, seconds)."""
+    from evaluation.clustering.choose_k import choose_k
+    from textcore.cluster_space import SpaceSettings, space_kmeans
+
+    start = time.perf_counter()
+    space = SpaceSettings(space="umap")
+    chosen = int(choose_k(emb, kmeans_backend="fast", space=space, seed=seed)["recommended"]["k"])
+    found = space_kmeans(emb, chosen, seed, 10, "fast", 50000, space).labels_
+    return found, chosen, time.perf_counter() - start
+
+
+def current(record: dict) -> bool:
+    """False for a ``project_space`` line written before the row was refined (no ``refine`` in it): it measured what
+    ``project_space_norefine`` measures now, so it is run again and left out of the table."""
+    return record["row"] != "project_space" or "refine" in record
+
+
 def done_keys(results: Path) -> set:
     if not results.is_file():
         return set()
     return {(r["set"], r["row"], r["seed"], r.get("max_texts", 0))
-            for r in map(json.loads, results.read_text().splitlines()) if r}
+            for r in map(json.loads, results.read_text().splitlines()) if r and current(r)}
 
 
 def append(results: Path, record: dict) -> None:
@@ -230,19 +260,26 @@ def run(args) -> None:
                     continue
                 print(f"[run] {name} (n={len(texts)}, K={k}) {row} seed {seed}", flush=True)
                 record = {"set": name, "row": row, "seed": seed, "k": k, "n": len(texts),
-                          "max_length": args.max_length, "max_texts": args.max_texts, "date": time.strftime("%Y-%m-%d %H:%M:%S")}
+                          "max_length": args.max_length, "max_texts": args.max_texts,
+                          "date": time.strftime("%Y-%m-%d %H:%M:%S")}
                 if row == "kmeans":
                     from textcore.kmeans import kmeans_fit
 
                     start = time.perf_counter()
                     found = kmeans_fit(emb, k, seed=seed, n_init=10, backend="fast").labels_
                     record[row] = {**scores(labels, found), "seconds": time.perf_counter() - start + embed_seconds}
-                elif row == "project_space":
+                elif row in ("project_space", "project_space_norefine"):
                     from textcore.cluster_space import SpaceSettings, space_kmeans
 
+                    refine = "none" if row == "project_space_norefine" else SpaceSettings().refine  # the default
                     start = time.perf_counter()
-                    found = space_kmeans(emb, k, seed, 10, "fast", 50000, SpaceSettings(space="umap")).labels_
+                    found = space_kmeans(emb, k, seed, 10, "fast", 50000,
+                                         SpaceSettings(space="umap", refine=refine)).labels_
+                    record["refine"] = refine
                     record[row] = {**scores(labels, found), "seconds": time.perf_counter() - start + embed_seconds}
+                elif row == "project_space_auto":
+                    found, chosen, seconds = space_auto(emb, seed)
+                    record[row] = {**scores(labels, found), "chosen_k": chosen, "seconds": seconds + embed_seconds}
                 elif row in ("bertopic", "bertopic_kmeans"):
                     shared = umap_model is not None and row == "bertopic_kmeans"
                     umap_model = umap_model if shared else TimedUMAP(seed)
@@ -284,7 +321,7 @@ def table(out: Path) -> str:
     records, seen = [], set()
     for record in (json.loads(line) for line in (out / "results.jsonl").read_text().splitlines() if line):
         key = (record["set"], record["row"], record["seed"], record.get("max_texts", 0))
-        if key not in seen:  # two processes may have run the same row: the first counts
+        if key not in seen and current(record):  # two processes may have run the same row: the first counts
             seen.add(key)
             records.append(record)
     lines = ["| set (n, K) | pipeline | ACC | NMI | ARI | clusters | outliers | seconds | seeds |",

@@ -18,8 +18,8 @@ ROOT = Path(__file__).resolve().parents[2]
 # bottom to top, as docs/architecture.md lists them; a module belongs to the longest name that prefixes it
 LAYERS = (
     ("textcore",),  # errors, console, run_folder, atomic_files, device_settings, checkout, data_kinds
-    ("textcore.encoding", "textcore.kmeans", "textcore.cluster_space"),  # the text encoder, KMeans (and its UMAP
-    # space), without Lightning
+    ("textcore.encoding", "textcore.kmeans", "textcore.cluster_space", "textcore.linear_assigner"),  # the text
+    # encoder, KMeans (and its UMAP space, refined by a linear classifier), without Lightning
     ("datamodules",),
     ("lightning_modules.shared",),
     ("lightning_modules",),  # the method packages, each with its own callbacks/

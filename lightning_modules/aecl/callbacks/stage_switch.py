@@ -146,7 +146,8 @@ class AECLStageSwitch(Callback):
 
     def kmeans_labels(self, trainer, pl_module) -> torch.Tensor:
         """KMeans clusters [n] of the whole training set's embeddings, in row order (centres fitted on at most
-        ``kmeans_sample`` of them, then every row assigned to its nearest centre)."""
+        ``kmeans_sample`` of them, then every row assigned to its nearest centre; in a UMAP refined by its linear
+        classifier, ``umap.refine=linear``, the classifier's clusters)."""
         embeddings = cached_eval_outputs(trainer, pl_module)["embeddings"]  # [n, d]
         if self.space.umap:
             labels = space_kmeans(

@@ -122,6 +122,33 @@ def test_parse_k_and_recommend_rule():
     assert recommend(rows, "davies_bouldin")["k"] == 4
 
 
+def test_parse_k_joins_ranges_and_ks_with_commas():
+    assert parse_k("2:4,10:20:5,7") == [2, 3, 4, 7, 10, 15, 20]
+    assert parse_k("2:60,65:200:5")[-3:] == [190, 195, 200] and len(parse_k("2:60,65:200:5")) == 59 + 28
+    for bad in ("2:4,x", "2:4,10:20:0", "2:4,1:2:3:4"):
+        with pytest.raises(ConfigError, match="joined by commas"):
+            parse_k(bad)
+
+
+@pytest.mark.slow  # UMAP's first call compiles numba code
+def test_choose_k_in_a_umap_scans_its_coordinates():
+    from textcore.cluster_space import SpaceSettings
+
+    rng = np.random.default_rng(0)
+    centres = rng.normal(size=(5, 24)) * 3
+    x = np.concatenate([c + rng.normal(scale=0.3, size=(60, 24)) for c in centres]).astype(np.float32)
+    space = SpaceSettings(space="umap", n_neighbors=10, n_components=3)
+    result = choose_k(x, "2:9", seeds=2, silhouette_sample=1000, hdbscan_min_cluster_size=10, kmeans_backend=KMEANS,
+                      space=space, seed=0)
+    assert result["recommended"]["k"] == 5
+    assert result["space"]["space"] == "umap" and result["space"]["n_components"] == 3
+    again = choose_k(x, "2:9", seeds=2, silhouette_sample=1000, kmeans_backend=KMEANS, space=space, seed=0)
+    assert [r["silhouette"] for r in again["rows"]] == [r["silhouette"] for r in result["rows"]]  # seeded
+    raw = choose_k(x, "2:9", seeds=2, silhouette_sample=1000, kmeans_backend=KMEANS)
+    assert raw["space"] == {"space": "embeddings"}
+    assert [r["silhouette"] for r in raw["rows"]] != [r["silhouette"] for r in result["rows"]]
+
+
 def test_choose_k_finds_well_separated_blobs():
     x, _ = blobs(k=4, per=25, spread=0.02)
     result = choose_k(x, "2:8", seeds=3, silhouette_sample=1000, hdbscan_min_cluster_size=5, kmeans_backend=KMEANS)
