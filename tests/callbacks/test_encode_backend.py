@@ -71,7 +71,9 @@ def test_an_onnx_end_of_run_pass_gives_torchs_embeddings_and_predictions(runs):
     assert not (torch_run.run_dir_ / "onnx").exists()
 
 
-def test_an_int8_end_of_run_pass_runs_and_records_itself(tmp_path):
+def test_an_int8_end_of_run_pass_runs_and_records_itself(tmp_path, monkeypatch):
+    from textcore.encoding import onnx_runtime
+
     run, embeddings = fit(tmp_path, "onnx-int8")
     clustering, rows = final(run)
     assert clustering["protocol"]["encode_backend"] == "onnx-int8"
@@ -84,6 +86,16 @@ def test_an_int8_end_of_run_pass_runs_and_records_itself(tmp_path):
         torch_embeddings, axis=1)
     assert cosine.min() > 0.99
     assert np.abs(embeddings - torch_embeddings).max() > 1e-6  # quantised: close, not torch's own numbers
+
+    def no_export(*args, **kwargs):
+        raise AssertionError("exported again")
+
+    # the run's model loaded again (tools.py predict, the API) finds the export the run made (int8 activations are
+    # quantised per batch, so other batches may round otherwise: close, not equal)
+    monkeypatch.setattr(onnx_runtime, "_export_fp32", no_export)
+    monkeypatch.setattr(onnx_runtime, "_quantise", no_export)
+    again = TextClusterer.load(run.run_dir_, backend="onnx-int8", verbose=False).transform(rows["text"].tolist())
+    assert again.shape == embeddings.shape and np.abs(again - embeddings).max() < 0.05
     assert list((run.run_dir_ / "onnx").glob("*-int8.onnx"))
 
 
