@@ -156,8 +156,7 @@ def _export_fp32(encoder, pooling: str, target: Path) -> None:
             warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation and tracer notes: nothing to do
             torch.onnx.export(_Pooled(encoder, pooling), args, str(traced), input_names=names,
                               output_names=["embeddings"], dynamic_axes=axes, opset_version=RECIPE["onnx"]["opset"],
-                              dynamo=False,
-                              do_constant_folding=True)
+                              dynamo=False, do_constant_folding=True)
     finally:
         encoder.train(was_training)
     if RECIPE["onnx"]["optimiser"]:
