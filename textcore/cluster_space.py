@@ -216,12 +216,13 @@ def _prepared(data: np.ndarray, metric: str) -> np.ndarray:
     return data / np.linalg.norm(data, axis=1, keepdims=True).clip(1e-12)
 
 
-def fit_space(embeddings, settings: SpaceSettings, seed: int) -> tuple[SpaceMap, np.ndarray]:
+def fit_space(embeddings, settings: SpaceSettings, seed: int, place_rest: bool = True) -> tuple[SpaceMap, np.ndarray]:
     """UMAP of ``embeddings`` [n, d]: the map and the coordinates [n, c] of every row.
 
     Fitted on a seeded sample of ``settings.fit_sample`` rows when there are more (0: every row); the others are
-    placed by :meth:`SpaceMap.transform`. The same seed gives the same coordinates (umap-learn with a
-    ``random_state`` runs single-threaded and is repeatable)."""
+    placed by :meth:`SpaceMap.transform`, unless ``place_rest`` is False: the coordinates are then the sample's only
+    (the rows of :func:`fitted_rows`). The same seed gives the same coordinates (umap-learn with a ``random_state``
+    runs single-threaded and is repeatable)."""
     data = np.asarray(embeddings)
     if len(data) <= settings.n_neighbors:
         raise ConfigError(f"cluster_space=umap: {len(data)} texts, fewer than umap.n_neighbors+1 "
@@ -230,7 +231,7 @@ def fit_space(embeddings, settings: SpaceSettings, seed: int) -> tuple[SpaceMap,
     fitted = _prepared(np.asarray(data if rows is None else data[rows], dtype=np.float32), settings.metric)
     coords = _umap_fit(fitted, settings, seed)
     space = SpaceMap(fitted, coords, settings, seed)
-    if rows is None:
+    if rows is None or not place_rest:
         return space, coords
     everything = space.transform(data)
     everything[rows] = coords
@@ -280,8 +281,10 @@ def space_kmeans(embeddings, num_clusters: int, seed: int, n_init: int, backend:
     With the embeddings' space this is ``kmeans_fit`` itself. With UMAP, KMeans runs on the coordinates; with
     ``refine=linear`` a linear classifier is then taught those clusters on the embeddings of the texts UMAP was fitted
     on, and ``labels_`` are its argmax over every row (``space_labels_``: the KMeans's own, nearest of
-    ``cluster_centers_``). The result keeps ``space`` (the :class:`SpaceMap`, for saving and for new texts),
-    ``coords`` and ``embedding_centers_`` ([K, d]: each cluster's mean embedding, what a cluster head starts from)."""
+    ``cluster_centers_``). With the refinement and more rows than ``umap.fit_sample``, KMeans runs on the fitted
+    sample's coordinates only, so ``coords`` and ``space_labels_`` are of the rows of :func:`fitted_rows`. The result
+    keeps ``space`` (the :class:`SpaceMap`, for saving and for new texts), ``coords`` and ``embedding_centers_``
+    ([K, d]: each cluster's mean embedding, what a cluster head starts from)."""
     from textcore.kmeans import kmeans_fit
 
     data = np.asarray(embeddings)
@@ -290,12 +293,15 @@ def space_kmeans(embeddings, num_clusters: int, seed: int, n_init: int, backend:
         result.space = None
         result.embedding_centers_ = result.cluster_centers_
         return result
-    space, coords = fit_space(data, settings, seed)
+    refine = settings.refine == "linear"
+    # refined, the classifier assigns every text: only the fitted sample needs coordinates (KMeans learns there), and
+    # placing the rest of a large corpus, most of the cost at a million texts, would serve nothing
+    space, coords = fit_space(data, settings, seed, place_rest=not refine)
     result = kmeans_fit(coords, num_clusters, seed, n_init, backend, sample=sample, **options)
     result.space = space
     result.coords = coords
     result.space_labels_ = result.labels_
-    if settings.refine == "linear":
+    if refine:
         result.labels_ = refine_linear(space, data, result.labels_, num_clusters)
     result.embedding_centers_ = cluster_means(data, result.labels_, num_clusters)
     return result
@@ -303,12 +309,12 @@ def space_kmeans(embeddings, num_clusters: int, seed: int, n_init: int, backend:
 
 def refine_linear(space: SpaceMap, embeddings: np.ndarray, labels: np.ndarray, num_clusters: int) -> np.ndarray:
     """The clusters [n] of every row of ``embeddings`` under a linear classifier taught ``labels`` (the KMeans of the
-    UMAP) on the rows UMAP was fitted on (their prepared embeddings are ``space.anchors``); the classifier is kept in
-    ``space`` for saving and for new texts."""
+    UMAP, of every row or of the fitted rows only) on the rows UMAP was fitted on (their prepared embeddings are
+    ``space.anchors``); the classifier is kept in ``space`` for saving and for new texts."""
     from textcore import linear_assigner
 
     rows = fitted_rows(len(embeddings), space.settings, space.seed)
-    taught = labels if rows is None else labels[rows]
+    taught = labels if rows is None or len(labels) == len(space.anchors) else labels[rows]
     space.weights, space.bias = linear_assigner.fit(space.anchors, taught, num_clusters, space.seed)
     return space.assign(embeddings)[0]
 

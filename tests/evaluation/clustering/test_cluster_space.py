@@ -170,7 +170,9 @@ def test_the_refinement_fits_on_the_umap_sample_and_a_cluster_may_be_empty():
         assert len(rows) == 150 and k == 3
         unit = x[rows] / np.linalg.norm(x[rows], axis=1, keepdims=True)  # cosine: unit length, as UMAP saw them
         np.testing.assert_allclose(features, unit, atol=1e-6)
-        assert np.array_equal(labels, found.space_labels_[rows])
+        # KMeans learned on the fitted rows only (the rest is not placed in the map: the classifier assigns it)
+        assert len(found.space_labels_) == len(found.coords) == 150 and np.array_equal(labels, found.space_labels_)
+        assert len(found.labels_) == len(x)
 
         # K = 4 with cluster 2 empty: the classifier keeps four rows, cluster 2 never wins
         empty = np.where(found.space_labels_ >= 2, found.space_labels_ + 1, found.space_labels_)
@@ -178,6 +180,9 @@ def test_the_refinement_fits_on_the_umap_sample_and_a_cluster_may_be_empty():
     assert found.space.weights.shape == (4, x.shape[1]) and found.space.bias.shape == (4,)
     assert 2 not in refined and set(np.unique(refined)) <= {0, 1, 3}
     assert cluster_space.cluster_means(x, refined, 4).shape == (4, x.shape[1])
+    with mock.patch.object(cluster_space.SpaceMap, "transform", side_effect=AssertionError("placed")):
+        again = cluster_space.space_kmeans(x, 3, 0, 2, "fast", 0, settings)  # refined: no text goes through the map
+    assert np.array_equal(again.labels_, found.labels_)
 
 
 @pytest.mark.slow  # two short runs of the tiny backbone with UMAP (numba compilation included): about a minute
