@@ -308,14 +308,12 @@ def space_kmeans(embeddings, num_clusters: int, seed: int, n_init: int, backend:
 
 
 def refine_linear(space: SpaceMap, embeddings: np.ndarray, labels: np.ndarray, num_clusters: int) -> np.ndarray:
-    """The clusters [n] of every row of ``embeddings`` under a linear classifier taught ``labels`` (the KMeans of the
-    UMAP, of every row or of the fitted rows only) on the rows UMAP was fitted on (their prepared embeddings are
-    ``space.anchors``); the classifier is kept in ``space`` for saving and for new texts."""
+    """The clusters [n] of every row of ``embeddings`` under a linear classifier taught ``labels`` [m] (the KMeans of
+    the UMAP's fitted rows, one per row of ``space.anchors``, their prepared embeddings); the classifier is kept in
+    ``space`` for saving and for new texts."""
     from textcore import linear_assigner
 
-    rows = fitted_rows(len(embeddings), space.settings, space.seed)
-    taught = labels if rows is None or len(labels) == len(space.anchors) else labels[rows]
-    space.weights, space.bias = linear_assigner.fit(space.anchors, taught, num_clusters, space.seed)
+    space.weights, space.bias = linear_assigner.fit(space.anchors, labels, num_clusters, space.seed)
     return space.assign(embeddings)[0]
 
 
