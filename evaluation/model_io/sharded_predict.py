@@ -31,16 +31,25 @@ from textcore.atomic_files import atomic_write_text
 log = logging.getLogger(__name__)
 
 
+NO_SHARD = -1  # the one item of a rank with no shard to encode
+
+
 class ShardTexts(IterableDataset):
-    """One item per shard of ``shards`` (this rank's): its number, first row, texts and blank mask."""
+    """One item per shard of ``shards`` (this rank's): its number, first row, texts and blank mask.
+
+    A rank without a shard (fewer shards left than processes) still gets one empty item: Lightning skips the predict
+    loop of a rank whose loader is empty, hooks included, so that rank would never reach the barrier the others wait
+    at."""
 
     def __init__(self, folder: Path, layout: shards.ShardLayout, mine: list[int]):
         self.folder, self.layout, self.mine = folder, layout, mine
 
     def __len__(self) -> int:
-        return len(self.mine)
+        return max(len(self.mine), 1)
 
     def __iter__(self):
+        if not self.mine:
+            yield {"shard": NO_SHARD, "start": 0, "texts": [], "blank": np.zeros(0, dtype=bool)}
         for shard in self.mine:
             texts, blank = shards.read_text_shard(self.folder, shard)
             yield {"shard": shard, "start": self.layout.bounds(shard)[0], "texts": texts, "blank": blank}
@@ -109,7 +118,9 @@ class ClusterPredictor(L.LightningModule):
         if self.make_context is not None:  # the same draw on every rank
             self.context = self.make_context().to(self.device)
 
-    def predict_step(self, batch: dict, batch_idx: int) -> dict:
+    def predict_step(self, batch: dict, batch_idx: int) -> dict | None:
+        if batch["shard"] == NO_SHARD:
+            return None
         texts, blank = batch["texts"], batch["blank"]
         n = len(texts)
         out = {"row": batch["start"] + np.arange(n)}
@@ -162,6 +173,8 @@ class PartWriter(BasePredictionWriter):
             log.error("rank %d: the launching process ended; stopping (rerun the command to resume)",
                       trainer.global_rank)
             os._exit(1)
+        if batch["shard"] == NO_SHARD:
+            return
         shards.write_part(self.folder, batch["shard"], prediction)
         self.written.append(batch["shard"])
         if self._progress is not None:

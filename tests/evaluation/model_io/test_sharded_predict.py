@@ -179,6 +179,19 @@ def test_two_cpu_processes_write_exactly_the_rows_of_one(tiny_run, one_process, 
 
 
 @pytest.mark.slow
+def test_fewer_shards_than_processes_the_rank_without_one_waits(tiny_run, one_process, tmp_path):
+    """One shard (the reference's first) on two processes: rank 1 encodes nothing, yet both reach the end together and
+    the rows equal one process's."""
+    source, expected = one_process
+    small = tmp_path / "small.csv"
+    pd.read_csv(source, keep_default_na=False).iloc[:SHARD_ROWS].to_csv(small, index=False)
+    done = finished(predict_cli(tiny_run, small, tmp_path / "parts", devices=2))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "1 to encode on 2 process(es)" in done.stderr
+    assert_same_rows(parts_table(tmp_path / "parts"), expected.iloc[:SHARD_ROWS])
+
+
+@pytest.mark.slow
 def test_a_killed_rank_leaves_complete_parts_and_the_rerun_encodes_only_the_missing_ones(tiny_run, one_process,
                                                                                       tmp_path):
     """Rank 1 of two is SIGKILLed after its first part; the same command on one process then encodes exactly the
