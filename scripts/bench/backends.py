@@ -12,12 +12,15 @@ shared machine slows them alike: the ratios to torch are the numbers to read. Th
   assigned to its centres (what ``tools.py predict --assign kmeans`` does with a run's centroids): the share of texts
   assigned as torch assigns them, and ACC/NMI against the labels.
 
+``--openvino`` adds OpenVINO's runtime (``pip install openvino``; not a dependency of the project) on the float32
+export, as one more column: the project adds a backend only where it measures faster than those it has.
+
 ``--int8-float-feed-forward`` measures another int8 recipe than the code's (``RECIPE`` of
 ``textcore/encoding/onnx_runtime.py``): the layers whose feed-forward output projection stays float (``all``,
 ``none`` or layer numbers such as ``0,1``); the result records the recipe it measured.
 
 Usage: python scripts/bench/backends.py --data <labelled.csv> [--texts 20000] [--chunks 4] [--text-column text0]
-       [--int8-float-feed-forward 0,1] [--output backends.json]
+       [--int8-float-feed-forward 0,1] [--openvino] [--output backends.json]
 """
 from __future__ import annotations
 
@@ -47,6 +50,8 @@ def main(argv=None) -> dict:
     parser.add_argument("--int8-float-feed-forward", default=None,
                         help="all, none or layer numbers (0,1): the int8 recipe's float feed-forward outputs "
                              "(default: the code's)")
+    parser.add_argument("--openvino", action="store_true",
+                        help="also OpenVINO's runtime on the float32 export (needs `pip install openvino`)")
     parser.add_argument("--output", type=Path, default=None, help="a JSON file for the results")
     args = parser.parse_args(argv)
 
@@ -72,39 +77,67 @@ def main(argv=None) -> dict:
         start = time.perf_counter()
         models[backend] = embedder(encoder, pooling, backend, cache)
         export_seconds[backend] = round(time.perf_counter() - start, 1)
-    seconds = {b: 0.0 for b in BACKENDS}
-    parts = {b: [] for b in BACKENDS}
+    if args.openvino:
+        models["openvino"] = openvino_encoder(models["onnx"], usable_cores())
+    backends = list(models)
+    seconds = {b: 0.0 for b in backends}
+    parts = {b: [] for b in backends}
     chunk = -(-len(texts) // args.chunks)
     for c, start in enumerate(range(0, len(texts), chunk)):
         part = texts[start:start + chunk]
-        for backend in BACKENDS[c % 3:] + BACKENDS[:c % 3]:  # the order rotated from chunk to chunk
+        turn = c % len(backends)
+        for backend in backends[turn:] + backends[:turn]:  # the order rotated from chunk to chunk
             began = time.perf_counter()
             parts[backend].append(models[backend].encode(part, batch_size=args.batch_size, pooling=pooling).numpy())
             seconds[backend] += time.perf_counter() - began
         done = start + len(part)
-        print(f"{done:,} texts: " + ", ".join(f"{b} {done / seconds[b]:,.0f} texts/s" for b in BACKENDS),
+        print(f"{done:,} texts: " + ", ".join(f"{b} {done / seconds[b]:,.0f} texts/s" for b in backends),
               file=sys.stderr, flush=True)
-    embeddings = {b: np.concatenate(parts[b]) for b in BACKENDS}
-    rate = {b: len(texts) / seconds[b] for b in BACKENDS}
+    embeddings = {b: np.concatenate(parts[b]) for b in backends}
+    rate = {b: len(texts) / seconds[b] for b in backends}
     k = len(np.unique(labels))
     centres = KMeans(k, n_init=3, random_state=0).fit(embeddings["torch"]).cluster_centers_
-    assigned = {b: nearest_centroid(embeddings[b], centres)[0] for b in BACKENDS}
+    assigned = {b: nearest_centroid(embeddings[b], centres)[0] for b in backends}
     result = {
         "texts": len(texts), "data": args.data.name, "encoder": "minilm (mean pooling, 32 tokens)",
-        "chunks": args.chunks, "seconds": {b: round(seconds[b], 1) for b in BACKENDS},
-        "threads": {"torch": torch.get_num_threads(), "onnxruntime": usable_cores()},
+        "chunks": args.chunks, "seconds": {b: round(seconds[b], 1) for b in backends},
+        "threads": {"torch": torch.get_num_threads(), "onnxruntime": usable_cores(),
+                    **({"openvino": usable_cores()} if args.openvino else {})},
         "export_seconds": export_seconds,
         "recipe": RECIPE,
-        "texts_per_second": {b: round(rate[b], 1) for b in BACKENDS},
-        "ratio_to_torch": {b: round(rate[b] / rate["torch"], 2) for b in BACKENDS},
+        "texts_per_second": {b: round(rate[b], 1) for b in backends},
+        "ratio_to_torch": {b: round(rate[b] / rate["torch"], 2) for b in backends},
         "max_abs_difference_to_torch": {b: float(np.abs(embeddings[b] - embeddings["torch"]).max())
-                                        for b in BACKENDS},
-        "assignment_agreement_with_torch": {b: float((assigned[b] == assigned["torch"]).mean()) for b in BACKENDS},
+                                        for b in backends},
+        "assignment_agreement_with_torch": {b: float((assigned[b] == assigned["torch"]).mean()) for b in backends},
         "scores": {b: {m: round(100 * v, 2) for m, v in clustering_scores(labels, assigned[b]).items()
-                       if m in ("acc", "nmi")} for b in BACKENDS},
+                       if m in ("acc", "nmi")} for b in backends},
         "k": int(k),
     }
     return print_result(result, args.output)
+
+
+def openvino_encoder(onnx_encoder, threads: int):
+    """An encoder like ``onnx_encoder`` (same tokenisation and batches) whose graph, its float32 export, runs in
+    OpenVINO's CPU runtime with ``threads`` inference threads."""
+    import copy
+
+    import openvino
+
+    compiled = openvino.Core().compile_model(str(onnx_encoder.path), "CPU", {"INFERENCE_NUM_THREADS": threads,
+                                                                            "PERFORMANCE_HINT": "LATENCY"})
+    request = compiled.create_infer_request()
+    names = [port.get_any_name() for port in compiled.inputs]
+
+    def run(tokens: dict) -> np.ndarray:
+        shape = tuple(tokens["input_ids"].shape)
+        feed = {name: tokens[name].cpu().numpy().astype(np.int64) if name in tokens else np.zeros(shape, np.int64)
+                for name in names}
+        return request.infer(feed)[compiled.outputs[0]].copy()
+
+    twin = copy.copy(onnx_encoder)
+    twin.backend, twin._run = "openvino", run
+    return twin
 
 
 def float_layers(value: str):
