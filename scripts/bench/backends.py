@@ -122,7 +122,10 @@ def openvino_encoder(onnx_encoder, threads: int):
     OpenVINO's CPU runtime with ``threads`` inference threads."""
     import copy
 
-    import openvino
+    try:
+        import openvino
+    except ImportError:
+        raise SystemExit("--openvino: OpenVINO is not installed here; `pip install openvino`, or leave --openvino out")
 
     compiled = openvino.Core().compile_model(str(onnx_encoder.path), "CPU", {"INFERENCE_NUM_THREADS": threads,
                                                                             "PERFORMANCE_HINT": "LATENCY"})
