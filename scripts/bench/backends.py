@@ -130,13 +130,9 @@ def openvino_encoder(onnx_encoder, threads: int):
     compiled = openvino.Core().compile_model(str(onnx_encoder.path), "CPU", {"INFERENCE_NUM_THREADS": threads,
                                                                             "PERFORMANCE_HINT": "LATENCY"})
     request = compiled.create_infer_request()
-    names = [port.get_any_name() for port in compiled.inputs]
 
-    def run(tokens: dict) -> np.ndarray:
-        shape = tuple(tokens["input_ids"].shape)
-        feed = {name: tokens[name].cpu().numpy().astype(np.int64) if name in tokens else np.zeros(shape, np.int64)
-                for name in names}
-        return request.infer(feed)[compiled.outputs[0]].copy()
+    def run(tokens: dict) -> np.ndarray:  # the same inputs as ONNX Runtime gets: the export is one graph
+        return request.infer(onnx_encoder.feed(tokens))[compiled.outputs[0]].copy()
 
     twin = copy.copy(onnx_encoder)
     twin.backend, twin._run = "openvino", run

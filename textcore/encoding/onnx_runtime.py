@@ -283,6 +283,10 @@ class OnnxEncoder:
         return torch.from_numpy(self._run(tokens)).to(ids.device)
 
     def _run(self, tokens: dict) -> np.ndarray:
+        return self.session.run(None, self.feed(tokens))[0]
+
+    def feed(self, tokens: dict) -> dict:
+        """The graph's inputs (``self.inputs``) from a token batch, as int64 arrays."""
         feed = {}
         for name in self.inputs:
             if name in tokens:
@@ -292,7 +296,7 @@ class OnnxEncoder:
             else:
                 raise BackendError(f"backend {self.backend}: the token batch has no '{name}', which the export "
                                    "takes; use backend torch.")
-        return self.session.run(None, feed)[0]
+        return feed
 
 
 def check_against_torch(onnx_encoder: OnnxEncoder, encoder, pooling: str, texts: Sequence[str] = CHECK_TEXTS) \
