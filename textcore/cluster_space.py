@@ -1,9 +1,9 @@
 """Where KMeans clusters: the embeddings themselves, or their UMAP (``cluster_space``, conf/config.yaml;
 docs/clusters.md, "Clustering space").
 
-``cluster_space=umap`` reduces the embeddings to a few dimensions with UMAP (the local manifold of the texts: the
-step of N2D and of BERTopic's fixed-K recipe) and runs the KMeans of the evaluation, of SCCL's centroids and AECL's
-pseudo-labels, of ``predictions.csv`` and of ``predict`` there.
+``cluster_space=umap`` reduces the embeddings to a few dimensions with UMAP (the local manifold of the texts: the step
+of N2D and of BERTopic's fixed-K recipe; ``umap.fits`` UMAPs of different seeds side by side) and runs the KMeans of
+the evaluation, of SCCL's centroids and AECL's pseudo-labels, of ``predictions.csv`` and of ``predict`` there.
 
 Large corpora: UMAP is fitted on a seeded sample of at most ``umap.fit_sample`` texts; every other text is placed as
 UMAP's own ``transform`` places a new point before its refinement epochs: at the membership-weighted mean of the
@@ -42,6 +42,7 @@ METRICS = ("cosine", "euclidean")
 REFINEMENTS = ("linear", "none")
 FOLDER = "cluster_space"  # in a run folder: anchors.npy, coords.npy, space.json (+ weights.npy, bias.npy: refined)
 EXACT = 1e-4  # a distance below this to a sample text is that text (re-embedding differs by float rounding)
+FIT_SEED_STEP = 1000  # umap.fits > 1: fit j is seeded seed + 1000 j, apart from the seeds of other runs
 BLOCK_ROWS = 1024  # texts placed per block: distances and neighbour indices to 20,000 sample texts, about 250 MB
 
 
@@ -56,6 +57,7 @@ class SpaceSettings:
     metric: str = "cosine"
     fit_sample: int = 20000
     refine: str = "linear"  # linear: the KMeans clusters taught to a linear classifier of the embeddings; none
+    fits: int = 3  # UMAPs of the same texts, seeds apart, their coordinates side by side (n_components each)
 
     @property
     def umap(self) -> bool:
@@ -77,7 +79,7 @@ class SpaceSettings:
         return settings
 
     def check(self) -> None:
-        for name, minimum in (("n_neighbors", 2), ("n_components", 1), ("fit_sample", 0)):
+        for name, minimum in (("n_neighbors", 2), ("n_components", 1), ("fit_sample", 0), ("fits", 1)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
                 raise ConfigError(f"umap.{name}={value!r}: a whole number >= {minimum}.")
@@ -117,8 +119,10 @@ def settings_of(cfg) -> SpaceSettings:
 @dataclass
 class SpaceMap:
     """A fitted UMAP as arrays: ``anchors`` [m, d] (the fitted texts' embeddings, unit length for the cosine metric),
-    ``coords`` [m, c] (their UMAP coordinates) and the settings; with ``umap.refine=linear``, ``weights`` [K, d] and
-    ``bias`` [K] of the classifier that assigns texts (``textcore.linear_assigner``), None before it is fitted."""
+    ``coords`` [m, c * fits] (their coordinates in each of the ``umap.fits`` UMAPs, side by side: a new text's
+    neighbours among the anchors place it in all of them at once) and the settings; with ``umap.refine=linear``,
+    ``weights`` [K, d] and ``bias`` [K] of the classifier that assigns texts (``textcore.linear_assigner``), None
+    before it is fitted."""
 
     anchors: np.ndarray
     coords: np.ndarray
@@ -143,7 +147,7 @@ class SpaceMap:
                                       block_rows or linear_assigner.BLOCK_ROWS, lambda b: _prepared(b, metric))
 
     def transform(self, embeddings, block_rows: int = BLOCK_ROWS) -> np.ndarray:
-        """UMAP coordinates [n, c] of ``embeddings`` [n, d], in blocks of ``block_rows`` texts."""
+        """UMAP coordinates [n, c * fits] of ``embeddings`` [n, d], in blocks of ``block_rows`` texts."""
         from umap.umap_ import smooth_knn_dist
 
         data = np.asarray(embeddings)
@@ -197,6 +201,7 @@ class SpaceMap:
         seed = int(meta.pop("seed", 0))
         meta.pop("fitted_texts", None)
         meta.setdefault("refine", "none")  # a map saved before the refinement existed assigned without it
+        meta.setdefault("fits", 1)  # and one saved before several fits were kept side by side had one
         settings = SpaceSettings.from_config(meta.pop("space"), meta)
         weights = bias = None
         if settings.refine == "linear":
@@ -217,7 +222,7 @@ def _prepared(data: np.ndarray, metric: str) -> np.ndarray:
 
 
 def fit_space(embeddings, settings: SpaceSettings, seed: int, place_rest: bool = True) -> tuple[SpaceMap, np.ndarray]:
-    """UMAP of ``embeddings`` [n, d]: the map and the coordinates [n, c] of every row.
+    """UMAP of ``embeddings`` [n, d]: the map and the coordinates [n, c * fits] of every row.
 
     Fitted on a seeded sample of ``settings.fit_sample`` rows when there are more (0: every row); the others are
     placed by :meth:`SpaceMap.transform`, unless ``place_rest`` is False: the coordinates are then the sample's only
@@ -246,7 +251,15 @@ def fitted_rows(n: int, settings: SpaceSettings, seed: int) -> np.ndarray | None
 
 
 def _umap_fit(data: np.ndarray, settings: SpaceSettings, seed: int) -> np.ndarray:
-    """UMAP coordinates of ``data``: cuML's on a GPU when it is installed, else umap-learn's."""
+    """UMAP coordinates [n, n_components * fits] of ``data``: ``umap.fits`` UMAPs side by side, fit j seeded
+    ``seed + FIT_SEED_STEP * j`` (one fit: ``seed`` itself); cuML's on a GPU when it is installed, else umap-learn's.
+
+    Why several: one UMAP of many small topics tears some of them apart and glues others, differently for each seed;
+    KMeans on several layouts side by side keeps the neighbourhoods they agree on (docs/clusters.md)."""
+    return np.hstack([_one_umap(data, settings, seed + FIT_SEED_STEP * j) for j in range(settings.fits)])
+
+
+def _one_umap(data: np.ndarray, settings: SpaceSettings, seed: int) -> np.ndarray:
     options = dict(n_neighbors=settings.n_neighbors, n_components=settings.n_components,
                    min_dist=float(settings.min_dist), metric=settings.metric, random_state=seed)
     cuml = _cuml_umap()

@@ -88,7 +88,9 @@ def space_metadata(space_map) -> dict:
     """The clustering space of the centres when it is a UMAP (cluster_space=umap): nothing otherwise."""
     if space_map is None:
         return {}
-    where = (f"UMAP ({space_map.settings.n_components} dimensions) of the evaluation embeddings of the trained "
+    settings = space_map.settings
+    maps = f"{settings.fits} UMAPs side by side" if settings.fits > 1 else "UMAP"
+    where = (f"{maps} ({settings.n_components} dimensions each) of the evaluation embeddings of the trained "
              f"encoder, saved in {FOLDER}/")
     if space_map.refined:  # the centres made the KMeans; the classifier made (and makes) the assignments
         how = ("the KMeans clusters of these centres refined by a linear classifier of the embeddings (umap.refine="

@@ -26,8 +26,8 @@ def resolve_auto_clusters(cfg: DictConfig, datamodule, output_dir: Path) -> dict
 
     The texts are embedded by the untrained backbone with the method's pooling and the run's token
     limit, and ``evaluation.clustering.choose_k`` scans ``choose_k.k`` under ``choose_k.rule``, in the run's clustering
-    space (``cluster_space``: with a UMAP, K is chosen among the UMAP's clusters, where the run's KMeans will be). The choice is kept in
-    ``<run>/choose_k/choose_k.json``, so a resumed run reuses it instead of choosing again.
+    space (``cluster_space``: with a UMAP, K is chosen among the UMAP's clusters, where the run's KMeans will be).
+    The choice is kept in ``<run>/choose_k/choose_k.json``, so a resumed run reuses it instead of choosing again.
     """
     if getattr(datamodule, "requested_clusters", None) != "auto":
         return None

@@ -32,7 +32,10 @@ def summary_rows(results: dict) -> list[dict]:
     # where KMeans clustered (cluster_space): the embeddings, or their UMAP
     record = (clustering.get("protocol") or {}).get("cluster_space") or {}
     space = record.get("space", "embeddings")
-    where = "on embeddings" if space == "embeddings" else f"in a UMAP ({space_dims(clustering)}-d) of the embeddings"
+    fits = int(record.get("fits") or 1)  # a run from before several fits has no key: one
+    maps = f"{fits} UMAPs ({space_dims(clustering)}-d each, side by side)" if fits > 1 else \
+        f"a UMAP ({space_dims(clustering)}-d)"
+    where = "on embeddings" if space == "embeddings" else f"in {maps} of the embeddings"
     if space != "embeddings" and record.get("refine") == "linear":  # a run from before the refinement has no key
         where += ", refined linearly"
     entries = [

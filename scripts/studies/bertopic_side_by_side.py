@@ -29,6 +29,10 @@ Rows, each for the seeds of ``--seeds`` (seeded: the UMAP's random_state, KMeans
   KMeans of its clustering space, a UMAP by default) and SCCL's cluster head after training (``project_head``);
 - ``project_auto``: ``TextClusterer(num_clusters="auto").fit(texts)`` (K chosen without labels; the labels only score).
 
+Every clustering-space row (``project_space*``, ``project*``) runs with ``--fits`` UMAP fits (``umap.fits``; 0, the
+default: the project's default) and records it; a row measured with another number than the default is shown under
+its own label (``..._fits1``: one fit, the default before several), so the table can hold both.
+
 Paper recipes (conf/experiment/sccl_*, aecl_*) are not run: they train 1,000 steps at batch 400 (SCCL) or several
 thousand steps (AECL) with MiniLM or BERT, about an hour per run on the 2-core CPU machine, far beyond this study's
 budget (about two hours of CPU for every row, set and seed); their GPU numbers are in RESULTS.md.
@@ -59,21 +63,28 @@ import numpy as np  # noqa: E402
 SETS = ["agnews", "biomedical", "googlenews_s", "googlenews_t", "searchsnippets", "stackoverflow", "tweet"]
 ROWS = ["kmeans", "bertopic", "bertopic_kmeans", "project_space", "project_space_norefine", "project_space_auto",
         "project", "project_auto"]
-TABLE_ROWS = [  # (results key, label in the table)
+TABLE_ROWS = [  # (results key, label in the table); a key suffixed _fits1: the row measured with one UMAP fit
     ("kmeans", "KMeans(K) on the embeddings"),
     ("bertopic", "BERTopic default (UMAP 5d + HDBSCAN)"),
     ("bertopic_kmeans", "BERTopic + KMeans(K) after its UMAP"),
-    ("project_space", "project's clustering space, untrained: UMAP + KMeans + linear refinement (`cluster_space=umap` "
-                      "defaults, KMeans 10 restarts)"),
-    ("project_space_norefine", "project's clustering space, untrained, without the refinement: UMAP + KMeans "
-                               "(`umap.refine=none`)"),
+    ("project_space", "project's clustering space, untrained: 3 UMAPs side by side + KMeans + linear refinement "
+                      "(`cluster_space=umap` defaults, KMeans 10 restarts)"),
+    ("project_space_norefine", "project's clustering space, untrained, without the refinement (`umap.refine=none`)"),
+    ("project_space_fits1", "project's clustering space, untrained, one UMAP (`umap.fits=1`, the default before): "
+                            "UMAP + KMeans + linear refinement"),
+    ("project_space_norefine_fits1", "project's clustering space, untrained, one UMAP, without the refinement"),
     ("project_space_auto", "project's clustering space, untrained, K not given: `num_clusters=\"auto\"`'s K, then "
-                           "UMAP + KMeans + linear refinement"),
+                           "the clustering space's defaults"),
+    ("project_space_auto_fits1", "project's clustering space, untrained, K not given, one UMAP"),
     ("project_untrained", "project, untrained (`before` row)"),
     ("project", "project default, `TextClusterer(num_clusters=K).fit` (its `labels_`)"),
     ("project_head", "project default, SCCL's cluster head after training"),
+    ("project_untrained_fits1", "project, one UMAP, untrained (`before` row)"),
+    ("project_fits1", "project default with one UMAP (`umap.fits=1`, the default before), its `labels_`"),
+    ("project_head_fits1", "project default with one UMAP, SCCL's cluster head after training"),
     ("project_auto", "project `num_clusters=\"auto\"`"),
 ]
+SPACE_ROWS = ("project_space", "project_space_norefine", "project_space_auto", "project", "project_auto")
 TEXT, LABEL = "text0", "label"
 
 
@@ -188,12 +199,17 @@ def project_worker(data_dir: Path, name: str, seed: int, auto: bool, run_root: P
     texts, labels = load_set(data_dir, name, max_texts)
     k = int(len(np.unique(labels)))
     start = time.perf_counter()
+    from textcore.cluster_space import SpaceSettings
+
+    # the run folder names its UMAP fits: a folder of another setting is never resumed as this row's run
+    fits = next((int(o.split("=", 1)[1]) for o in overrides if o.startswith("umap.fits=")), SpaceSettings().fits)
     clusterer = TextClusterer(num_clusters="auto" if auto else k, seed=seed, overrides=overrides or None,
-                              run_dir=run_root / f"{name}_{'auto' if auto else 'k'}_{seed}")
+                              run_dir=run_root / f"{name}_{'auto' if auto else 'k'}_{seed}_fits{fits}")
     clusterer.fit(texts, list(labels))
     seconds = time.perf_counter() - start
+    space = (clusterer.results_.get("clustering", {}).get("protocol") or {}).get("cluster_space") or {}
     out = {"project" if not auto else "project_auto": {**scores(labels, clusterer.labels_), "seconds": seconds},
-           "run_dir": str(clusterer.run_dir_)}
+           "run_dir": str(clusterer.run_dir_), "fits": int(space.get("fits", 1))}
     if not auto:
         clustering = clusterer.results_.get("clustering", {})
         before = clustering.get("before", {})
@@ -209,14 +225,31 @@ def project_worker(data_dir: Path, name: str, seed: int, auto: bool, run_root: P
     return out
 
 
-def space_auto(emb: np.ndarray, seed: int) -> tuple[np.ndarray, int, float]:
+def refined_space(emb: np.ndarray, k: int, seed: int, fits: int) -> dict:
+    """``project_space`` and ``project_space_norefine`` from one fit: {refine: (labels, seconds)}. Every set here is
+    within ``umap.fit_sample``, so the KMeans of the refined fit's UMAP (``space_labels_``) is ``refine=none``'s own
+    result; its seconds are those of the fit less the classifier's."""
+    from textcore.cluster_space import SpaceSettings, refine_linear, space_kmeans
+
+    settings = SpaceSettings(space="umap", refine="none", fits=fits)
+    if len(emb) > settings.fit_sample:
+        raise SystemExit(f"{len(emb)} texts, more than umap.fit_sample ({settings.fit_sample}): the two rows differ "
+                         "beyond the sample; run them with --max-texts.")
+    start = time.perf_counter()
+    plain = space_kmeans(emb, k, seed, 10, "fast", 50000, settings)
+    fitted = time.perf_counter()
+    refined = refine_linear(plain.space, emb, plain.labels_, k)
+    return {"none": (plain.labels_, fitted - start), "linear": (refined, time.perf_counter() - start)}
+
+
+def space_auto(emb: np.ndarray, seed: int, fits: int) -> tuple[np.ndarray, int, float]:
     """``project_space_auto``: K chosen as a run with ``num_clusters=auto`` chooses it (its settings, its clustering
     space), then the default clustering space's KMeans with that K: (labels, K, seconds)."""
     from evaluation.clustering.choose_k import choose_k
     from textcore.cluster_space import SpaceSettings, space_kmeans
 
     start = time.perf_counter()
-    space = SpaceSettings(space="umap")
+    space = SpaceSettings(space="umap", fits=fits)
     chosen = int(choose_k(emb, kmeans_backend="fast", space=space, seed=seed)["recommended"]["k"])
     found = space_kmeans(emb, chosen, seed, 10, "fast", 50000, space).labels_
     return found, chosen, time.perf_counter() - start
@@ -228,10 +261,26 @@ def current(record: dict) -> bool:
     return record["row"] != "project_space" or "refine" in record
 
 
+def fits_of(record: dict) -> int:
+    """The UMAP fits a line of the clustering space measured (a line from before ``umap.fits`` existed: one)."""
+    return int(record.get("fits", 1))
+
+
+def shown(record: dict) -> dict:
+    """The line as the table reads it: the scores of a clustering-space row with another number of UMAP fits than the
+    default under their keys suffixed ``_fits<n>`` (``project_fits1``), so they stand apart from the default's."""
+    from textcore.cluster_space import SpaceSettings
+
+    if record["row"] not in SPACE_ROWS or fits_of(record) == SpaceSettings().fits:
+        return record
+    suffix = f"_fits{fits_of(record)}"
+    return {key + suffix if isinstance(value, dict) else key: value for key, value in record.items()}
+
+
 def done_keys(results: Path) -> set:
     if not results.is_file():
         return set()
-    return {(r["set"], r["row"], r["seed"], r.get("max_texts", 0))
+    return {(r["set"], r["row"], r["seed"], r.get("max_texts", 0), fits_of(r))
             for r in map(json.loads, results.read_text().splitlines()) if r and current(r)}
 
 
@@ -248,20 +297,26 @@ def run(args) -> None:
     data_dir = Path(args.data_dir)
     seeds = [int(s) for s in args.seeds.split(",")]
     rows = args.rows.split(",")
+    from textcore.cluster_space import SpaceSettings
+
+    fits = args.fits or SpaceSettings().fits
+    overrides = [*args.override, *([f"umap.fits={args.fits}"] if args.fits else [])]
     for name in args.sets.split(","):
         texts, labels = load_set(data_dir, name, args.max_texts)
         k = int(len(np.unique(labels)))
         emb, embed_seconds = embeddings(data_dir, name, cache, args.max_length, args.max_texts)
         for seed in seeds:
             done = done_keys(results)
-            umap_model = None
+            umap_model = space_fit = None
             for row in rows:
-                if (name, row, seed, args.max_texts) in done:
+                if (name, row, seed, args.max_texts, fits if row in SPACE_ROWS else 1) in done:
                     continue
                 print(f"[run] {name} (n={len(texts)}, K={k}) {row} seed {seed}", flush=True)
                 record = {"set": name, "row": row, "seed": seed, "k": k, "n": len(texts),
                           "max_length": args.max_length, "max_texts": args.max_texts,
                           "date": time.strftime("%Y-%m-%d %H:%M:%S")}
+                if row in SPACE_ROWS:
+                    record["fits"] = fits
                 if row == "kmeans":
                     from textcore.kmeans import kmeans_fit
 
@@ -269,16 +324,14 @@ def run(args) -> None:
                     found = kmeans_fit(emb, k, seed=seed, n_init=10, backend="fast").labels_
                     record[row] = {**scores(labels, found), "seconds": time.perf_counter() - start + embed_seconds}
                 elif row in ("project_space", "project_space_norefine"):
-                    from textcore.cluster_space import SpaceSettings, space_kmeans
-
-                    refine = "none" if row == "project_space_norefine" else SpaceSettings().refine  # the default
-                    start = time.perf_counter()
-                    found = space_kmeans(emb, k, seed, 10, "fast", 50000,
-                                         SpaceSettings(space="umap", refine=refine)).labels_
+                    refine = "none" if row == "project_space_norefine" else "linear"
+                    if space_fit is None:
+                        space_fit = refined_space(emb, k, seed, fits)
+                    found, seconds = space_fit[refine]
                     record["refine"] = refine
-                    record[row] = {**scores(labels, found), "seconds": time.perf_counter() - start + embed_seconds}
+                    record[row] = {**scores(labels, found), "seconds": seconds + embed_seconds}
                 elif row == "project_space_auto":
-                    found, chosen, seconds = space_auto(emb, seed)
+                    found, chosen, seconds = space_auto(emb, seed, fits)
                     record[row] = {**scores(labels, found), "chosen_k": chosen, "seconds": seconds + embed_seconds}
                 elif row in ("bertopic", "bertopic_kmeans"):
                     shared = umap_model is not None and row == "bertopic_kmeans"
@@ -294,7 +347,7 @@ def run(args) -> None:
                                "--data-dir", str(data_dir), "--out", str(out), "--max-texts", str(args.max_texts)]
                     if row == "project_auto":
                         command.append("--auto")
-                    for override in args.override:
+                    for override in overrides:
                         command += ["--override", override]
                     found = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
                     if found.returncode != 0:
@@ -321,9 +374,10 @@ def table(out: Path) -> str:
     records, seen = [], set()
     for record in (json.loads(line) for line in (out / "results.jsonl").read_text().splitlines() if line):
         key = (record["set"], record["row"], record["seed"], record.get("max_texts", 0))
+        key = (*key, fits_of(record) if record["row"] in SPACE_ROWS else 1)
         if key not in seen and current(record):  # two processes may have run the same row: the first counts
             seen.add(key)
-            records.append(record)
+            records.append(shown(record))
     lines = ["| set (n, K) | pipeline | ACC | NMI | ARI | clusters | outliers | seconds | seeds |",
              "|---|---|---|---|---|---|---|---|---|"]
     for name in SETS:
@@ -358,6 +412,8 @@ def main() -> None:
                         help="cut each set to a seeded sample of this many texts (0: every text)")
     parser.add_argument("--override", action="append", default=[],
                         help="a setting for the project's rows (e.g. trainer.max_steps=300); none by default")
+    parser.add_argument("--fits", type=int, default=0,
+                        help="UMAP fits of the clustering-space rows (umap.fits; 0: the default)")
     parser.add_argument("--table-only", action="store_true")
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--auto", action="store_true", help=argparse.SUPPRESS)

@@ -2,12 +2,15 @@
 ``scripts/studies/bertopic_side_by_side.py`` (docs/clusters.md, "Clustering space": how the default was chosen).
 
 For each set and seed: KMeans (the project's, ``--n-init`` restarts) on the embeddings, and on UMAPs of them with
-the n_components / n_neighbors of ``--variants``; ACC, NMI, ARI and the seconds of the UMAP and of KMeans. All in one
-process, interleaved, so that a busy machine slows every variant alike. Appends to ``<out>/variants.jsonl``
-(a (set, variant, seed) already there is not run again) and prints a Markdown table.
+the n_components / n_neighbors / fits of ``--variants`` (``CxN``: one UMAP of C components and N neighbours;
+``CxNxF``: F of them side by side, ``umap.fits``), without the linear refinement; ACC, NMI, ARI and the seconds of
+the UMAP and of KMeans. All in one process, interleaved, so that a busy machine slows every variant alike. Appends
+to ``<out>/variants.jsonl`` (a (set, variant, seed) already there is not run again) and prints a Markdown table.
 
     python scripts/studies/cluster_space_variants.py --out logs/studies/bertopic_side_by_side \\
         --sets tweet,agnews,searchsnippets --variants 5x15,10x15,5x30 --seeds 0
+    python scripts/studies/cluster_space_variants.py --out logs/studies/bertopic --max-texts 0 \\
+        --sets googlenews_t --variants 5x15,15x15,5x15x3 --seeds 0,1,2
 """
 from __future__ import annotations
 
@@ -47,9 +50,9 @@ def run(args) -> None:
                 if variant == "embeddings":
                     space = emb
                 else:
-                    components, neighbours = (int(v) for v in variant.split("x"))
-                    settings = SpaceSettings.from_config("umap", {"n_components": components,
-                                                                  "n_neighbors": neighbours, "fit_sample": 0})
+                    components, neighbours, fits = (int(v) for v in (variant + "x1").split("x")[:3])
+                    settings = SpaceSettings.from_config("umap", {"n_components": components, "n_neighbors": neighbours,
+                                                                  "fits": fits, "fit_sample": 0, "refine": "none"})
                     space = fit_space(emb, settings, seed)[1]
                 reduced = time.perf_counter()
                 found = kmeans_fit(space, k, seed, args.n_init, "fast").labels_
@@ -63,13 +66,14 @@ def run(args) -> None:
 
 def table(out: Path) -> str:
     records = [json.loads(line) for line in (out / "variants.jsonl").read_text().splitlines() if line]
-    lines = ["| set | space (UMAP components x neighbours) | ACC | NMI | ARI | UMAP s | KMeans s | seeds |",
+    lines = ["| set | space (UMAP components x neighbours [x fits]) | ACC | NMI | ARI | UMAP s | KMeans s | seeds |",
              "|---|---|---|---|---|---|---|---|"]
     keys = sorted({(r["set"], r["variant"]) for r in records}, key=lambda k: (k[0], k[1] != "embeddings", k[1]))
     for name, variant in keys:
         runs = [r for r in records if r["set"] == name and r["variant"] == variant]
         cell = [f"{100 * statistics.fmean(r[m] for r in runs):.1f}" for m in ("acc", "nmi", "ari")]
-        lines.append(f"| {name} | {variant} | {' | '.join(cell)} | {statistics.fmean(r['umap_seconds'] for r in runs):.0f}"
+        umap_seconds = statistics.fmean(r["umap_seconds"] for r in runs)
+        lines.append(f"| {name} | {variant} | {' | '.join(cell)} | {umap_seconds:.0f}"
                      f" | {statistics.fmean(r['kmeans_seconds'] for r in runs):.0f} | {len(runs)} |")
     return "\n".join(lines)
 

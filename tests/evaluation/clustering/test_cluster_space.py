@@ -111,6 +111,37 @@ def test_space_kmeans_is_seeded_and_the_saved_map_places_texts_as_the_fit_did(tm
 
 
 @pytest.mark.slow  # UMAP's numba compilation: about 30 s of CPU in a fresh process
+def test_several_fits_sit_side_by_side_each_seeded_as_one_fit_and_place_new_texts_in_all(tmp_path):
+    from textcore.cluster_space import FIT_SEED_STEP, fit_space
+
+    x, truth = blobs()
+    options = {"n_neighbors": 10, "n_components": 3, "fit_sample": 0, "refine": "none"}
+    one = SpaceSettings.from_config("umap", {**options, "fits": 1})
+    three = SpaceSettings.from_config("umap", {**options, "fits": 3})
+    coords = fit_space(x, three, 4)[1]
+    assert coords.shape == (len(x), 9)
+    for j in range(3):  # fit j is the single fit of seed 4 + step j: nothing else differs
+        assert np.array_equal(coords[:, 3 * j:3 * j + 3], fit_space(x, one, 4 + FIT_SEED_STEP * j)[1])
+    assert not np.array_equal(coords[:, :3], coords[:, 3:6])
+    result = space_kmeans(x, 5, 4, 2, "fast", 0, three)
+    assert np.array_equal(result.coords, coords)
+    from sklearn.metrics import adjusted_rand_score
+
+    assert adjusted_rand_score(truth, result.labels_) > 0.9
+    result.space.save(tmp_path)
+    loaded = SpaceMap.load(tmp_path)
+    assert loaded.settings.fits == 3
+    noisy = x + 1e-6 * np.random.default_rng(1).normal(size=x.shape).astype(np.float32)
+    assert np.array_equal(loaded.transform(noisy, block_rows=64), coords)  # the fitted texts: their own coordinates
+    new = x[:40] + 0.05 * np.random.default_rng(2).normal(size=(40, x.shape[1])).astype(np.float32)
+    placed = loaded.transform(new)  # a new text: the same neighbours and weights in every fit
+    singles = [SpaceMap(loaded.anchors, coords[:, 3 * j:3 * j + 3], one) for j in range(3)]
+    assert np.allclose(placed, np.hstack([m.transform(new) for m in singles]), atol=1e-6)
+    with pytest.raises(ConfigError, match="umap.fits=0"):
+        SpaceSettings.from_config("umap", {**options, "fits": 0})
+
+
+@pytest.mark.slow  # UMAP's numba compilation: about 30 s of CPU in a fresh process
 def test_the_linear_refinement_is_seeded_saved_and_assigns_new_texts(tmp_path):
     x, _ = blobs()
     options = {"n_neighbors": 10, "n_components": 3, "fit_sample": 0}
@@ -200,9 +231,9 @@ def test_a_umap_run_is_repeatable_and_predict_gives_its_own_clusters(tmp_path):
     assert (first["kmeans_cluster"] == second["kmeans_cluster"]).all()
     assert (runs[0].labels_ == first["kmeans_cluster"].to_numpy()).all()  # the run stands for its UMAP's KMeans
     space = runs[0].results_["clustering"]["protocol"]["cluster_space"]
-    assert space["space"] == "umap" and space["n_components"] == 4
+    assert space["space"] == "umap" and space["n_components"] == 4 and space["fits"] == 3  # the default: three
     meta = json.loads((runs[0].run_dir_ / "kmeans_centroids.json").read_text())
-    assert meta["cluster_space"] == "umap" and meta["dim"] == 4
+    assert meta["cluster_space"] == "umap" and meta["dim"] == 4 * space["fits"]  # the fits' coordinates side by side
     assert space["refine"] == "linear"  # the default: the KMeans refined by the linear classifier
     assert (runs[0].run_dir_ / "cluster_space" / "weights.npy").is_file()
     # the training texts through the saved classifier: the run's own assignments, every one
@@ -255,3 +286,5 @@ def test_the_summary_says_when_the_umap_clusters_were_refined():
     for unrefined in ({**umap, "refine": "none"}, umap):  # the second: results.json of a run before the refinement
         assert first_row(unrefined) == "KMeans in a UMAP (5-d) of the embeddings, before training"
     assert first_row({"space": "embeddings"}) == "KMeans on embeddings, before training"
+    assert first_row({**umap, "refine": "none", "fits": 3}) == \
+        "KMeans in 3 UMAPs (5-d each, side by side) of the embeddings, before training"
