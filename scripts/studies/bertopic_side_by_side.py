@@ -277,11 +277,15 @@ def shown(record: dict) -> dict:
     return {key + suffix if isinstance(value, dict) else key: value for key, value in record.items()}
 
 
+def line_key(record: dict) -> tuple:
+    """What makes a line one measurement: (set, row, seed, max_texts, UMAP fits; 1 for a row without UMAP fits)."""
+    return record["set"], record["row"], record["seed"], record.get("max_texts", 0), fits_of(record)
+
+
 def done_keys(results: Path) -> set:
     if not results.is_file():
         return set()
-    return {(r["set"], r["row"], r["seed"], r.get("max_texts", 0), fits_of(r))
-            for r in map(json.loads, results.read_text().splitlines()) if r and current(r)}
+    return {line_key(r) for r in map(json.loads, results.read_text().splitlines()) if r and current(r)}
 
 
 def append(results: Path, record: dict) -> None:
@@ -373,8 +377,7 @@ def mean_std(values: list[float], scale: float = 100.0, digits: int = 1) -> str:
 def table(out: Path) -> str:
     records, seen = [], set()
     for record in (json.loads(line) for line in (out / "results.jsonl").read_text().splitlines() if line):
-        key = (record["set"], record["row"], record["seed"], record.get("max_texts", 0))
-        key = (*key, fits_of(record) if record["row"] in SPACE_ROWS else 1)
+        key = line_key(record)
         if key not in seen and current(record):  # two processes may have run the same row: the first counts
             seen.add(key)
             records.append(shown(record))
