@@ -55,7 +55,8 @@ class TextClusterer(ClusterMixin, TransformerMixin, BaseEstimator):
         num_clusters: K, or ``"auto"`` (chosen from the texts before training, without labels), or None with
             labels (the number of distinct labels).
         overrides: any further setting of the command line, as ``["trainer.max_steps=500", ...]`` or a mapping
-            ``{"trainer.max_steps": 500}``.
+            ``{"trainer.max_steps": 500}`` (the default budget, 150 steps or 2 epochs, whichever ends first: on a
+            corpus under 4,800 texts add ``trainer.max_epochs=-1`` for every step).
         seed: the run's seed (``seed=``).
         run_dir: the run folder to write (default: ``logs/train/runs/<method>_api/<time>`` in the checkout,
             where ``python run.py`` writes). A folder that already holds a run is not trained over: a refit (or

@@ -44,12 +44,18 @@ def api_output(verbose: bool):
 
 
 def print_budget(cfg, texts: int | None) -> None:
-    """The training budget, one printed line: ``training sccl (minilm) on 720 texts: 150 steps of 64 texts, K=8``."""
+    """The training budget, one printed line: ``training sccl (minilm) on 720 texts: 24 steps (2 epochs) of 64 texts,
+    K=8``; on a corpus large enough for ``trainer.max_steps``: ``... on 20,000 texts: 150 steps of 64 texts ...``."""
     from omegaconf import OmegaConf
+
+    from validation.data import planned_steps
 
     steps = OmegaConf.select(cfg, "trainer.max_steps", default=None)
     epochs = OmegaConf.select(cfg, "trainer.max_epochs", default=None)
     budget = f"{steps} steps" if steps is not None and steps > 0 else f"{epochs} epochs"
+    planned = planned_steps(cfg, texts) if texts else None
+    if planned is not None and planned[0] < steps:  # a small corpus: the epochs end it first
+        budget = f"{planned[0]} steps ({epochs} epochs)"
     k = OmegaConf.select(cfg, "dataset.num_clusters", default=None)
     k = "auto (chosen from the texts)" if k == "auto" else "the number of labels" if k is None else k
     corpus = f"{texts:,} texts" if texts is not None else OmegaConf.select(cfg, "dataset.file", default="the file")

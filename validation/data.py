@@ -6,6 +6,7 @@ import math
 
 from omegaconf import DictConfig
 
+from lightning_modules.shared.step_budget import step_budget
 from textcore.data_kinds import SENTENCES, SHORT_TEXT
 from textcore.errors import ConfigError
 from validation.checkpoint import CheckpointError
@@ -15,20 +16,35 @@ from validation.settings import devices_count
 log = logging.getLogger(__name__)
 
 
-def training_budget(cfg: DictConfig, texts: int) -> str | None:
-    """What share of a corpus of ``texts`` texts the configured training draws, in one line (None when the budget is
-    set in epochs or the number of processes is decided at run time)."""
+def planned_steps(cfg: DictConfig, texts: int) -> tuple[int, int] | None:
+    """(optimizer steps, texts per step) of a training on ``texts`` texts: ``trainer.max_steps``, or fewer when
+    ``trainer.max_epochs`` ends it first (``lightning_modules.shared.step_budget``); None when the budget is set in
+    epochs alone (``max_steps`` <= 0) or the number of processes is decided at run time."""
     steps = select(cfg, "trainer.max_steps")
     batch = select(cfg, "batch_size")
     devices = devices_count(select(cfg, "trainer.devices", 1))
     if not isinstance(steps, int) or steps <= 0 or not batch or devices is None or texts <= 0:
         return None
     per_step = int(batch) * devices * int(select(cfg, "trainer.num_nodes", 1) or 1)
-    drawn = steps * per_step
+    return step_budget(steps, select(cfg, "trainer.max_epochs", -1), math.ceil(texts / per_step)), per_step
+
+
+def training_budget(cfg: DictConfig, texts: int) -> str | None:
+    """What share of a corpus of ``texts`` texts the configured training draws, in one line (None when the budget is
+    set in epochs or the number of processes is decided at run time)."""
+    planned = planned_steps(cfg, texts)
+    if planned is None:
+        return None
+    steps, per_step = planned
+    max_steps, max_epochs = select(cfg, "trainer.max_steps"), select(cfg, "trainer.max_epochs", -1)
+    drawn = min(steps * per_step, max_epochs * texts) if steps < max_steps else steps * per_step
     epochs = drawn / texts
     line = (f"training budget: {steps} steps x {per_step} texts = {drawn:,} texts drawn, "
             f"{epochs:.2f} epochs of the {texts:,} texts")
-    if epochs < 1:
+    if steps < max_steps:  # a small corpus: the epochs end it; a raised max_steps alone would change nothing
+        line += (f" (trainer.max_epochs={max_epochs} ends it before trainer.max_steps={max_steps}; "
+                 "trainer.max_epochs=-1 trains every step)")
+    elif epochs < 1:
         line += (f" ({100 * epochs:.1f} % of the corpus is seen once at most); trainer.max_steps="
                  f"{math.ceil(texts / per_step)} makes one epoch")
     return line

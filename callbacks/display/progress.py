@@ -1,10 +1,10 @@
 """Rich progress bar, plain progress lines and model summary that read well in a run's console.
 
 Lightning's bar prints ``Epoch 12/-2`` when ``max_epochs=-1`` (training bounded by ``max_steps``),
-which is how every config here trains. This bar shows the global step against the step budget
-instead, and the epoch alone. Both the bar and the summary draw on stderr, so stdout carries only
-the result table. The summary leaves out Lightning's FLOPs column, which reads 0 for every layer
-unless the module defines ``example_input_array`` (none here does).
+as the paper recipes train. This bar shows the global step against the run's step budget instead (the first of
+``max_steps`` and ``max_epochs`` to end it), and the epoch. Both the bar and the summary draw on stderr, so stdout
+carries only the result table. The summary leaves out Lightning's FLOPs column, which reads 0 for every layer unless
+the module defines ``example_input_array`` (none here does).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import Any
 from lightning.pytorch.callbacks import Callback, RichModelSummary, RichProgressBar
 from lightning.pytorch.utilities.model_summary import get_formatted_model_size, get_human_readable_count
 
+from lightning_modules.shared.step_budget import trainer_step_budget
 from textcore.console import format_duration
 
 log = logging.getLogger(__name__)
@@ -29,13 +30,14 @@ def stderr_is_terminal() -> bool:
     return sys.stderr.isatty()
 
 
-def train_description(current_epoch: int, max_epochs: int | None, global_step: int, max_steps: int) -> str:
-    """Text in front of the training bar: the epoch, and the step budget when there is one."""
+def train_description(current_epoch: int, max_epochs: int | None, global_step: int, budget: int | None) -> str:
+    """Text in front of the training bar: the epoch, and the step budget when there is one (``budget``: the steps
+    the run takes, ``lightning_modules.shared.step_budget``)."""
     text = f"Epoch {current_epoch}"
     if max_epochs is not None and max_epochs > 0:
         text += f"/{max_epochs - 1}"
-    if max_steps is not None and max_steps > 0:
-        text += f" · step {global_step}/{max_steps}"
+    if budget is not None and budget > 0:
+        text += f" · step {global_step}/{budget}"
     return text
 
 
@@ -53,7 +55,7 @@ class StepProgressBar(RichProgressBar):
 
     def _get_train_description(self, current_epoch: int) -> str:
         trainer = self.trainer
-        text = train_description(current_epoch, trainer.max_epochs, trainer.global_step, trainer.max_steps)
+        text = train_description(current_epoch, trainer.max_epochs, trainer.global_step, trainer_step_budget(trainer))
         if len(self.validation_description) > len(text):
             text = f"{text:{len(self.validation_description)}}"
         return text
@@ -180,12 +182,7 @@ class PlainProgressLines(Callback):
             self._previous = (time.monotonic(), trainer.global_step)
 
     def total_steps(self, trainer) -> int | None:
-        if trainer.max_steps and trainer.max_steps > 0:
-            return int(trainer.max_steps)
-        batches = trainer.num_training_batches
-        if trainer.max_epochs and trainer.max_epochs > 0 and isinstance(batches, int):
-            return int(trainer.max_epochs * batches // max(1, trainer.accumulate_grad_batches))
-        return None
+        return trainer_step_budget(trainer)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         if not self._active:

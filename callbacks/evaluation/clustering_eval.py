@@ -17,6 +17,7 @@ from evaluation.clustering.label_free import best_index, label_free_report
 from evaluation.clustering.metrics import clustering_scores
 from lightning_modules.shared.eval_outputs import cached_eval_outputs, outputs_kmeans
 from lightning_modules.shared.periodic_evaluation import PeriodicEvaluation
+from lightning_modules.shared.step_budget import training_ends_after_batch
 from textcore.cluster_space import SpaceSettings, space_record
 from textcore.console import format_duration
 from textcore.encoding.backends import check_backend
@@ -207,9 +208,8 @@ class ClusteringEvaluator(PeriodicEvaluation):
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         # the last step of a corpus larger than the sample, or of a run whose end-of-run pass is an export's: the
         # final evaluation (every text, on its backend) is this step's, so this one would be a pass for nothing
-        last_step = trainer.max_steps is not None and trainer.global_step == trainer.max_steps
-        if last_step and (self.sample_rows(len(trainer.datamodule.texts)) is not None
-                          or self.final_backend != "torch"):
+        if training_ends_after_batch(trainer) and (self.sample_rows(len(trainer.datamodule.texts)) is not None
+                                                   or self.final_backend != "torch"):
             return
         super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
 

@@ -21,7 +21,6 @@
 from __future__ import annotations
 
 import logging
-import math
 import os
 import time
 from pathlib import Path
@@ -31,6 +30,7 @@ import torch
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 from lightning.pytorch.callbacks import Checkpoint
 
+from lightning_modules.shared.step_budget import epoch_ends_after_batch, training_ends_after_batch
 from runtime import interrupt
 from textcore import atomic_files, run_folder
 from textcore.errors import ConfigError, UserError, writing
@@ -149,25 +149,6 @@ def normalize_loop_state(checkpoint: dict) -> str | None:
         epoch["processed"] = min(epoch["processed"], epoch["started"] - 1)
         epoch["completed"] = min(epoch["completed"], epoch["started"] - 1)
     return "end of the last batch"
-
-
-def epoch_ends_after_batch(trainer) -> bool:
-    """Whether the batch being finished is the last of its epoch."""
-    progress = trainer.fit_loop.epoch_loop.batch_progress
-    per_epoch = trainer.num_training_batches
-    return bool(progress.is_last_batch) or (math.isfinite(per_epoch) and progress.current.ready >= per_epoch)
-
-
-def training_ends_after_batch(trainer) -> bool:
-    """Whether training stops after the batch being finished: max_steps reached, the last epoch's
-    last batch, or a callback asked to stop (``trainer.should_stop``)."""
-    if trainer.should_stop:
-        return True
-    if trainer.max_steps is not None and trainer.max_steps >= 0 and trainer.global_step >= trainer.max_steps:
-        return True
-    max_epochs = trainer.max_epochs
-    return max_epochs is not None and max_epochs >= 0 and trainer.current_epoch + 1 >= max_epochs \
-        and epoch_ends_after_batch(trainer)
 
 
 def weights_finite(module: torch.nn.Module) -> bool:

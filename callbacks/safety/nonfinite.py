@@ -20,6 +20,7 @@ import torch
 from lightning.pytorch.callbacks import Callback
 
 from callbacks.safety.checkpointing import atomic_write_text
+from lightning_modules.shared.step_budget import training_ends_after_batch
 from textcore.errors import UserError
 
 REPORT_FILE = "nonfinite_loss.json"
@@ -110,7 +111,7 @@ class NonFiniteLossGuard(Callback):
         # callbacks last): read the flag first, so the report names the bad step; a save due by time or a signal
         # meets the checkpoint's own check of the weights instead
         every = int(getattr(trainer.checkpoint_callback, "every_n_steps", 0) or 0)
-        last = trainer.max_steps is not None and 0 < trainer.max_steps <= trainer.global_step
+        last = training_ends_after_batch(trainer)
         if (every and trainer.global_step % every == 0) or last:
             self._check(trainer, current_step=None)
         # texts of the steps since the last read only: a later read needs the bad step's batch

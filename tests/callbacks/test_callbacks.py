@@ -93,7 +93,9 @@ def test_collect_eval_outputs_restores_row_order():
 def test_progress_description_shows_step_budget_not_negative_epochs():
     from callbacks.display.progress import train_description
 
-    # the configs train by max_steps with max_epochs=-1; Lightning's own bar printed "Epoch 12/-2"
+    # the paper recipes train by max_steps with max_epochs=-1; Lightning's own bar printed "Epoch 12/-2"
     assert train_description(12, -1, 70, 150) == "Epoch 12 · step 70/150"
+    # the CPU default on a small corpus: 2 epochs end it at step 24 (the budget given), before max_steps=150
+    assert train_description(1, 2, 20, 24) == "Epoch 1/1 · step 20/24"
     assert train_description(3, 10, 5, -1) == "Epoch 3/9"
     assert train_description(0, None, 0, -1) == "Epoch 0"

@@ -6,9 +6,20 @@ from validation.data import training_budget
 
 
 def test_the_demo_budget_is_stated_in_epochs():
-    cfg = compose_config([])  # 150 steps x batch 64 on one CPU process
+    cfg = compose_config(["trainer.max_epochs=-1"])  # 150 steps x batch 64 on one CPU process
     assert training_budget(cfg, 720) == ("training budget: 150 steps x 64 texts = 9,600 texts drawn, "
                                          "13.33 epochs of the 720 texts")
+
+
+def test_on_a_small_corpus_the_default_epochs_end_training_and_the_line_says_so():
+    # 720 texts at batch 64: 12 batches an epoch (the last of 16 texts), 2 epochs = 24 steps, every text twice
+    assert training_budget(compose_config([]), 720) == (
+        "training budget: 24 steps x 64 texts = 1,440 texts drawn, 2.00 epochs of the 720 texts "
+        "(trainer.max_epochs=2 ends it before trainer.max_steps=150; trainer.max_epochs=-1 trains every step)")
+    # 4,800 texts: 75 steps an epoch, 2 epochs = 150: the steps end it, as on every larger corpus
+    assert training_budget(compose_config([]), 4_800).startswith(
+        "training budget: 150 steps x 64 texts = 9,600 texts drawn, 2.00 epochs of the 4,800 texts")
+    assert "max_epochs" not in training_budget(compose_config([]), 4_800)
 
 
 def test_a_large_corpus_gets_the_share_it_sees_and_the_steps_of_one_epoch():

@@ -9,6 +9,7 @@ import torch
 
 from lightning_modules.shared.eval_outputs import cached_eval_outputs
 from lightning_modules.shared.periodic_evaluation import PeriodicEvaluation
+from lightning_modules.shared.step_budget import training_ends_after_batch
 from textcore.errors import WrongMethodError
 from textcore.kmeans import sample_rows
 
@@ -82,7 +83,7 @@ class AttentionNS(PeriodicEvaluation):
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         # as the clustering evaluator: at the last step of a corpus larger than the sample, the final evaluation
         # (every text, the evaluator's pass) stands for the step
-        if trainer.global_step == trainer.max_steps and self._rows(trainer) is not None:
+        if training_ends_after_batch(trainer) and self._rows(trainer) is not None:
             return
         super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
 
