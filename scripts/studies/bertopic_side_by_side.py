@@ -209,7 +209,8 @@ def project_worker(data_dir: Path, name: str, seed: int, auto: bool, run_root: P
     seconds = time.perf_counter() - start
     space = (clusterer.results_.get("clustering", {}).get("protocol") or {}).get("cluster_space") or {}
     out = {"project" if not auto else "project_auto": {**scores(labels, clusterer.labels_), "seconds": seconds},
-           "run_dir": str(clusterer.run_dir_), "fits": int(space.get("fits", 1))}
+           "run_dir": str(clusterer.run_dir_), "fits": int(space.get("fits", 1)),
+           "steps": int(clusterer.results_["steps"])}
     if not auto:
         clustering = clusterer.results_.get("clustering", {})
         before = clustering.get("before", {})
@@ -256,9 +257,29 @@ def space_auto(emb: np.ndarray, seed: int, fits: int) -> tuple[np.ndarray, int, 
 
 
 def current(record: dict) -> bool:
-    """False for a ``project_space`` line written before the row was refined (no ``refine`` in it): it measured what
-    ``project_space_norefine`` measures now, so it is run again and left out of the table."""
-    return record["row"] != "project_space" or "refine" in record
+    """False for a line that measured something other than what its row measures now, so it is run again and left
+    out of the table: a ``project_space`` line written before the row was refined (no ``refine`` in it: it measured
+    what ``project_space_norefine`` measures now), and a trained line whose steps are not the default's on its set
+    (one from before the CPU trainer's 2-epoch end trained 150 steps on Tweet, the default now 78)."""
+    if record["row"] == "project_space":
+        return "refine" in record
+    if record["row"] in ("project", "project_auto"):
+        return record.get("steps", OLD_DEFAULT_STEPS) == default_steps(record["n"])
+    return True
+
+
+OLD_DEFAULT_STEPS = 150  # what every trained line recorded before lines named their steps
+
+
+def default_steps(texts: int) -> int:
+    """The steps ``TextClusterer`` trains by default on ``texts`` texts on the CPU (conf/trainer/cpu.yaml)."""
+    from omegaconf import OmegaConf
+
+    from lightning_modules.shared.step_budget import step_budget
+
+    trainer = OmegaConf.load(ROOT / "conf" / "trainer" / "cpu.yaml")
+    batch = OmegaConf.load(ROOT / "conf" / "config.yaml").batch_size
+    return step_budget(trainer.max_steps, trainer.max_epochs, -(-texts // batch))
 
 
 def fits_of(record: dict) -> int:

@@ -4,8 +4,11 @@
 For each set and seed: KMeans (the project's, ``--n-init`` restarts) on the embeddings, and on UMAPs of them with
 the n_components / n_neighbors / fits of ``--variants`` (``CxN``: one UMAP of C components and N neighbours;
 ``CxNxF``: F of them side by side, ``umap.fits``), without the linear refinement; ACC, NMI, ARI and the seconds of
-the UMAP and of KMeans. All in one process, interleaved, so that a busy machine slows every variant alike. Appends
-to ``<out>/variants.jsonl`` (a (set, variant, seed) already there is not run again) and prints a Markdown table.
+the UMAP and of KMeans. A variant ending ``:average`` (or ``:ward``, ``:complete``) clusters its space with
+scikit-learn's agglomerative clustering of that linkage into K instead of KMeans (``5x15x3:average``; the space is
+fitted once for a set and seed and shared by the variants of its layout). All in one process, interleaved, so that
+a busy machine slows every variant alike. Appends to ``<out>/variants.jsonl`` (a (set, variant, seed) already there
+is not run again) and prints a Markdown table.
 
     python scripts/studies/cluster_space_variants.py --out logs/studies/bertopic_side_by_side \\
         --sets tweet,agnews,searchsnippets --variants 5x15,10x15,5x30 --seeds 0
@@ -31,7 +34,6 @@ from scripts.studies.bertopic_side_by_side import default_data_dir, embeddings, 
 
 def run(args) -> None:
     from textcore.cluster_space import SpaceSettings, fit_space
-    from textcore.kmeans import kmeans_fit
 
     out = Path(args.out)
     results = out / "variants.jsonl"
@@ -43,25 +45,44 @@ def run(args) -> None:
         k = int(len(np.unique(labels)))
         emb, _ = embeddings(Path(args.data_dir), name, out / "embeddings", args.max_length, args.max_texts)
         for seed in (int(s) for s in args.seeds.split(",")):
+            spaces = {}  # layout -> (coordinates, seconds of their fit)
             for variant in ["embeddings", *args.variants.split(",")]:
                 if (name, variant, seed) in done:
                     continue
-                start = time.perf_counter()
-                if variant == "embeddings":
-                    space = emb
-                else:
-                    components, neighbours, fits = (int(v) for v in (variant + "x1").split("x")[:3])
-                    settings = SpaceSettings.from_config("umap", {"n_components": components, "n_neighbors": neighbours,
-                                                                  "fits": fits, "fit_sample": 0, "refine": "none"})
-                    space = fit_space(emb, settings, seed)[1]
+                layout, _, linkage = variant.partition(":")
+                if layout not in spaces:
+                    start = time.perf_counter()
+                    if layout == "embeddings":
+                        space = emb
+                    else:
+                        components, neighbours, fits = (int(v) for v in (layout + "x1").split("x")[:3])
+                        settings = SpaceSettings.from_config("umap", {"n_components": components,
+                                                                      "n_neighbors": neighbours, "fits": fits,
+                                                                      "fit_sample": 0, "refine": "none"})
+                        space = fit_space(emb, settings, seed)[1]
+                    spaces[layout] = space, time.perf_counter() - start
+                space, fit_seconds = spaces[layout]
                 reduced = time.perf_counter()
-                found = kmeans_fit(space, k, seed, args.n_init, "fast").labels_
+                found = cluster(space, k, seed, args.n_init, linkage)
                 record = {"set": name, "variant": variant, "seed": seed, "n": len(labels), "k": k,
                           "n_init": args.n_init, **scores(labels, found),
-                          "umap_seconds": reduced - start, "kmeans_seconds": time.perf_counter() - reduced}
+                          "umap_seconds": fit_seconds, "kmeans_seconds": time.perf_counter() - reduced}
                 with results.open("a") as handle:
                     handle.write(json.dumps(record) + "\n")
                 print(f"[variant] {json.dumps(record)}", flush=True)
+
+
+def cluster(space: np.ndarray, k: int, seed: int, n_init: int, linkage: str) -> np.ndarray:
+    """K clusters of ``space``: the project's KMeans (``linkage`` empty), or agglomerative clustering of a linkage."""
+    if not linkage:
+        from textcore.kmeans import kmeans_fit
+
+        return kmeans_fit(space, k, seed, n_init, "fast").labels_
+    if linkage not in ("average", "ward", "complete", "single"):
+        raise SystemExit(f"variant ...:{linkage}: the linkages are average, ward, complete, single")
+    from sklearn.cluster import AgglomerativeClustering
+
+    return AgglomerativeClustering(k, linkage=linkage).fit_predict(space)
 
 
 def table(out: Path) -> str:

@@ -36,3 +36,12 @@ def test_a_line_of_another_number_of_fits_is_shown_under_its_own_row(tmp_path):
     assert rows[default_label] == "71.0 ± 1.4"  # seeds 0 and 1 of the default
     assert rows[one_label] == "67.0"
     assert rows["KMeans(K) on the embeddings"] == "60.0"
+
+
+def test_a_trained_line_counts_only_where_its_steps_are_the_default_now():
+    line = {"set": "tweet", "row": "project", "seed": 0, "n": 2472}
+    assert not study.current(line)  # no steps named: 150, from before the 2-epoch end (78 steps on Tweet now)
+    assert study.current({**line, "steps": 78})
+    assert study.current({**line, "n": 20000})  # 150 steps then and now
+    assert not study.current({**line, "n": 20000, "steps": 78})
+    assert study.current({**line, "row": "kmeans"})  # untrained rows have no steps
