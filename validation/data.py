@@ -37,7 +37,7 @@ def training_budget(cfg: DictConfig, texts: int) -> str | None:
         return None
     steps, per_step = planned
     max_steps, max_epochs = select(cfg, "trainer.max_steps"), select(cfg, "trainer.max_epochs", -1)
-    drawn = min(steps * per_step, max_epochs * texts) if steps < max_steps else steps * per_step
+    drawn = max_epochs * texts if steps < max_steps else steps * per_step  # each epoch draws every text once
     epochs = drawn / texts
     line = (f"training budget: {steps} steps x {per_step} texts = {drawn:,} texts drawn, "
             f"{epochs:.2f} epochs of the {texts:,} texts")
