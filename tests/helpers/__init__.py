@@ -30,6 +30,7 @@ def toy_overrides(csv: Path, steps: int = 4) -> list[str]:
         "dataset.augmentation=explicit",
         "batch_size=8",
         f"trainer.max_steps={steps}",
+        "trainer.max_epochs=-1",  # steps alone, as many epochs of the toy as they take
         "trainer.enable_progress_bar=false",
         "trainer.log_every_n_steps=1",
         "trainer.enable_model_summary=false",

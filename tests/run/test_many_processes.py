@@ -54,7 +54,8 @@ def error_line(proc: subprocess.CompletedProcess) -> str:
 def toy_args(csv: Path, steps: int) -> list[str]:
     return ["backbone=tiny", "dataset=csv", f"data_dir={csv.parent}", f"dataset.file={csv.name}",
             "dataset.text_column=text0", "dataset.aug_columns=[text1]", "dataset.augmentation=explicit",
-            f"trainer.max_steps={steps}", "callbacks.checkpoint.every_n_steps=1", "~callbacks.progress",
+            f"trainer.max_steps={steps}", "trainer.max_epochs=-1",  # steps alone: the toy is one batch an epoch
+            "callbacks.checkpoint.every_n_steps=1", "~callbacks.progress",
             "~callbacks.model_summary", "callbacks.report.plots=false", "print_table=false",
             "dataset.callbacks.clustering_eval.every_n_steps=0", "dataset.callbacks.clustering_eval.kmeans_n_init=2",
             "method.callbacks.centroid_init.n_init=2"]
