@@ -47,6 +47,7 @@ Resumable: each finished (set, row, seed) is one line of ``<out>/results.jsonl``
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import statistics
@@ -271,6 +272,7 @@ def current(record: dict) -> bool:
 OLD_DEFAULT_STEPS = 150  # what every trained line recorded before lines named their steps
 
 
+@functools.lru_cache(maxsize=None)  # read per results line by the resume check and the table: the files once a size
 def default_steps(texts: int) -> int:
     """The steps ``TextClusterer`` trains by default on ``texts`` texts on the CPU (conf/trainer/cpu.yaml)."""
     from omegaconf import OmegaConf
