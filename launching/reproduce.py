@@ -58,6 +58,9 @@ TRAINING_PRECISIONS = {
     "tf32": ["++trainer.precision=32-true", "float32_matmul_precision=high"],
     "bf16": ["++trainer.precision=bf16-mixed"],
 }
+# every run of a table, unless --plots: the report's figures cost 27 s a run on an H200 node (BENCHMARKS.md, "GPU
+# session"), 11 minutes of SCCL's Table 1, and a table needs none; `tools.py plots --run <folder>` draws them later
+TABLE_RUN_SETTINGS = ["callbacks.report.plots=false"]
 
 
 @dataclass
@@ -366,13 +369,15 @@ def describe(table_name: str, table: dict, runs: list[Run], baselines: list[str]
 
 def reproduce(table_name: str, seeds: Sequence[int] = (0, 1, 2), rows: str | None = None, launcher: str = "local",
               output: Path | None = None, dry_run: bool = False, runs_per_gpu: int | None = None,
-              run_memory_gib: float | None = None, precision: str | None = None, overrides: Sequence[str] = ()) -> str:
+              run_memory_gib: float | None = None, precision: str | None = None, overrides: Sequence[str] = (),
+              plots: bool = False) -> str:
     """``python tools.py reproduce`` (ctclust.commands.reproduce): the plan of ``table_name``'s rows x ``seeds``
     printed; unless ``dry_run``, the data checked, every run launched, the table beside the paper's written."""
     seeds = list(seeds)
     out = (output or ROOT / "logs" / "reproduce" / Path(table_name).stem).resolve()
     only = [r.strip() for r in rows.split(",") if r.strip()] if rows else None
-    overrides = [*TRAINING_PRECISIONS.get(precision, []), *overrides]  # the command line's last: it wins
+    # the command line's last: it wins
+    overrides = [*([] if plots else TABLE_RUN_SETTINGS), *TRAINING_PRECISIONS.get(precision, []), *overrides]
     table, runs, baselines = plan(table_name, seeds, only, out, overrides)
     threads = None
     if runs_per_gpu is not None:

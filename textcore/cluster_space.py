@@ -267,7 +267,12 @@ def _one_umap(data: np.ndarray, settings: SpaceSettings, seed: int) -> np.ndarra
         return np.asarray(cuml(**options).fit_transform(data), dtype=np.float32)
     import warnings
 
-    from umap import UMAP
+    try:
+        from umap import UMAP
+    except ImportError as error:  # a GPU node's own Python, a trimmed environment: say what to do
+        raise ImportError("cluster_space=umap needs the umap-learn package, which this Python lacks: "
+                          "pip install umap-learn, or cluster_space=embeddings to cluster the embeddings "
+                          "themselves") from error
 
     with warnings.catch_warnings():  # "n_jobs overridden to 1 by setting random_state": that is the point
         warnings.filterwarnings("ignore", message=".*n_jobs.*")

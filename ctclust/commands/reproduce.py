@@ -34,10 +34,13 @@ def main(argv: Sequence[str] | None = None) -> str:
     parser.add_argument("--precision", choices=tuple(TRAINING_PRECISIONS), default=None,
                         help="train every run in fp32 (the papers'), tf32 (float32 with TF32 products) or bf16 "
                         "autocast (default: each experiment's own)")
+    parser.add_argument("--plots", action="store_true",
+                        help="draw each run's report figures (off by default: a table needs none, and "
+                        "`tools.py plots` draws them later)")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides for every run, e.g. trainer.devices=4")
     args = parser.parse_intermixed_args(argv)  # overrides may come before or after the options
     return reproduce(args.table, args.seeds, args.rows, args.launcher, args.output, args.dry_run, args.runs_per_gpu,
-                     args.run_memory_gib, args.precision, args.overrides)
+                     args.run_memory_gib, args.precision, args.overrides, args.plots)
 
 
 if __name__ == "__main__":

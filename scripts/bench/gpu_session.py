@@ -21,9 +21,9 @@ Parts, in the order they run (``--parts``, default all of them):
   (scripts/bench/corpus_devices.py).
 
 In a short allocation (a scheduler's time limit of minutes) the parts go in commands one after the other:
-``--session quality``, ``BUDGET=480 ... --session precision,profile,packing,steps`` and ``BUDGET=240 ... --session
-corpus`` (about 7, 8 and 3 minutes by the estimates above); a part that does not fit is printed as not run, for
-a later ``--session <parts>``. With more time, all of them at once with a larger ``BUDGET``.
+``BUDGET=660 ... --session quality``, ``BUDGET=560 ... --session profile,steps,precision,packing`` and
+``BUDGET=300 ... --session corpus`` (about 11, 10 and 5 minutes); a part that does not fit is printed as not run,
+for a later ``--session <parts>``. With more time, all of them at once with a larger ``BUDGET``.
 
 A part starts only if its expected time (``EXPECTED``, seconds on an H100) fits in what is left of ``--budget-s``;
 each runs with the time left as its limit. Work goes to ``--work`` (checkpoints, run folders); a part whose
@@ -50,9 +50,10 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 PARTS = ("quality", "precision", "profile", "packing", "steps", "corpus")
-# seconds on an H100, estimated (no part has run on a GPU yet): quality from the authors' fp32 loop at 3.85
-# steps/s with DistilBERT (BENCHMARKS.md) scaled to MiniLM (a quarter of the matrix work), 12 runs sharing the card
-EXPECTED = {"quality": 400, "precision": 120, "profile": 110, "packing": 100, "steps": 130, "corpus": 150}
+# seconds of each part. Measured on an H200 (2026-11-29, BENCHMARKS.md): quality (the six runs side by side: ours
+# 372 s, the authors' loop 500 s for 900 of its 1,000 steps), steps 96 s, packing 77 s for its first of three
+# commands; precision, profile and corpus are estimates from the steps' speeds
+EXPECTED = {"quality": 600, "precision": 150, "profile": 110, "packing": 280, "steps": 100, "corpus": 150}
 EXPECTED_TINY = {"quality": 45, "precision": 30, "profile": 40, "packing": 80, "steps": 60, "corpus": 45}
 PACKING = (1, 2, 4)
 PACKING_STEPS, PACKING_EVERY = 100, 100
@@ -146,9 +147,17 @@ def packing_summary(work: Path, tiny: bool = False) -> tuple[str, dict]:
                   for history, n_steps in zip(histories, steps)]
         timed = [h.get("eval_seconds", 0.0) for history in histories for h in history]
         training = [s.get("training", 0.0) for s in seconds]
-        step_s = sum(t - e for t, e in zip(training, during)) / max(1, sum(steps))  # a step, evaluations out
         evaluation_s = sum(timed) / max(1, len(timed))  # one evaluation (embedding, KMeans, scores)
-        fixed = sum(s.get("total", 0.0) - s.get("training", 0.0) for s in seconds) / len(runs)  # start-up, end
+        medians = [s.get("step_median") for s in seconds]
+        if all(medians):
+            # a step's steady cost (results.json's median step time); the rest of a run is fixed: start-up, the
+            # first steps' warm-up, the evaluations' own time counted apart, the end
+            step_s = sum(medians) / len(medians)
+            fixed = sum(max(0.0, s.get("total", 0.0) - n_steps * step_s - sum(h.get("eval_seconds", 0.0) for h in hist))
+                        for s, n_steps, hist in zip(seconds, steps, histories)) / len(runs)
+        else:  # runs from before the median was recorded: the training time less the evaluations during it
+            step_s = sum(t - e for t, e in zip(training, during)) / max(1, sum(steps))
+            fixed = sum(s.get("total", 0.0) - s.get("training", 0.0) for s in seconds) / len(runs)
         share = sum(timed) / max(1e-9, sum(s.get("total", 0.0) for s in seconds))
         per_run = fixed + TABLE1_STEPS * step_s + (TABLE1_STEPS // TABLE1_EVERY + 1) * evaluation_s
         table1_h = math.ceil(TABLE1_RUNS / n) * per_run / 3600
@@ -166,10 +175,11 @@ def packing_summary(work: Path, tiny: bool = False) -> tuple[str, dict]:
     text = "\n".join([
         f"Several SCCL runs on one card (`tools.py reproduce sccl_table1 --rows sccl_stackoverflow --runs-per-gpu N "
         f"{scale}); the time to SCCL's Table 1 ({TABLE1_RUNS} runs x {TABLE1_STEPS} steps, an evaluation "
-        f"every {TABLE1_EVERY}) estimated from these parts: start-up and end + {TABLE1_STEPS} steps + "
-        f"{TABLE1_STEPS // TABLE1_EVERY + 1} evaluations a run, N at a time:", "",
-        "| runs per card | runs | wall s | runs per hour | steps/s a run (evaluations out) | s an evaluation | "
-        "evaluation share | start-up + end s | Table 1, hours |", "|---" * 9 + "|", *rows, "",
+        f"every {TABLE1_EVERY}) estimated from these parts: the fixed time (start-up, the first steps' warm-up, the "
+        f"end) + {TABLE1_STEPS} steps at a run's median step time + {TABLE1_STEPS // TABLE1_EVERY + 1} evaluations a "
+        "run, N at a time:", "",
+        "| runs per card | runs | wall s | runs per hour | steps/s a run (median step) | s an evaluation | "
+        "evaluation share | fixed s a run | Table 1, hours |", "|---" * 9 + "|", *rows, "",
         f"The authors' own loop (fp32, {AUTHORS_STEPS_PER_S} steps/s, one run after another; BENCHMARKS.md, H100, "
         f"2026-11-26), training steps alone: {authors_h:.1f} hours."])
     return text, numbers
@@ -199,6 +209,9 @@ def run_part(part: str, args, work: Path, deadline: float) -> dict:
     codes = []
     env = {**os.environ, "PROJECT_ROOT": str(ROOT), "PYTHONUNBUFFERED": "1"}
     for command in commands(part, args, work):
+        # the paths under the checkout relative to it (the commands run there): the tables they write name them,
+        # and the tables go into committed files
+        command = [command[0], *(a.replace(f"{ROOT}/", "") for a in command[1:])]
         left = deadline - time.time()
         shown = " ".join(["python", *command[1:]])
         print(f"gpu_session: {part}: $ {shown}", flush=True)

@@ -105,14 +105,16 @@ def ours_history(run_dir: Path) -> dict | None:
 
 
 def authors_history(path: Path) -> dict | None:
+    """{step: (KMeans ACC, NMI) x100} of a run of the authors' loop, with ``finished`` false where it stopped early
+    (a time limit): the evaluations it reached still count, step by step; None before its first evaluation."""
     if not path.is_file():
         return None
     data = json.loads(path.read_text())
-    if not data.get("finished"):
+    if not data.get("evaluations"):
         return None
     steps = {int(r["step"]): (r["kmeans_acc"], r["kmeans_nmi"]) for r in data["evaluations"]}
     own = {int(r["step"]): (r["their_kmeans_acc"], r["their_kmeans_nmi"]) for r in data["evaluations"]}
-    return {"steps": steps, "own": own, "seconds": data.get("total_seconds")}
+    return {"steps": steps, "own": own, "seconds": data.get("total_seconds"), "finished": bool(data.get("finished"))}
 
 
 def _inside(values: list[float], reference: list[float]) -> str:
@@ -131,11 +133,16 @@ def table(out: Path, seeds: list[int], precisions: list[str]) -> str:
         sides[f"ours {precision}"] = {s: ours_history(out / f"ours_{precision}_s{s}") for s in seeds}
     sides = {name: {s: h for s, h in runs.items() if h} for name, runs in sides.items()}
     steps = sorted({step for runs in sides.values() for h in runs.values() for step in h["steps"]})
+    stopped = [f"{name} seed {s} at step {max(h['steps'])}" for name, runs in sides.items()
+               for s, h in sorted(runs.items()) if not h.get("finished", True)]
     lines = [f"SCCL on {setting.get('file', '?')} (views {setting.get('views', '?')}), backbone "
              f"{setting.get('backbone', '?')}, batch {setting.get('batch', '?')}, {setting.get('steps', '?')} steps, "
              f"device {setting.get('device', '?')}; KMeans ACC / NMI (x100) by the project's protocol on each code's "
              "embeddings, mean ± std over the seeds; seeds finished: "
-             + "; ".join(f"{name} {sorted(runs)}" for name, runs in sides.items()), "",
+             + "; ".join(f"{name} {sorted(s for s, h in runs.items() if h.get('finished', True))}"
+                         for name, runs in sides.items())
+             + ("; stopped before the end (their evaluations up to there are in the table): " + ", ".join(stopped)
+                if stopped else ""), "",
              "| step | " + " | ".join(f"{name} ACC" for name in sides) + " | "
              + " | ".join(f"{name} NMI" for name in sides) + " |", "|---" * (1 + 2 * len(sides)) + "|"]
     for step in steps:
@@ -143,23 +150,30 @@ def table(out: Path, seeds: list[int], precisions: list[str]) -> str:
         nmi = [mean_std([h["steps"][step][1] for h in runs.values() if step in h["steps"]]) for runs in sides.values()]
         lines.append(f"| {step} | " + " | ".join(acc) + " | " + " | ".join(nmi) + " |")
 
+    # where a run stopped early, every code is compared at the last step all of them reached
+    last = min((max(h["steps"]) for runs in sides.values() for h in runs.values()), default=0)
+    at = last if stopped else None
+
     def final(runs: dict, key: str = "steps", index: int = 0) -> list[float]:
-        return [h[key][max(h[key])][index] for h in runs.values() if h.get(key)]
+        return [h[key][at if at is not None else max(h[key])][index] for h in runs.values()
+                if h.get(key) and (at is None or at in h[key])]
 
     authors = sides["authors' fp32"]
     ours_fp32 = sides.get("ours fp32", {})
-    lines += ["", "At the end of training (within: the mean lies inside the reference's seeds, min to max; ours fp32 "
-              "against the authors', TF32 and bf16 against ours fp32):", "",
+    when = "At the end of training" if at is None else f"At step {at}, the last one every run reached"
+    lines += ["", f"{when} (within: the mean lies inside the reference's seeds, min to max; ours fp32 "
+              "against the authors', TF32 and bf16 against ours fp32; wall: finished runs):", "",
               "| code | seeds | ACC | NMI | ACC within | NMI within | wall min (median) |", "|---" * 7 + "|"]
     for name, runs in sides.items():
         reference = authors if name == "ours fp32" else ours_fp32 if name.startswith("ours") else {}
-        walls = sorted(h["seconds"] for h in runs.values() if h.get("seconds"))
+        walls = sorted(h["seconds"] for h in runs.values() if h.get("seconds") and h.get("finished", True))
         wall = f"{walls[len(walls) // 2] / 60:.1f}" if walls else "-"
         lines.append(f"| {name} | {len(runs)} | {mean_std(final(runs))} | {mean_std(final(runs, index=1))} | "
                      f"{_inside(final(runs), final(reference)) if reference else '-'} | "
                      f"{_inside(final(runs, index=1), final(reference, index=1)) if reference else '-'} | {wall} |")
     if authors:
-        lines += ["", f"The authors' own KMeans (scikit-learn, random_state = seed) at the end: ACC "
+        lines += ["", f"The authors' own KMeans (scikit-learn, random_state = seed) "
+                  f"{'at the end' if at is None else f'at step {at}'}: ACC "
                   f"{mean_std(final(authors, 'own'))}, NMI {mean_std(final(authors, 'own', 1))}."]
     packing_record = out / "packing.json"
     if packing_record.is_file():

@@ -48,9 +48,11 @@ def test_a_tiny_bundle_has_the_packages_the_tokenizer_and_the_first_rows(tmp_pat
     site = out / "site"
     assert not list(site.rglob("*.safetensors")) and not list(site.rglob("__pycache__"))  # tiny: no weights
     # the node's Python finds the packages and the tokenizer in the bundle, not in this environment
-    hydra_file, minilm = in_bundle(site, "import hydra; from textcore.encoding.backbone import minilm_folder; "
-                                         "print(hydra.__file__); print(minilm_folder())").splitlines()
-    assert Path(hydra_file).is_relative_to(site) and Path(minilm).is_relative_to(site)
+    hydra_file, umap_file, minilm = in_bundle(
+        site, "import hydra, umap.umap_ as u; from textcore.encoding.backbone import minilm_folder; "
+              "print(hydra.__file__); print(u.__file__); print(minilm_folder())").splitlines()
+    # umap-learn too: the default clustering space fits a UMAP in every evaluation
+    assert all(Path(f).is_relative_to(site) for f in (hydra_file, umap_file, minilm))
     assert (Path(minilm) / "tokenizer.json").is_file()
 
     source = (root / "short_text" / "stackoverflow.csv").read_text().splitlines(keepends=True)
@@ -80,7 +82,7 @@ def test_a_tiny_bundle_takes_rows_of_every_class_from_a_file_sorted_by_label(tmp
     assert {line.split(",")[0] for line in lines[1:]} == {str(label) for label in range(10)}
 
 
-def test_a_bundle_for_a_lent_machine_halves_the_weights_and_the_node_widens_them(tmp_path, monkeypatch):
+def test_a_small_bundle_halves_the_weights_and_the_node_widens_them(tmp_path, monkeypatch):
     """--small: MiniLM's weights in float16 and the sentence samples cut; --widen (the node script's first
     step) writes float32 back: MiniLM's weights rounded to float16, once; a second --widen leaves them."""
     from safetensors import safe_open

@@ -111,6 +111,22 @@ def test_packing_summary_derives_runs_per_hour_and_the_time_to_table_1(tmp_path)
     assert "| 2 | 2 | 60 | 120.0 | 10.00 | 2.0 | 20 % | 8 |" in text
 
 
+def test_packing_summary_takes_a_step_at_its_median_and_counts_the_warm_up_as_fixed(tmp_path):
+    # a short run on a GPU: 200 steps at 0.05 s, but 4 s of first steps (kernels chosen, workers starting) inside
+    # "training"; the mean over the run (training less the evaluations during it) would make a step 0.07 s
+    n1 = tmp_path / "packing" / "n1"
+    n1.mkdir(parents=True)
+    (n1 / "packing.json").write_text(json.dumps({"runs_per_hour": 100.0, "wall_seconds": 36.0}))
+    _packed_run(n1 / "sccl_stackoverflow" / "seed_0", 200, [(0, 2.0), (100, 2.0), (200, 2.0)],
+                {"start_up": 4.0, "training": 16.0, "end": 10.0, "total": 30.0, "step_median": 0.05})
+    text, numbers = SESSION.packing_summary(tmp_path)
+    row = numbers[1]
+    assert row["step_s"] == pytest.approx(0.05)
+    assert row["fixed_s"] == pytest.approx(30.0 - 200 * 0.05 - 6.0)  # start-up, warm-up and end: 14 s
+    assert row["table1_hours"] == pytest.approx(24 * (14.0 + 3000 * 0.05 + 31 * 2.0) / 3600)
+    assert "| 1 | 1 | 36 | 100.0 | 20.00 | 2.0 | 20 % | 14 |" in text
+
+
 @pytest.mark.slow
 def test_the_device_command_runs_every_part_at_smoke_scale_on_the_cpu(tmp_path, short_text_dir):
     """`bash scripts/bench/gpu_node.sh --tiny --session` on a tiny bundle (about 3 minutes on 2 cores): every part
@@ -147,3 +163,17 @@ def test_the_device_command_takes_session_and_its_parts(tmp_path, flags, complai
     done = subprocess.run(["bash", "scripts/bench/gpu_node.sh", *flags], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=60)
     assert done.returncode == 2 and complaint in done.stderr, done.stderr
+
+
+def test_a_part_runs_with_the_paths_under_the_checkout_relative_to_it(tmp_path, monkeypatch):
+    # the tables a part writes quote its command, and they are pasted into committed files
+    seen = []
+    root = SESSION.ROOT
+    monkeypatch.setattr(SESSION, "commands", lambda part, args, work: [
+        ["/usr/bin/python3", "x.py", "--data", f"{root}/.gpu/data", f"data_dir={root}/.gpu/data", "--out", "/else"]])
+    monkeypatch.setattr(SESSION.subprocess, "run",
+                        lambda command, **kwargs: (seen.append((command, kwargs["cwd"])), argparse.Namespace(
+                            returncode=0))[1])
+    assert SESSION.run_part("steps", argparse.Namespace(), tmp_path, deadline=SESSION.time.time() + 60)["ok"]
+    assert seen == [(["/usr/bin/python3", "x.py", "--data", ".gpu/data", "data_dir=.gpu/data", "--out", "/else"],
+                     root)]

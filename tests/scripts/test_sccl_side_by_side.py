@@ -23,10 +23,11 @@ def _ours(folder: Path, history: dict[int, tuple[float, float]], seconds: float 
                                                      "seconds": {"total": seconds}}))
 
 
-def _theirs(path: Path, history: dict[int, tuple[float, float]], own: tuple[float, float]) -> None:
+def _theirs(path: Path, history: dict[int, tuple[float, float]], own: tuple[float, float],
+            finished: bool = True) -> None:
     rows = [{"step": s, "kmeans_acc": a, "kmeans_nmi": n, "their_kmeans_acc": own[0], "their_kmeans_nmi": own[1]}
             for s, (a, n) in history.items()]
-    path.write_text(json.dumps({"evaluations": rows, "finished": True, "total_seconds": 120.0}))
+    path.write_text(json.dumps({"evaluations": rows, "finished": finished, "total_seconds": 120.0}))
 
 
 def test_the_table_gives_each_side_by_step_and_whether_the_end_lies_within_the_seeds(tmp_path):
@@ -46,6 +47,23 @@ def test_the_table_gives_each_side_by_step_and_whether_the_end_lies_within_the_s
     assert "| ours bf16 | 2 | 61.00 ± 1.41 | 51.50 ± 0.71 | no (-11.00) | yes | 1.0 |" in lines
     assert "| authors' fp32 | 2 | 72.00 ± 2.83 | 52.00 ± 2.83 | - | - | 2.0 |" in lines
     assert "The authors' own KMeans (scikit-learn, random_state = seed) at the end: ACC 71.00 ± 2.83" in text
+
+
+def test_runs_stopped_by_a_time_limit_count_up_to_their_last_evaluation_and_the_codes_meet_there(tmp_path):
+    # the authors' loop stopped after step 100 of 200 (a node's time limit); ours finished
+    _theirs(tmp_path / "authors_s0.json", {0: (50.0, 30.0), 100: (70.0, 50.0)}, (69.0, 49.0), finished=False)
+    _theirs(tmp_path / "authors_s1.json", {0: (52.0, 32.0), 100: (74.0, 54.0)}, (73.0, 53.0), finished=False)
+    _ours(tmp_path / "ours_fp32_s0", {100: (71.0, 51.0), 200: (60.0, 40.0)})
+    _ours(tmp_path / "ours_fp32_s1", {100: (73.0, 55.0), 200: (62.0, 42.0)})
+    lines = SBS.table(tmp_path, [0, 1], ["fp32"]).splitlines()
+    assert ("seeds finished: authors' fp32 []; ours fp32 [0, 1]; stopped before the end (their evaluations up to "
+            "there are in the table): authors' fp32 seed 0 at step 100, authors' fp32 seed 1 at step 100") in lines[0]
+    assert "| 100 | 72.00 ± 2.83 | 72.00 ± 1.41 | 52.00 ± 2.83 | 53.00 ± 2.83 |" in lines
+    assert "| 200 | - | 61.00 ± 1.41 | - | 41.00 ± 1.41 |" in lines
+    # compared at step 100, where both are, not at ours' end (200): ACC within 70..74, NMI 53 within 50..54
+    assert any(line.startswith("At step 100, the last one every run reached") for line in lines)
+    assert "| ours fp32 | 2 | 72.00 ± 1.41 | 53.00 ± 2.83 | yes | yes | 1.0 |" in lines
+    assert "| authors' fp32 | 2 | 72.00 ± 2.83 | 52.00 ± 2.83 | - | - | - |" in lines  # no wall: not finished
 
 
 def test_our_runs_are_the_recipe_on_the_same_file_and_columns(tmp_path):

@@ -38,6 +38,18 @@ def test_dry_run_lists_the_eight_rows_three_seeds_and_their_files(tmp_path, caps
     assert "BoW, agnews: python tools.py evaluate --model bow" in text
 
 
+def test_table_runs_draw_no_report_figures_unless_asked(tmp_path):
+    def command(*extra: str) -> str:
+        text = reproduce_command.main(["sccl_table1", "--rows", "sccl_tweet", "--seeds", "0", "--dry-run",
+                                       "--output", str(tmp_path), *extra])
+        return next(line for line in text.splitlines() if line.startswith("  $ python run.py"))
+
+    assert command().endswith("seed=0 callbacks.report.plots=false")
+    assert "plots" not in command("--plots")
+    # an override on the command line comes last, so it wins
+    assert command("callbacks.report.plots=true").endswith("callbacks.report.plots=false callbacks.report.plots=true")
+
+
 def test_sts_rows_list_the_senteval_folder_too(tmp_path):
     text = reproduce_command.main(["clusterns_table1", "--rows", "simcse_bert_base", "--seeds", "0", "--dry-run",
                            "--output", str(tmp_path)])

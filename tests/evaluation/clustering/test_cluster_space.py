@@ -288,3 +288,20 @@ def test_the_summary_says_when_the_umap_clusters_were_refined():
     assert first_row({"space": "embeddings"}) == "KMeans on embeddings, before training"
     assert first_row({**umap, "refine": "none", "fits": 3}) == \
         "KMeans in 3 UMAPs (5-d each, side by side) of the embeddings, before training"
+
+
+def test_a_python_without_umap_learn_is_told_what_to_install_or_set(monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def without_umap(name, *args, **kwargs):
+        if name == "umap" or name.startswith("umap."):
+            raise ModuleNotFoundError("No module named 'umap'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", without_umap)
+    x, _ = blobs()
+    settings = SpaceSettings.from_config("umap", {"n_neighbors": 10, "n_components": 3, "fit_sample": 0})
+    with pytest.raises(ImportError, match="pip install umap-learn.*cluster_space=embeddings"):
+        space_kmeans(x, 5, 0, 1, "fast", 0, settings)
