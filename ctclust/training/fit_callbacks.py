@@ -53,7 +53,7 @@ class PhaseClock(Callback):
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         now = self.clock()
         self.marks["last_step"] = now
-        step, then = self._step_at if self._step_at is not None else (trainer.global_step, now)
+        step, then = self._step_at  # set by on_train_batch_start, which Lightning calls first
         if trainer.global_step > step:  # an optimizer step ended (not a batch accumulated into the next one)
             self.step_seconds.append((now - then) / (trainer.global_step - step))
             self._step_at = (trainer.global_step, now)
