@@ -15,12 +15,19 @@ shared machine slows them alike: the ratios to torch are the numbers to read. Th
 ``--openvino`` adds OpenVINO's runtime (``pip install openvino``; not a dependency of the project) on the float32
 export, as one more column: the project adds a backend only where it measures faster than those it has.
 
+``--profile`` runs every ONNX export over the texts once more under ONNX Runtime's profiler and reports where its
+time goes: each operator type's share of the kernel time, and the matrix products' share of the profiled pass
+(``MatMul``, the fused ``Attention`` with its Q/K/V projection and everything else it does, and their int8 forms).
+From it, the ceiling of each export's ratio to torch: the ratio it would reach if everything but its matrix
+products took no time (``ceiling``), an upper bound on what any change of the graph around ONNX Runtime's matrix
+kernels can give on this machine.
+
 ``--int8-float-feed-forward`` measures another int8 recipe than the code's (``RECIPE`` of
 ``textcore/encoding/onnx_runtime.py``): the layers whose feed-forward output projection stays float (``all``,
 ``none`` or layer numbers such as ``0,1``); the result records the recipe it measured.
 
 Usage: python scripts/bench/backends.py --data <labelled.csv> [--texts 20000] [--chunks 4] [--text-column text0]
-       [--int8-float-feed-forward 0,1] [--openvino] [--output backends.json]
+       [--int8-float-feed-forward 0,1] [--openvino] [--profile] [--output backends.json]
 """
 from __future__ import annotations
 
@@ -52,6 +59,9 @@ def main(argv=None) -> dict:
                              "(default: the code's)")
     parser.add_argument("--openvino", action="store_true",
                         help="also OpenVINO's runtime on the float32 export (needs `pip install openvino`)")
+    parser.add_argument("--profile", action="store_true",
+                        help="also where each ONNX export's time goes (ONNX Runtime's profiler) and the ratio to "
+                             "torch it would reach with free non-matrix work")
     parser.add_argument("--output", type=Path, default=None, help="a JSON file for the results")
     args = parser.parse_args(argv)
 
@@ -114,7 +124,64 @@ def main(argv=None) -> dict:
                        if m in ("acc", "nmi")} for b in backends},
         "k": int(k),
     }
+    if args.profile:
+        result["profile"] = {}
+        for backend in ("onnx", "onnx-int8"):
+            shares, product_share = profiled_pass(models[backend], texts, args.batch_size, cache)
+            result["profile"][backend] = {
+                "kernel_time_by_operator": shares, "matrix_product_share_of_pass": round(product_share, 3),
+                "ceiling_ratio_to_torch": round(ceiling(result["ratio_to_torch"][backend], product_share), 2)}
     return print_result(result, args.output)
+
+
+# ONNX Runtime's operators that multiply matrices (float and int8); the fused attention counts whole
+MATRIX_PRODUCTS = ("MatMul", "Gemm", "FusedMatMul", "Attention", "QAttention", "DynamicQuantizeMatMul",
+                   "MatMulInteger", "MatMulIntegerToFloat", "QGemm")
+
+
+def kernel_seconds(events: list[dict]) -> dict[str, float]:
+    """Seconds of kernel time per operator type in ONNX Runtime's profile (its JSON trace: one ``Node`` event
+    ``<node>_kernel_time`` per node run, ``dur`` in microseconds, ``args.op_name`` the operator type)."""
+    seconds: dict[str, float] = {}
+    for event in events:
+        if event.get("cat") == "Node" and event.get("name", "").endswith("_kernel_time"):
+            op = event["args"]["op_name"]
+            seconds[op] = seconds.get(op, 0.0) + event["dur"] / 1e6
+    return seconds
+
+
+def ceiling(ratio: float, product_share: float) -> float:
+    """The ratio to torch a pass measured at ``ratio`` would reach if only its matrix products, ``product_share``
+    of its time, took any."""
+    if not 0 < product_share <= 1:
+        raise ValueError(f"the matrix products' share of the pass must be in (0, 1], got {product_share}")
+    return ratio / product_share
+
+
+def profiled_pass(onnx_encoder, texts, batch_size: int, folder: Path) -> tuple[dict[str, float], float]:
+    """``onnx_encoder``'s export run over ``texts`` (its own batches) in a session like its own, with ONNX
+    Runtime's profiler on: each operator type's share of the kernel time (largest first), and the matrix
+    products' share of the pass's wall time (the profiler's own cost counts as non-matrix time, so the share is
+    if anything low and the ceiling high)."""
+    import copy
+
+    import onnxruntime
+
+    from textcore.encoding.onnx_runtime import session_options
+
+    options = session_options(onnx_encoder.threads)
+    options.enable_profiling = True
+    options.profile_file_prefix = str(folder / f"profile-{onnx_encoder.backend}")
+    profiled = copy.copy(onnx_encoder)
+    profiled.session = onnxruntime.InferenceSession(str(onnx_encoder.path), options,
+                                                    providers=["CPUExecutionProvider"])
+    began = time.perf_counter()
+    profiled.encode(texts, batch_size=batch_size)
+    wall = time.perf_counter() - began
+    seconds = kernel_seconds(json.loads(Path(profiled.session.end_profiling()).read_text()))
+    total = sum(seconds.values())
+    shares = {op: round(s / total, 4) for op, s in sorted(seconds.items(), key=lambda item: -item[1])}
+    return shares, sum(s for op, s in seconds.items() if op in MATRIX_PRODUCTS) / wall
 
 
 def openvino_encoder(onnx_encoder, threads: int):

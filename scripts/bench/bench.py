@@ -57,7 +57,7 @@ from datamodules.download.catalogue import data_root  # noqa: E402
 from scripts.bench.corpus import part_corpus  # noqa: E402
 from scripts.bench.reference_step import AuthorsSCCLStep  # noqa: E402
 from scripts.bench.report import EVAL_VARIANTS, PARTS, document, machine, render  # noqa: E402
-from scripts.bench.scale import part_scale  # noqa: E402
+from scripts.bench.scale import fresh_run_folder, part_scale  # noqa: E402
 from textcore.device_settings import Device, device_defaults  # noqa: E402
 from textcore.encoding.chunking import CHUNK_IF_BELOW  # noqa: E402
 from textcore.encoding.token_batches import length_chunks  # noqa: E402
@@ -427,6 +427,7 @@ def part_inrun(args) -> dict:
 
 # ----------------------------------------------------------------------------- part: memory
 def peak_memory_of_run(data_dir: str, steps: int, chunk: int) -> dict:
+    fresh_run_folder(ROOT / "logs" / "bench" / f"memory_run_{chunk}")
     command = [sys.executable, "run.py", "method=sccl", "dataset=stackoverflow", f"data_dir={data_dir}",
                f"backbone={BACKBONE}",
                f"batch_size={BATCH}", f"trainer.max_steps={steps}", f"encoder_chunk_tokens={chunk}",

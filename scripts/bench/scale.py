@@ -23,6 +23,7 @@ import math
 import os
 import random
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -72,6 +73,15 @@ def timed_process(command: list[str], log: Path) -> dict:
     return {"wall_seconds": round(wall, 1), "peak_gib": round(usage.ru_maxrss / 1024**2, 2)}
 
 
+def fresh_run_folder(out: Path) -> Path:
+    """``out``, emptied of an earlier measurement's run: a benchmark times a run from its start, and run.py (rightly)
+    refuses to start a new run over a finished one."""
+    if out.exists():
+        print(f"bench: replacing the earlier measurement's run folder {out}", file=sys.stderr, flush=True)
+        shutil.rmtree(out)
+    return out
+
+
 def user_command(command: list[str], folder: Path) -> str:
     """The command as a user types it, with the generated corpus's folder as ``<folder>``."""
     return " ".join(["python", *command[1:]]).replace(str(folder), "<folder>")
@@ -81,7 +91,7 @@ def run_at(n: int, folder: Path, backbone: str) -> dict:
     corpus = folder / f"scale_{n}.csv"
     if not corpus.is_file():
         write_corpus(n, corpus)
-    out = folder / f"run_{backbone}_{n}"
+    out = fresh_run_folder(folder / f"run_{backbone}_{n}")
     command = [sys.executable, "run.py", "dataset=csv", f"data_dir={folder}", f"dataset.file={corpus.name}",
                "dataset.num_clusters=8", f"backbone={backbone}", f"trainer.max_steps={STEPS}",
                f"dataset.callbacks.clustering_eval.every_n_steps={EVERY}", f"hydra.run.dir={out}", "print_table=false"]

@@ -47,6 +47,14 @@ def test_the_section_says_whether_each_target_is_met():
     assert "1.30x (target within 1.2x: MISSES target)" in text
 
 
+def test_a_second_measurement_replaces_the_earlier_run_folder(tmp_path):
+    earlier = tmp_path / "run_tiny_300"
+    (earlier / "checkpoints").mkdir(parents=True)
+    (earlier / "results.json").write_text('{"status": "finished"}')
+    assert SCALE.fresh_run_folder(earlier) == earlier and not earlier.exists()
+    assert SCALE.fresh_run_folder(tmp_path / "never_made") == tmp_path / "never_made"
+
+
 @pytest.mark.slow
 def test_the_part_runs_end_to_end_at_small_sizes(tmp_path, monkeypatch):
     monkeypatch.setattr(SCALE, "ROOT", SCALE.ROOT)  # runs from the repository, writes under logs/bench/scale

@@ -8,8 +8,8 @@ Every pass over a corpus outside training (``predict``/``transform`` of the API,
   fused by ONNX Runtime's graph optimiser (``textcore.encoding.onnx_fusion``), run by ONNX Runtime in float32: the
   same embeddings up to float rounding;
 - ``onnx-int8``: that fused graph with its weights quantised to int8
-  (``onnxruntime.quantization.quantize_dynamic``): about 2x the texts/s of torch on a CPU, embeddings close but not
-  equal (BENCHMARKS.md).
+  (``onnxruntime.quantization.quantize_dynamic``): 1.5-1.7x the texts/s of torch on a 2-core AVX2 CPU (VNNI or AMX
+  should give more); embeddings close but not equal (BENCHMARKS.md).
 
 The export is cached in ``<cache folder>/onnx/`` (a run folder's, for a run) under a name made of a hash of the
 encoder's weights, its pooling and a hash of the recipe (:data:`RECIPE`): an encoder trained further, or an export
@@ -36,7 +36,8 @@ from textcore.errors import UserError
 
 log = logging.getLogger(__name__)
 
-__all__ = ["BACKENDS", "BackendError", "OnnxEncoder", "check_against_torch", "check_backend", "embedder", "export"]
+__all__ = ["BACKENDS", "BackendError", "OnnxEncoder", "check_against_torch", "check_backend", "embedder", "export",
+           "session_options"]
 ONNX_POOLINGS = ("mean", "cls", "cls_before_pooler")  # one backbone call each; the prompt poolings need several
 # what an export may differ from torch on the check texts: the largest absolute difference of an embedding value
 # (fp32: float rounding of a different kernel order), or the smallest cosine similarity (int8: quantised weights)
@@ -224,6 +225,18 @@ def _feed_forward_outputs(path: Path, layers) -> list[str]:
     return [name for name in found if any(f"/layer.{layer}/" in name for layer in layers)]
 
 
+def session_options(threads: int):
+    """ONNX Runtime's settings for a corpus pass: ``threads`` intra-op threads, one inter-op, every graph
+    optimisation, errors only in the log."""
+    ort = _onnxruntime()
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.log_severity_level = 3  # errors only: ORT's warnings about unused initialisers are not the user's
+    return options
+
+
 class OnnxEncoder:
     """Embeds texts like ``TextEncoder.encode`` (same tokenizer, token limit, length-sorted batches, input order
     back), through an ONNX Runtime session of an export; ``threads``: intra-op threads (default: the usable
@@ -235,12 +248,9 @@ class OnnxEncoder:
         self.tokenizer, self.dim = encoder.tokenizer, encoder.dim
         self.path = export(encoder, pooling, backend, cache_dir)
         self.recipe = recipe_key(backend)  # how the export was made (its name holds it too)
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads or usable_cores()
-        options.inter_op_num_threads = 1
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.log_severity_level = 3  # errors only: ORT's warnings about unused initialisers are not the user's
-        self.session = ort.InferenceSession(str(self.path), options, providers=["CPUExecutionProvider"])
+        self.threads = threads or usable_cores()
+        self.session = ort.InferenceSession(str(self.path), session_options(self.threads),
+                                            providers=["CPUExecutionProvider"])
         self.inputs = [i.name for i in self.session.get_inputs()]
         self.agreement: dict | None = None  # the differences to torch on the check texts (``embedder`` measures)
 
