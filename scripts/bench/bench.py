@@ -427,11 +427,12 @@ def part_inrun(args) -> dict:
 
 # ----------------------------------------------------------------------------- part: memory
 def peak_memory_of_run(data_dir: str, steps: int, chunk: int) -> dict:
-    fresh_run_folder(ROOT / "logs" / "bench" / f"memory_run_{chunk}")
+    run_dir = f"logs/bench/memory_run_{chunk}"  # relative to the repository, where the run starts
+    fresh_run_folder(ROOT / run_dir)
     command = [sys.executable, "run.py", "method=sccl", "dataset=stackoverflow", f"data_dir={data_dir}",
                f"backbone={BACKBONE}",
                f"batch_size={BATCH}", f"trainer.max_steps={steps}", f"encoder_chunk_tokens={chunk}",
-               "logger=csv", "~callbacks.progress", f"hydra.run.dir=logs/bench/memory_run_{chunk}", "print_table=false"]
+               "logger=csv", "~callbacks.progress", f"hydra.run.dir={run_dir}", "print_table=false"]
     code = ("import resource, subprocess, sys; subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL, "
             "stderr=subprocess.DEVNULL); print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
     start = time.perf_counter()
